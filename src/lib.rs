@@ -1,0 +1,1 @@
+//! wasmgate: an MCP gateway for subprocess MCP servers and hot-reloaded WASM plugins.

@@ -1,0 +1,150 @@
+//! The validated configuration: what the rest of the gateway reads. Built from the
+//! raw file schemas in `config::raw` by `config::load`; every field has its default
+//! filled in and every path is absolute.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use globset::GlobSet;
+
+/// The whole gateway configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub gateway: GatewayConfig,
+    /// Subprocess MCP servers by their key. Disabled servers are kept (with
+    /// `disabled = true`) so that `check` and `gateway_status` can show them.
+    pub servers: BTreeMap<String, ServerConfig>,
+    pub plugins: PluginsConfig,
+    /// The file this came from; `None` for the embedded default.
+    pub source: Option<PathBuf>,
+    /// Things that are not errors but that a user should hear about
+    /// (e.g. a Claude Desktop entry with a `url`, skipped until remote servers land).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// `serverInfo.name` (default "wasmgate").
+    pub name: String,
+    /// Between namespace and tool or prompt name (default "__").
+    pub separator: String,
+    /// Default per-call timeout for servers (default 60 s).
+    pub timeout: Duration,
+    /// How long list requests wait for servers still starting (default 10 s).
+    pub startup_timeout: Duration,
+    /// Items per page of the gateway's own lists (default 100).
+    pub page_size: usize,
+    /// JSON-lines file events are appended to (default none).
+    pub events_file: Option<PathBuf>,
+    /// Events kept in memory for `get_events` (default 1000).
+    pub event_buffer: usize,
+    /// tracing filter directive (default "info"); `--log-level` overrides it.
+    pub log_level: String,
+    /// Restarts of a crashed server before it is marked failed (default 5).
+    pub max_restarts: u32,
+    /// Between closing a server's stdin, SIGTERM and SIGKILL (default 2 s).
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The key in `[servers.NAME]` / `mcpServers`.
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// Extra environment for the child, `${VAR}` already expanded from the gateway's.
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// Prefix of this server's tools and prompts; "" means none. Defaults to `name`.
+    pub namespace: String,
+    /// Per-call timeout for this server (defaults to `gateway.timeout`).
+    pub timeout: Duration,
+    /// Per-tool overrides, keyed by the server's own (unprefixed) tool name.
+    pub tool_timeouts: BTreeMap<String, Duration>,
+    /// Which of the server's tools are exposed (`tools` allow globs, `disabled_tools` deny globs).
+    pub tool_filter: ToolFilter,
+    pub disabled: bool,
+}
+
+/// Allow and deny globs over a backend's own tool names. Deny wins.
+#[derive(Debug, Clone, Default)]
+pub struct ToolFilter {
+    /// `None` allows everything.
+    pub allow: Option<GlobSet>,
+    pub deny: Option<GlobSet>,
+    /// The patterns as written, for `check` and `gateway_status`.
+    pub allow_patterns: Vec<String>,
+    pub deny_patterns: Vec<String>,
+}
+
+impl ToolFilter {
+    pub fn allows(&self, tool: &str) -> bool {
+        let allowed = self.allow.as_ref().is_none_or(|set| set.is_match(tool));
+        let denied = self.deny.as_ref().is_some_and(|set| set.is_match(tool));
+        allowed && !denied
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PluginsConfig {
+    /// Every `*.wasm` here is loaded as a plugin named after its file stem, and watched.
+    pub dir: Option<PathBuf>,
+    /// Watch `dir` and every plugin path for changes (default true).
+    pub watch: bool,
+    /// Where compiled components are cached (default `$XDG_CACHE_HOME/wasmgate` or
+    /// `~/.cache/wasmgate`; none when neither is known).
+    pub cache_dir: Option<PathBuf>,
+    /// Serve the plugins compiled into the binary (default true only for the embedded default config).
+    pub bundled: bool,
+    /// Limits for plugins that set none of their own.
+    pub limits: PluginLimits,
+    /// `[plugins.NAME]` entries: a plugin at an explicit path, or grants and limits for
+    /// a plugin found in `dir` under that name.
+    pub plugins: BTreeMap<String, PluginConfig>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// Linear memory per instance, bytes (default 64 MiB).
+    pub memory: u64,
+    /// Wall time per call (default 10 s); the call's own timeout bounds it too.
+    pub timeout: Duration,
+    /// Fuel per call (default none: only the wall-time limit applies).
+    pub fuel: Option<u64>,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        PluginLimits { memory: 64 << 20, timeout: Duration::from_secs(10), fuel: None }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PluginConfig {
+    pub name: String,
+    /// The component file; `None` means `{dir}/{name}.wasm`.
+    pub path: Option<PathBuf>,
+    /// Prefix of the plugin's tools (defaults to `name`).
+    pub namespace: String,
+    pub limits: PluginLimits,
+    /// Directories the plugin may open.
+    pub allow_dirs: Vec<DirGrant>,
+    /// Names of the gateway's environment variables the plugin may read.
+    pub allow_env: Vec<String>,
+    /// Hosts (`name` or `name:port`, `*.suffix` allowed) the plugin may send HTTP requests to.
+    pub allow_hosts: Vec<String>,
+    /// Values the plugin reads with `host.config(key)`.
+    pub config: BTreeMap<String, String>,
+    pub tool_filter: ToolFilter,
+    pub disabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// Absolute, canonical host directory.
+    pub host: PathBuf,
+    /// Where the plugin sees it, e.g. "/data".
+    pub guest: String,
+    pub read_only: bool,
+}

@@ -1,2 +1,28 @@
 //! wasmgate: an MCP gateway for subprocess MCP servers and hot-reloaded WASM plugins.
+//!
+//! # Layout
+//! - `cli`: the commands (`serve`, `check`, `tools`, `call`) and exit codes.
+//! - `config`: the file schemas, validation, and the model the rest reads.
+//! - `protocol`: the JSON-RPC 2.0 envelope, error codes, version negotiation.
+//! - `transport`: how clients reach the gateway (`stdio`).
+//! - `session`: one client: lifecycle, requests in flight, requests to the client.
+//! - `router`: the catalog snapshot, method dispatch, name and token rewriting.
+//! - `gateway`: shared state, backend events, catalog swaps, shutdown.
+//! - `backend`: where tools live: subprocess MCP servers (`backend::process`).
+//! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
+//! - `reload`: config file watching.
+//! - `telemetry`: logging to stderr and the event log.
+//!
+//! A `tools/call` travels transport → session → router → backend and back.
+
+pub mod backend;
+pub mod builtin;
+pub mod cli;
 pub mod config;
+pub mod gateway;
+pub mod protocol;
+pub mod reload;
+pub mod router;
+pub mod session;
+pub mod telemetry;
+pub mod transport;

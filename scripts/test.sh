@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone with only rustup: installs what the tests
+# need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
+# Python plugin), then runs every test. `.ci/run` calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+tools="$root/target/test-tools"
+mkdir -p "$tools"
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "rust target wasm32-wasip2"
+rustup target add wasm32-wasip2 >&2
+
+step "third-party MCP servers and componentize-py (into $tools)"
+if [ ! -x "$tools/py/bin/python" ]; then
+  python3 -m venv "$tools/py"
+fi
+"$tools/py/bin/pip" install --quiet --disable-pip-version-check mcp-server-time componentize-py >&2
+if [ ! -x "$tools/node/node_modules/.bin/mcp-server-everything" ]; then
+  npm install --silent --no-audit --no-fund --prefix "$tools/node" @modelcontextprotocol/server-everything >&2
+fi
+export WASMGATE_TIME_SERVER="$tools/py/bin/mcp-server-time"
+export WASMGATE_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
+export PATH="$tools/py/bin:$PATH"
+
+step "Python plugin (componentize-py)"
+bash plugins/python/text/build.sh >&2
+
+step "cargo test"
+cargo test --no-fail-fast "$@"

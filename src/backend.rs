@@ -1,0 +1,102 @@
+//! Backends: where tools, resources and prompts live. A closed set, dispatched with
+//! `match`: subprocess MCP servers (`process`) and WASM plugins (`crate::plugin`);
+//! remote servers will join as a third variant.
+
+pub mod process;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::protocol::{self, RpcError};
+
+/// The lifecycle of a backend, as `gateway_status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendState {
+    Starting,
+    Ready,
+    Restarting,
+    Failed,
+    Stopped,
+}
+
+impl BackendState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendState::Starting => "starting",
+            BackendState::Ready => "ready",
+            BackendState::Restarting => "restarting",
+            BackendState::Failed => "failed",
+            BackendState::Stopped => "stopped",
+        }
+    }
+}
+
+/// Why a request to a backend did not get the backend's own answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BackendError {
+    #[error("server `{server}` answered with an error: {}", .error.message)]
+    Rpc { server: String, error: RpcError },
+    #[error("server `{server}` is {state}")]
+    Unavailable { server: String, state: &'static str },
+    #[error("server `{server}` exited while handling the request")]
+    Crashed { server: String },
+    #[error("server `{server}` did not answer within {} ms", .timeout.as_millis())]
+    Timeout { server: String, timeout: Duration },
+}
+
+impl BackendError {
+    /// The one place where backend failures become JSON-RPC errors.
+    pub fn to_rpc(&self) -> RpcError {
+        match self {
+            BackendError::Rpc { server, error } => RpcError {
+                code: error.code,
+                message: error.message.clone(),
+                data: Some(json!({"server": server, "originalError": error.to_value()})),
+            },
+            BackendError::Unavailable { server, .. } | BackendError::Crashed { server } => {
+                RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string()).with_data(json!({"server": server}))
+            }
+            BackendError::Timeout { server, timeout } => RpcError::new(protocol::REQUEST_TIMEOUT, "Request timed out")
+                .with_data(json!({"server": server, "timeoutMs": timeout.as_millis() as u64})),
+        }
+    }
+}
+
+/// What a server told about itself at start-up, and its lists. Replaced whole when a list changes.
+#[derive(Debug, Clone, Default)]
+pub struct Discovered {
+    pub protocol_version: String,
+    pub server_info: Value,
+    pub capabilities: Value,
+    pub instructions: Option<String>,
+    pub tools: Vec<Value>,
+    pub resources: Vec<Value>,
+    pub resource_templates: Vec<Value>,
+    pub prompts: Vec<Value>,
+}
+
+impl Discovered {
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.capabilities.get(name).is_some_and(|c| !c.is_null())
+    }
+}
+
+/// Which list of a server changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+/// What backends report to the gateway, in order, on one channel.
+#[derive(Debug)]
+pub enum BackendEvent {
+    /// The backend's lists or state changed: rebuild the catalog.
+    Changed { server: String },
+    /// A notification from the server, for the gateway to rewrite and pass on.
+    Notification { server: String, method: String, params: Option<Value> },
+    /// A request from the server to the client (sampling, elicitation, roots).
+    Request { server: String, method: String, params: Option<Value>, reply: process::Responder },
+}

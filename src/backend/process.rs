@@ -1,0 +1,537 @@
+//! A subprocess MCP server: newline-delimited JSON-RPC over its stdin/stdout.
+//! One supervisor task per server starts it, performs the handshake and discovery,
+//! restarts it with backoff after a crash and stops it on shutdown; one `Connection`
+//! per child correlates many requests in flight by rewritten ids.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
+use crate::config::ServerConfig;
+use crate::protocol::{self, Message, RpcError};
+use crate::telemetry::events::{EventLog, Status};
+
+/// What the gateway offers to forward to its servers. Servers are shared and start
+/// before any client connects, so this is what the gateway can do, not what a client can.
+fn client_capabilities() -> Value {
+    json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
+}
+
+/// A run of this long resets the count of consecutive failures.
+const HEALTHY_RUN: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+pub struct ProcessBackend {
+    pub config: ServerConfig,
+    state: watch::Sender<BackendState>,
+    connection: ArcSwapOption<Connection>,
+    discovered: ArcSwap<Discovered>,
+    restarts: AtomicU32,
+    pid: AtomicU32,
+    last_error: Mutex<Option<String>>,
+    stopping: watch::Sender<bool>,
+    events: Arc<EventLog>,
+    to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    max_restarts: u32,
+    startup_timeout: Duration,
+    shutdown_grace: Duration,
+}
+
+/// Answers one request that a server sent to the client.
+#[derive(Debug)]
+pub struct Responder {
+    connection: Arc<Connection>,
+    id: Value,
+}
+
+impl Responder {
+    /// The server's id for its request.
+    pub fn id(&self) -> &Value {
+        &self.id
+    }
+
+    pub fn send(self, result: Result<Value, RpcError>) {
+        self.connection.send(protocol::response(self.id, result));
+    }
+}
+
+/// The live pipes of one child process.
+#[derive(Debug)]
+struct Connection {
+    server: String,
+    writer: mpsc::UnboundedSender<String>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl Connection {
+    fn send(&self, message: Value) {
+        let _ = self.writer.send(message.to_string());
+    }
+
+    /// Sends a request and waits for its answer. Dropping the future (timeout, client
+    /// cancellation) tells the server with `notifications/cancelled`.
+    async fn request(self: &Arc<Self>, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, BackendError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        if self.closed.load(Ordering::Acquire) {
+            self.pending.lock().unwrap().remove(&id);
+            return Err(BackendError::Crashed { server: self.server.clone() });
+        }
+        let mut guard = PendingGuard { connection: self, id, done: false };
+        self.send(protocol::request(id.into(), method, params));
+        let outcome = tokio::time::timeout(timeout, rx).await;
+        guard.done = !matches!(outcome, Err(_));
+        match outcome {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(BackendError::Rpc { server: self.server.clone(), error }),
+            Ok(Err(_)) => Err(BackendError::Crashed { server: self.server.clone() }),
+            Err(_) => Err(BackendError::Timeout { server: self.server.clone(), timeout }),
+        }
+    }
+
+    fn complete(&self, id: &Value, result: Result<Value, RpcError>) {
+        let Some(id) = id.as_u64() else { return };
+        if let Some(tx) = self.pending.lock().unwrap().remove(&id) {
+            let _ = tx.send(result);
+        }
+    }
+
+    /// Fails every request in flight at once: their senders drop.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.pending.lock().unwrap().clear();
+    }
+}
+
+struct PendingGuard<'a> {
+    connection: &'a Arc<Connection>,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.connection.pending.lock().unwrap().remove(&self.id).is_some() {
+            self.connection.send(protocol::notification(
+                "notifications/cancelled",
+                Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
+            ));
+        }
+    }
+}
+
+impl ProcessBackend {
+    pub fn start(
+        config: ServerConfig,
+        gateway: &crate::config::GatewayConfig,
+        events: Arc<EventLog>,
+        to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    ) -> Arc<Self> {
+        let backend = Arc::new(ProcessBackend {
+            config,
+            state: watch::channel(BackendState::Starting).0,
+            connection: ArcSwapOption::empty(),
+            discovered: ArcSwap::from_pointee(Discovered::default()),
+            restarts: AtomicU32::new(0),
+            pid: AtomicU32::new(0),
+            last_error: Mutex::new(None),
+            stopping: watch::channel(false).0,
+            events,
+            to_gateway,
+            max_restarts: gateway.max_restarts,
+            startup_timeout: gateway.startup_timeout,
+            shutdown_grace: gateway.shutdown_grace,
+        });
+        tokio::spawn(backend.clone().supervise());
+        backend
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn state(&self) -> BackendState {
+        *self.state.borrow()
+    }
+
+    pub fn discovered(&self) -> Arc<Discovered> {
+        self.discovered.load_full()
+    }
+
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        Some(self.pid.load(Ordering::Relaxed)).filter(|p| *p != 0)
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap().clone()
+    }
+
+    /// Resolves once the server has left `Starting` (ready, failed, ...) or `deadline` passed.
+    pub async fn wait_started(&self, deadline: tokio::time::Instant) {
+        let mut rx = self.state.subscribe();
+        let _ = tokio::time::timeout_at(deadline, rx.wait_for(|s| *s != BackendState::Starting)).await;
+    }
+
+    /// Timeout for one call of `tool` (per-tool override, else the server's).
+    pub fn timeout_for(&self, tool: Option<&str>) -> Duration {
+        tool.and_then(|t| self.config.tool_timeouts.get(t)).copied().unwrap_or(self.config.timeout)
+    }
+
+    /// Forwards a request. Fails at once unless the server is ready.
+    pub async fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, BackendError> {
+        let state = self.state();
+        let connection = match (state, self.connection.load_full()) {
+            (BackendState::Ready, Some(c)) => c,
+            _ => return Err(BackendError::Unavailable { server: self.config.name.clone(), state: state.as_str() }),
+        };
+        connection.request(method, params, timeout).await
+    }
+
+    pub fn notify(&self, method: &str, params: Option<Value>) {
+        if let Some(connection) = self.connection.load_full() {
+            connection.send(protocol::notification(method, params));
+        }
+    }
+
+    /// Re-fetches one list after the server said it changed.
+    pub async fn refresh(&self, kind: ListKind) -> Result<(), BackendError> {
+        let Some(connection) = self.connection.load_full() else { return Ok(()) };
+        let mut next = (*self.discovered.load_full()).clone();
+        match kind {
+            ListKind::Tools => next.tools = list_all(&connection, "tools/list", "tools", self.config.timeout).await?,
+            ListKind::Prompts => next.prompts = list_all(&connection, "prompts/list", "prompts", self.config.timeout).await?,
+            ListKind::Resources => {
+                next.resources = list_all(&connection, "resources/list", "resources", self.config.timeout).await?;
+                next.resource_templates =
+                    list_all(&connection, "resources/templates/list", "resourceTemplates", self.config.timeout).await?;
+            }
+        }
+        self.discovered.store(Arc::new(next));
+        Ok(())
+    }
+
+    /// Stops the server: stdin closed, then SIGTERM, then SIGKILL, each after the grace period.
+    pub async fn stop(&self) {
+        self.stopping.send_replace(true);
+        let mut rx = self.state.subscribe();
+        let _ = rx.wait_for(|s| matches!(s, BackendState::Stopped | BackendState::Failed)).await;
+    }
+
+    fn set_state(&self, state: BackendState) {
+        self.state.send_replace(state);
+        let _ = self.to_gateway.send(BackendEvent::Changed { server: self.config.name.clone() });
+    }
+
+    fn fail(&self, message: String) {
+        tracing::warn!(server = %self.config.name, "{message}");
+        *self.last_error.lock().unwrap() = Some(message);
+    }
+
+    async fn supervise(self: Arc<Self>) {
+        let name = self.config.name.clone();
+        let mut stopping = self.stopping.subscribe();
+        let mut failures: u32 = 0;
+        loop {
+            let started = Instant::now();
+            let outcome = self.run_once(&mut stopping).await;
+            self.connection.store(None);
+            self.pid.store(0, Ordering::Relaxed);
+            if *stopping.borrow() {
+                self.set_state(BackendState::Stopped);
+                self.events.emit("backend.stopped", &name, Status::Success, Value::Null);
+                return;
+            }
+            if let Err(message) = outcome {
+                self.fail(message);
+            }
+            if started.elapsed() >= HEALTHY_RUN {
+                failures = 0;
+            }
+            failures += 1;
+            let last_error = self.last_error();
+            if failures > self.max_restarts {
+                self.events.emit("backend.failed", &name, Status::Failure, json!({"error": last_error, "failures": failures}));
+                tracing::error!(server = %name, failures, "giving up on the server after {failures} failed starts");
+                self.set_state(BackendState::Failed);
+                return;
+            }
+            self.events.emit("backend.crashed", &name, Status::Failure, json!({"error": last_error}));
+            self.set_state(BackendState::Restarting);
+            let backoff = Duration::from_millis(100 << (failures - 1).min(12)).min(MAX_BACKOFF);
+            tracing::info!(server = %name, backoff_ms = backoff.as_millis() as u64, "restarting");
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop_requested(&mut stopping) => {}
+            }
+            if *stopping.borrow() {
+                self.set_state(BackendState::Stopped);
+                return;
+            }
+            self.restarts.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One life of the child: spawn, handshake, serve until it exits or we stop it.
+    async fn run_once(self: &Arc<Self>, stopping: &mut watch::Receiver<bool>) -> Result<(), String> {
+        let name = &self.config.name;
+        let mut child = self.spawn().map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
+        let pid = child.id().unwrap_or(0);
+        self.pid.store(pid, Ordering::Relaxed);
+        let restarted = self.restarts() > 0;
+        self.events.emit("backend.started", name, Status::Pending, json!({"pid": pid, "command": self.config.command}));
+
+        let (writer_tx, writer_rx) = mpsc::unbounded_channel();
+        let connection = Arc::new(Connection {
+            server: name.clone(),
+            writer: writer_tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+        });
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        tokio::spawn(write_lines(stdin, writer_rx));
+        tokio::spawn(log_stderr(name.clone(), stderr));
+        let reader = tokio::spawn(read_lines(connection.clone(), stdout, self.to_gateway.clone()));
+
+        let begun = Instant::now();
+        let handshake = tokio::select! {
+            r = self.handshake(&connection) => r,
+            _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
+            status = child.wait() => Err(format!("exited during start-up ({})", describe_exit(status))),
+        };
+        if let Err(message) = handshake {
+            connection.close();
+            self.terminate(child, &connection).await;
+            reader.abort();
+            return Err(message);
+        }
+        self.connection.store(Some(connection.clone()));
+        let discovered = self.discovered();
+        tracing::info!(server = %name, tools = discovered.tools.len(), elapsed_ms = begun.elapsed().as_millis() as u64, "server ready");
+        self.events.emit(
+            if restarted { "backend.restarted" } else { "backend.ready" },
+            name,
+            Status::Success,
+            json!({"pid": pid, "tool_count": discovered.tools.len(), "protocol_version": discovered.protocol_version,
+                   "elapsed_ms": begun.elapsed().as_millis() as u64}),
+        );
+        self.set_state(BackendState::Ready);
+
+        let result = tokio::select! {
+            status = child.wait() => Err(format!("exited unexpectedly ({})", describe_exit(status))),
+            _ = stop_requested(stopping) => {
+                self.terminate(child, &connection).await;
+                Ok(())
+            }
+        };
+        connection.close();
+        let _ = reader.await;
+        result
+    }
+
+    fn spawn(&self) -> std::io::Result<Child> {
+        let mut command = Command::new(&self.config.command);
+        command
+            .args(&self.config.args)
+            .envs(&self.config.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            // Its own process group, so that stopping it reaches what it spawned (npx, uvx wrappers).
+            .process_group(0);
+        if let Some(cwd) = &self.config.cwd {
+            command.current_dir(cwd);
+        }
+        command.spawn()
+    }
+
+    async fn handshake(&self, connection: &Arc<Connection>) -> Result<(), String> {
+        let timeout = self.startup_timeout;
+        let init = connection
+            .request(
+                "initialize",
+                Some(json!({
+                    "protocolVersion": protocol::LATEST_VERSION,
+                    "capabilities": client_capabilities(),
+                    "clientInfo": {"name": "wasmgate", "version": env!("CARGO_PKG_VERSION")},
+                })),
+                timeout,
+            )
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        connection.send(protocol::notification("notifications/initialized", None));
+        let mut discovered = Discovered {
+            protocol_version: init.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_string(),
+            server_info: init.get("serverInfo").cloned().unwrap_or(Value::Null),
+            capabilities: init.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+            instructions: init.get("instructions").and_then(Value::as_str).map(str::to_string),
+            ..Default::default()
+        };
+        let err = |e: BackendError| format!("discovery failed: {e}");
+        if discovered.has_capability("tools") {
+            discovered.tools = list_all(connection, "tools/list", "tools", timeout).await.map_err(err)?;
+        }
+        if discovered.has_capability("resources") {
+            discovered.resources = list_all(connection, "resources/list", "resources", timeout).await.map_err(err)?;
+            // Templates are optional even for servers with resources.
+            discovered.resource_templates =
+                list_all(connection, "resources/templates/list", "resourceTemplates", timeout).await.unwrap_or_default();
+        }
+        if discovered.has_capability("prompts") {
+            discovered.prompts = list_all(connection, "prompts/list", "prompts", timeout).await.map_err(err)?;
+        }
+        self.discovered.store(Arc::new(discovered));
+        Ok(())
+    }
+
+    async fn terminate(&self, mut child: Child, connection: &Arc<Connection>) {
+        let name = &self.config.name;
+        let grace = self.shutdown_grace;
+        // Closing stdin is the polite way to ask an MCP server to leave.
+        connection.close();
+        let _ = connection.writer.send(String::new());
+        drop(child.stdin.take());
+        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
+            return;
+        }
+        if let Some(pid) = child.id() {
+            tracing::info!(server = %name, pid, "did not exit on stdin close; sending SIGTERM");
+            signal_group(pid, libc::SIGTERM);
+            if tokio::time::timeout(grace, child.wait()).await.is_ok() {
+                return;
+            }
+            tracing::warn!(server = %name, pid, "did not exit on SIGTERM; sending SIGKILL");
+            signal_group(pid, libc::SIGKILL);
+        }
+        let _ = child.kill().await;
+    }
+}
+
+/// Resolves when a stop was asked for; the borrow of the flag ends here, before any await of the caller.
+async fn stop_requested(stopping: &mut watch::Receiver<bool>) {
+    let _ = stopping.wait_for(|s| *s).await;
+}
+
+fn signal_group(pid: u32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals the process group we created for the child.
+    unsafe {
+        libc::kill(-(pid as i32), signal);
+    }
+}
+
+fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(s) => s.to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Fetches every page of a list, following `nextCursor`.
+async fn list_all(connection: &Arc<Connection>, method: &str, key: &str, timeout: Duration) -> Result<Vec<Value>, BackendError> {
+    let mut items = Vec::new();
+    let mut cursor: Option<Value> = None;
+    // Bounded, so that a server that always answers with a cursor cannot hold start-up forever.
+    for _ in 0..1000 {
+        let params = cursor.take().map(|c| json!({"cursor": c}));
+        let page = connection.request(method, params, timeout).await?;
+        if let Some(Value::Array(list)) = page.get(key) {
+            items.extend(list.iter().cloned());
+        }
+        match page.get("nextCursor") {
+            Some(c) if !c.is_null() => cursor = Some(c.clone()),
+            _ => break,
+        }
+    }
+    Ok(items)
+}
+
+/// Owns the child's stdin; an empty string means "close".
+async fn write_lines(stdin: tokio::process::ChildStdin, mut rx: mpsc::UnboundedReceiver<String>) {
+    let mut out = BufWriter::new(stdin);
+    while let Some(line) = rx.recv().await {
+        if line.is_empty() {
+            break;
+        }
+        if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err() {
+            break;
+        }
+        // Write everything that is queued before one flush: fewer syscalls under load.
+        let mut closing = false;
+        while let Ok(next) = rx.try_recv() {
+            if next.is_empty() {
+                closing = true;
+                break;
+            }
+            if out.write_all(next.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err() {
+                return;
+            }
+        }
+        if out.flush().await.is_err() || closing {
+            break;
+        }
+    }
+    let _ = out.shutdown().await;
+}
+
+async fn read_lines(connection: Arc<Connection>, stdout: tokio::process::ChildStdout, to_gateway: mpsc::UnboundedSender<BackendEvent>) {
+    let server = connection.server.clone();
+    let mut lines = BufReader::with_capacity(64 * 1024, stdout).lines();
+    loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(err) => {
+                tracing::warn!(server = %server, "unreadable output: {err}");
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let message = serde_json::from_str::<Value>(&line).map_err(|e| e.to_string()).and_then(|v| protocol::parse_message(v).map_err(|e| e.message));
+        match message {
+            Ok(Message::Response { id, result }) => connection.complete(&id, result),
+            Ok(Message::Notification { method, params }) => {
+                let _ = to_gateway.send(BackendEvent::Notification { server: server.clone(), method, params });
+            }
+            Ok(Message::Request { id, method, params }) => {
+                let reply = Responder { connection: connection.clone(), id };
+                let _ = to_gateway.send(BackendEvent::Request { server: server.clone(), method, params, reply });
+            }
+            Err(reason) => {
+                let shown: String = line.chars().take(200).collect();
+                tracing::warn!(server = %server, "ignored a line that is not JSON-RPC ({reason}): {shown}");
+            }
+        }
+    }
+    connection.close();
+}
+
+async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(server = %server, "stderr: {line}");
+    }
+}

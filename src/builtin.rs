@@ -1,0 +1,120 @@
+//! The gateway's own tools, served without prefix: `gateway_status` and `get_events`.
+//! Their shapes follow the reference documents the project started from, with more fields.
+
+use serde_json::{Value, json};
+
+use crate::gateway::Gateway;
+use crate::protocol::RpcError;
+use crate::telemetry::events::Query;
+
+pub fn tool_definitions() -> Vec<Value> {
+    vec![
+        json!({
+            "name": "gateway_status",
+            "title": "Gateway status",
+            "description": "Status of the wasmgate gateway and of every backend (servers and plugins): state, namespace, tool counts, restarts, last error.",
+            "inputSchema": {"type": "object", "properties": {}, "required": []},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        }),
+        json!({
+            "name": "get_events",
+            "title": "Gateway events",
+            "description": "Query the gateway's event log (newest first): backend lifecycle, tool calls, catalog and config changes.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "trace_id": {"type": "string", "description": "Only events of this trace"},
+                    "event_type": {"type": "string", "description": "e.g. tool.called, backend.crashed, plugin.reloaded"},
+                    "status": {"type": "string", "enum": ["success", "failure", "pending"]},
+                    "since": {"type": "string", "description": "RFC 3339 timestamp: only events at or after it"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}
+                },
+                "required": []
+            },
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
+        }),
+    ]
+}
+
+pub fn call(gateway: &Gateway, tool: &str, arguments: &Value) -> Result<Value, RpcError> {
+    let payload = match tool {
+        "gateway_status" => status(gateway),
+        "get_events" => Value::Array(gateway.events.query(&query(arguments)?)),
+        _ => return Err(RpcError::invalid_params(format!("Unknown tool: {tool}"))),
+    };
+    Ok(json!({
+        "content": [{"type": "text", "text": serde_json::to_string_pretty(&payload).unwrap_or_default()}],
+        "structuredContent": if payload.is_object() { payload.clone() } else { json!({"events": payload}) },
+    }))
+}
+
+fn query(arguments: &Value) -> Result<Query, RpcError> {
+    let text = |key: &str| arguments.get(key).and_then(Value::as_str).map(str::to_string);
+    let since = match text("since") {
+        Some(since) => Some(
+            chrono::DateTime::parse_from_rfc3339(&since)
+                .map_err(|e| RpcError::invalid_params(format!("Invalid arguments for tool get_events: since: {e} (want RFC 3339, e.g. 2026-01-31T12:00:00Z)")))?
+                .with_timezone(&chrono::Utc),
+        ),
+        None => None,
+    };
+    Ok(Query {
+        trace_id: text("trace_id"),
+        event_type: text("event_type"),
+        status: text("status"),
+        since,
+        limit: arguments.get("limit").and_then(Value::as_u64).unwrap_or(100) as usize,
+    })
+}
+
+fn status(gateway: &Gateway) -> Value {
+    let config = gateway.config.load();
+    let catalog = gateway.catalog();
+    let mut backends = serde_json::Map::new();
+    for backend in gateway.process_backends() {
+        let discovered = backend.discovered();
+        let server = &backend.config;
+        backends.insert(
+            server.name.clone(),
+            json!({
+                "kind": "process",
+                "status": backend.state().as_str(),
+                "namespace": server.namespace,
+                "tool_count": discovered.tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| server.tool_filter.allows(n))).count(),
+                "resource_count": discovered.resources.len(),
+                "resource_template_count": discovered.resource_templates.len(),
+                "prompt_count": discovered.prompts.len(),
+                "restarts": backend.restarts(),
+                "last_error": backend.last_error(),
+                "pid": backend.pid(),
+                "command": server.command,
+                "protocol_version": discovered.protocol_version,
+                "server_info": discovered.server_info,
+                "timeout_ms": server.timeout.as_millis() as u64,
+            }),
+        );
+    }
+    for server in config.servers.values().filter(|s| s.disabled) {
+        backends.insert(server.name.clone(), json!({"kind": "process", "status": "disabled", "namespace": server.namespace, "tool_count": 0}));
+    }
+    json!({
+        "gateway": {
+            "name": config.gateway.name,
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_s": gateway.started.elapsed().as_secs(),
+            "started_at": gateway.started_at.to_rfc3339(),
+            "config": {
+                "file": config.source.as_ref().map(|p| p.display().to_string()),
+                "separator": config.gateway.separator,
+                "timeout_ms": config.gateway.timeout.as_millis() as u64,
+                "startup_timeout_ms": config.gateway.startup_timeout.as_millis() as u64,
+                "log_level": config.gateway.log_level,
+                "page_size": config.gateway.page_size,
+            },
+            "tool_count": catalog.tools.len(),
+            "prompt_count": catalog.prompts.len(),
+            "resource_count": catalog.resources.len(),
+        },
+        "backends": backends,
+    })
+}

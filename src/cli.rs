@@ -1,0 +1,157 @@
+//! Command line: `serve` (the default), `check`, `tools`, `call`. Parses flags, loads
+//! the config, runs, and maps the outcome to an exit code.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+
+use crate::config::{self, Config};
+use crate::gateway::Gateway;
+
+#[derive(Parser, Debug)]
+#[command(name = "wasmgate", version, about = "An MCP gateway for subprocess MCP servers and hot-reloaded WASM plugins")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Config file: gateway.toml, or a Claude Desktop / Cursor JSON with `mcpServers`.
+    /// Without one, wasmgate serves its embedded default (built-in tools and bundled plugins).
+    #[arg(long, short, global = true, env = "WASMGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log filter for stderr (error, warn, info, debug, trace, or tracing directives).
+    #[arg(long, global = true, env = "WASMGATE_LOG")]
+    log_level: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve MCP over stdio (the default).
+    Serve,
+    /// Validate the config, print a summary, exit 1 on errors.
+    Check,
+    /// Start the backends, print the aggregated tool catalog, exit.
+    Tools {
+        /// Print the MCP `tools/list` result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call one tool and print its result; exit 0 on success, 1 on an error result.
+    Call {
+        /// The tool's name as `tools` shows it (e.g. `time__get_current_time`).
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    let command = cli.command.unwrap_or(Command::Serve);
+    let config = match &cli.config {
+        Some(path) => config::load(path),
+        None => Ok(config::embedded_default()),
+    };
+    let config = match config {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("{err}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Command::Check = command {
+        print!("{}", config.summary());
+        println!("config OK");
+        return ExitCode::SUCCESS;
+    }
+    let level = cli.log_level.clone().unwrap_or_else(|| config.gateway.log_level.clone());
+    crate::telemetry::init_logging(&level);
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("cannot start the async runtime: {err}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        match command {
+            Command::Serve => serve(config).await.map(|_| ExitCode::SUCCESS),
+            Command::Tools { json } => list_tools(config, json).await,
+            Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
+            Command::Check => unreachable!("handled before the runtime starts"),
+        }
+    });
+    // Plugin tasks and stuck backends must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("wasmgate: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve(config: Config) -> Result<()> {
+    let watch_path = config.source.clone();
+    let gateway = Gateway::start(config);
+    let _watcher = watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path));
+    let stdio = crate::transport::stdio::serve(gateway.clone(), tokio::io::stdin(), tokio::io::stdout());
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
+    tokio::select! {
+        result = stdio => result.context("stdio")?,
+        _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+    }
+    gateway.shutdown().await;
+    Ok(())
+}
+
+/// Starts the gateway and waits for its backends, for the one-shot commands.
+async fn started(config: Config) -> Arc<Gateway> {
+    let gateway = Gateway::start(config);
+    gateway.wait_for_startup().await;
+    gateway
+}
+
+async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
+    let gateway = started(config).await;
+    let catalog = gateway.catalog();
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&json!({"tools": catalog.tools}))?);
+    } else {
+        for tool in &catalog.tools {
+            let name = tool["name"].as_str().unwrap_or_default();
+            let description = tool["description"].as_str().unwrap_or_default().lines().next().unwrap_or_default();
+            println!("{name:<40} {description}");
+        }
+    }
+    gateway.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
+    let arguments: Value = serde_json::from_str(arguments).context("the arguments are not valid JSON")?;
+    let gateway = started(config).await;
+    let outcome = gateway.call_once(tool, arguments).await;
+    gateway.shutdown().await;
+    match outcome {
+        Ok(result) => {
+            println!("{}", serde_json::to_string_pretty(&result)?);
+            Ok(if result.get("isError").and_then(Value::as_bool) == Some(true) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+        Err(error) => {
+            eprintln!("error {}: {}", error.code, error.message);
+            if let Some(data) = error.data {
+                eprintln!("{data}");
+            }
+            Ok(ExitCode::from(1))
+        }
+    }
+}

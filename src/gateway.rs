@@ -1,0 +1,331 @@
+//! The gateway's shared state and its life: starting backends, turning backend events
+//! into catalog swaps and client notifications, applying config changes, shutting down.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::backend::process::ProcessBackend;
+use crate::backend::{BackendEvent, BackendState, ListKind};
+use crate::config::Config;
+use crate::protocol::{self, RpcError};
+use crate::router::catalog::{Catalog, Source, Target};
+use crate::session::Session;
+use crate::telemetry::events::{EventLog, Status};
+
+pub struct Gateway {
+    pub config: ArcSwap<Config>,
+    pub events: Arc<EventLog>,
+    pub(crate) backends: Mutex<BTreeMap<String, Arc<ProcessBackend>>>,
+    pub(crate) catalog: ArcSwap<Catalog>,
+    sessions: Mutex<Vec<Weak<Session>>>,
+    /// Gateway progress token -> the session and the token its client chose.
+    progress: Mutex<HashMap<String, (Weak<Session>, Value)>>,
+    next_token: AtomicU64,
+    /// URI -> sessions subscribed to it.
+    subscriptions: Mutex<HashMap<String, Vec<Weak<Session>>>>,
+    to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    rebuild: Mutex<()>,
+    pub started: Instant,
+    pub started_at: DateTime<Utc>,
+}
+
+impl Gateway {
+    /// Starts every enabled server (in parallel: each has its own task) and the event hub.
+    pub fn start(config: Config) -> Arc<Gateway> {
+        let events = Arc::new(EventLog::new(config.gateway.event_buffer));
+        if let Some(path) = &config.gateway.events_file {
+            if let Err(err) = events.open_file(path) {
+                tracing::warn!("cannot append events to {}: {err}", path.display());
+            }
+        }
+        let (to_gateway, from_backends) = mpsc::unbounded_channel();
+        let gateway = Arc::new(Gateway {
+            config: ArcSwap::from_pointee(config.clone()),
+            events,
+            backends: Mutex::new(BTreeMap::new()),
+            catalog: ArcSwap::from_pointee(Catalog::default()),
+            sessions: Mutex::new(Vec::new()),
+            progress: Mutex::new(HashMap::new()),
+            next_token: AtomicU64::new(1),
+            subscriptions: Mutex::new(HashMap::new()),
+            to_gateway,
+            rebuild: Mutex::new(()),
+            started: Instant::now(),
+            started_at: Utc::now(),
+        });
+        for server in config.servers.values().filter(|s| !s.disabled) {
+            gateway.start_server(server.clone());
+        }
+        gateway.rebuild_catalog();
+        tokio::spawn(hub(Arc::downgrade(&gateway), from_backends));
+        gateway.events.emit(
+            "gateway.started",
+            "wasmgate",
+            Status::Success,
+            json!({"version": env!("CARGO_PKG_VERSION"), "servers": config.servers.len(),
+                   "config": config.source.as_ref().map(|p| p.display().to_string())}),
+        );
+        gateway
+    }
+
+    fn start_server(&self, server: crate::config::ServerConfig) {
+        let name = server.name.clone();
+        let backend = ProcessBackend::start(server, &self.config.load().gateway, self.events.clone(), self.to_gateway.clone());
+        self.backends.lock().unwrap().insert(name, backend);
+    }
+
+    pub fn backend(&self, name: &str) -> Option<Arc<ProcessBackend>> {
+        self.backends.lock().unwrap().get(name).cloned()
+    }
+
+    pub fn process_backends(&self) -> Vec<Arc<ProcessBackend>> {
+        self.backends.lock().unwrap().values().cloned().collect()
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.load_full()
+    }
+
+    /// Waits (bounded by `startup_timeout` from gateway start) for servers still starting,
+    /// so that the first list a client sees is complete in the common case.
+    pub async fn wait_for_startup(&self) {
+        let deadline = tokio::time::Instant::from_std(self.started + self.config.load().gateway.startup_timeout);
+        for backend in self.process_backends() {
+            backend.wait_started(deadline).await;
+        }
+    }
+
+    pub fn register_session(&self, session: &Arc<Session>) {
+        let mut sessions = self.sessions.lock().unwrap();
+        sessions.retain(|s| s.strong_count() > 0);
+        sessions.push(Arc::downgrade(session));
+    }
+
+    fn live_sessions(&self) -> Vec<Arc<Session>> {
+        self.sessions.lock().unwrap().iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Rebuilds the catalog from every backend's lists and swaps it in; tells clients
+    /// which lists changed. Serialised, so two rebuilds never race to store an older one.
+    pub fn rebuild_catalog(&self) {
+        let _one_at_a_time = self.rebuild.lock().unwrap();
+        let config = self.config.load();
+        let backends = self.process_backends();
+        let discovered: Vec<_> = backends.iter().map(|b| b.discovered()).collect();
+        let timeouts: Vec<_> = backends
+            .iter()
+            .map(|b| {
+                let b = b.clone();
+                move |tool: &str| b.timeout_for(Some(tool))
+            })
+            .collect();
+        let sources: Vec<Source<'_>> = backends
+            .iter()
+            .zip(&discovered)
+            .zip(&timeouts)
+            .filter(|((b, _), _)| b.state() != BackendState::Failed)
+            .map(|((b, d), t)| Source {
+                target: Target::Process(b.clone()),
+                namespace: &b.config.namespace,
+                discovered: d,
+                filter: &b.config.tool_filter,
+                timeout_for: t,
+            })
+            .collect();
+        let next = Catalog::build(&config.gateway.separator, crate::builtin::tool_definitions(), &sources);
+        let previous = self.catalog.load_full();
+        let changed = [
+            (previous.tools != next.tools, "notifications/tools/list_changed"),
+            (previous.prompts != next.prompts, "notifications/prompts/list_changed"),
+            (previous.resources != next.resources || previous.templates != next.templates, "notifications/resources/list_changed"),
+        ];
+        for conflict in next.conflicts.iter().filter(|c| !previous.conflicts.contains(c)) {
+            tracing::warn!("{conflict}");
+            self.events.emit("catalog.conflict", "wasmgate", Status::Failure, json!({"detail": conflict}));
+        }
+        let tool_count = next.tools.len();
+        self.catalog.store(Arc::new(next));
+        if changed.iter().any(|(c, _)| *c) {
+            self.events.emit("catalog.changed", "wasmgate", Status::Success, json!({"tool_count": tool_count}));
+        }
+        for (_, method) in changed.iter().filter(|(c, _)| *c) {
+            for session in self.live_sessions() {
+                session.notify(method, None);
+            }
+        }
+    }
+
+    /// Maps a client's progress token to one that is unique across sessions.
+    pub fn register_progress(&self, session: &Arc<Session>, token: Value) -> String {
+        let ours = format!("wg-{}", self.next_token.fetch_add(1, Ordering::Relaxed));
+        self.progress.lock().unwrap().insert(ours.clone(), (Arc::downgrade(session), token));
+        ours
+    }
+
+    pub fn forget_progress(&self, token: &str) {
+        self.progress.lock().unwrap().remove(token);
+    }
+
+    pub fn subscribe(&self, session: &Arc<Session>, uri: &str) {
+        self.subscriptions.lock().unwrap().entry(uri.to_string()).or_default().push(Arc::downgrade(session));
+    }
+
+    /// Returns true when no session is subscribed to `uri` any more.
+    pub fn unsubscribe(&self, session: &Arc<Session>, uri: &str) -> bool {
+        let mut subs = self.subscriptions.lock().unwrap();
+        let Some(list) = subs.get_mut(uri) else { return true };
+        list.retain(|w| w.upgrade().is_some_and(|s| !Arc::ptr_eq(&s, session)));
+        let empty = list.is_empty();
+        if empty {
+            subs.remove(uri);
+        }
+        empty
+    }
+
+    /// Applies a new configuration: servers added, removed or changed are started,
+    /// stopped or restarted; the others are untouched.
+    pub async fn reconfigure(self: &Arc<Self>, next: Config) {
+        let previous = self.config.load_full();
+        self.config.store(Arc::new(next.clone()));
+        let mut stopped = Vec::new();
+        for (name, old) in &previous.servers {
+            let keep = next.servers.get(name).is_some_and(|new| !new.disabled && crate::reload::same_server(old, new));
+            if !keep {
+                if let Some(backend) = self.backends.lock().unwrap().remove(name) {
+                    stopped.push(backend);
+                }
+            }
+        }
+        for backend in &stopped {
+            backend.stop().await;
+        }
+        for (name, server) in next.servers.iter().filter(|(_, s)| !s.disabled) {
+            if self.backend(name).is_none() {
+                self.start_server(server.clone());
+            }
+        }
+        self.rebuild_catalog();
+        self.events.emit("config.reloaded", "wasmgate", Status::Success, json!({"servers": next.servers.len()}));
+    }
+
+    pub async fn shutdown(&self) {
+        self.events.emit("gateway.stopping", "wasmgate", Status::Success, Value::Null);
+        let backends = self.process_backends();
+        let stops = backends.iter().map(|b| b.stop());
+        futures_join_all(stops).await;
+    }
+}
+
+/// Awaits every future concurrently (servers stop in parallel, each with its own grace period).
+async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl IntoIterator<Item = F>) {
+    let mut set = Vec::new();
+    for f in futures {
+        set.push(f);
+    }
+    let mut pinned: Vec<_> = set.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(|cx| {
+        pinned.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if pinned.is_empty() { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
+    })
+    .await
+}
+
+/// Turns what backends report into catalog swaps and client messages.
+async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<BackendEvent>) {
+    while let Some(event) = from_backends.recv().await {
+        let Some(gateway) = gateway.upgrade() else { return };
+        match event {
+            BackendEvent::Changed { .. } => gateway.rebuild_catalog(),
+            BackendEvent::Notification { server, method, params } => gateway.on_notification(&server, &method, params),
+            BackendEvent::Request { server, method, params, reply } => {
+                tokio::spawn(async move {
+                    let result = gateway.forward_to_client(&server, reply.id().clone(), &method, params).await;
+                    reply.send(result);
+                });
+            }
+        }
+    }
+}
+
+impl Gateway {
+    fn on_notification(self: &Arc<Self>, server: &str, method: &str, params: Option<Value>) {
+        let list_kind = match method {
+            "notifications/tools/list_changed" => Some(ListKind::Tools),
+            "notifications/prompts/list_changed" => Some(ListKind::Prompts),
+            "notifications/resources/list_changed" => Some(ListKind::Resources),
+            _ => None,
+        };
+        if let Some(kind) = list_kind {
+            let Some(backend) = self.backend(server) else { return };
+            let gateway = self.clone();
+            tokio::spawn(async move {
+                if let Err(err) = backend.refresh(kind).await {
+                    tracing::warn!(server = %backend.name(), "re-fetching a changed list failed: {err}");
+                }
+                gateway.rebuild_catalog();
+            });
+            return;
+        }
+        match method {
+            "notifications/progress" => {
+                let mut params = params.unwrap_or_default();
+                let token = params.get("progressToken").and_then(Value::as_str).unwrap_or_default().to_string();
+                let Some((session, original)) = self.progress.lock().unwrap().get(&token).cloned() else { return };
+                let Some(session) = session.upgrade() else { return };
+                params["progressToken"] = original;
+                session.send(protocol::notification(method, Some(params)));
+            }
+            "notifications/message" => {
+                let mut params = params.unwrap_or_default();
+                if params.get("logger").is_none() {
+                    params["logger"] = Value::String(server.to_string());
+                }
+                for session in self.live_sessions() {
+                    session.notify(method, Some(params.clone()));
+                }
+            }
+            "notifications/resources/updated" => {
+                let uri = params.as_ref().and_then(|p| p.get("uri")).and_then(Value::as_str).unwrap_or_default();
+                let subscribers: Vec<_> = self.subscriptions.lock().unwrap().get(uri).cloned().unwrap_or_default();
+                for session in subscribers.iter().filter_map(Weak::upgrade) {
+                    session.notify(method, params.clone());
+                }
+            }
+            "notifications/cancelled" => {
+                // The server gave up on a request it sent to a client.
+                let request_id = params.as_ref().and_then(|p| p.get("requestId")).cloned().unwrap_or(Value::Null);
+                for session in self.live_sessions() {
+                    session.cancel_forwarded(server, &request_id);
+                }
+            }
+            _ => tracing::debug!(server, method, "notification not forwarded"),
+        }
+    }
+
+    /// Sends a server's request (sampling, elicitation, roots) to a client that declared
+    /// the matching capability: the newest such session.
+    async fn forward_to_client(&self, server: &str, server_request_id: Value, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        let capability = match method {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
+            "ping" => return Ok(json!({})),
+            _ => return Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+        };
+        let session = self.live_sessions().into_iter().rev().find(|s| s.client_has(capability));
+        let Some(session) = session else {
+            return Err(RpcError::new(
+                protocol::METHOD_NOT_FOUND,
+                format!("no connected client supports {capability} (asked by server `{server}`)"),
+            ));
+        };
+        session.request_client(server, server_request_id, method, params).await
+    }
+}

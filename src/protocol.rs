@@ -1,0 +1,244 @@
+//! JSON-RPC 2.0 envelope for MCP: parsing a line into messages, building answers,
+//! and the error codes. Payloads stay `serde_json::Value` so that fields the gateway
+//! does not know pass through untouched.
+
+use serde_json::{Map, Value, json};
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+/// A backend is down, restarting or crashed mid-call.
+pub const BACKEND_UNAVAILABLE: i64 = -32000;
+/// A backend did not answer within its timeout.
+pub const REQUEST_TIMEOUT: i64 = -32001;
+/// A request arrived before `initialize` (MCP servers commonly use -32002 for "not initialized").
+pub const NOT_INITIALIZED: i64 = -32002;
+/// `resources/read` of a URI that no backend serves (the specification's suggestion).
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// A JSON-RPC error object: data, not a Rust error, so it can travel unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError { code, message: message.into(), data: None }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(INVALID_PARAMS, message)
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut error = Map::new();
+        error.insert("code".into(), self.code.into());
+        error.insert("message".into(), self.message.clone().into());
+        if let Some(data) = &self.data {
+            error.insert("data".into(), data.clone());
+        }
+        Value::Object(error)
+    }
+
+    /// Reads an `error` member; a malformed one still becomes an error, never a panic.
+    pub fn from_value(value: &Value) -> Self {
+        RpcError {
+            code: value.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
+            message: value.get("message").and_then(Value::as_str).unwrap_or("error").to_string(),
+            data: value.get("data").cloned(),
+        }
+    }
+}
+
+/// One JSON-RPC message, as sent by either side.
+#[derive(Debug, Clone)]
+pub enum Message {
+    Request { id: Value, method: String, params: Option<Value> },
+    Notification { method: String, params: Option<Value> },
+    Response { id: Value, result: Result<Value, RpcError> },
+}
+
+/// What one line of input holds.
+#[derive(Debug)]
+pub enum Incoming {
+    Single(Result<Message, RpcError>),
+    /// A batch (2025-03-26): each element parsed on its own.
+    Batch(Vec<Result<Message, (Value, RpcError)>>),
+}
+
+/// Parses one line. Errors come back as the answer to send (with the id when one was readable).
+pub fn parse_line(line: &str) -> Result<Incoming, Value> {
+    let value: Value = serde_json::from_str(line).map_err(|err| {
+        error_response(Value::Null, &RpcError::new(PARSE_ERROR, format!("Parse error: {err}")))
+    })?;
+    match value {
+        Value::Array(items) if items.is_empty() => Err(error_response(
+            Value::Null,
+            &RpcError::new(INVALID_REQUEST, "Invalid Request: empty batch"),
+        )),
+        Value::Array(items) => Ok(Incoming::Batch(
+            items
+                .into_iter()
+                .map(|item| {
+                    let id = item.get("id").cloned().filter(valid_id).unwrap_or(Value::Null);
+                    parse_message(item).map_err(|err| (id, err))
+                })
+                .collect(),
+        )),
+        single => Ok(Incoming::Single(parse_message(single))),
+    }
+}
+
+fn valid_id(id: &Value) -> bool {
+    matches!(id, Value::String(_) | Value::Number(_))
+}
+
+/// Checks the envelope of one message and splits it by kind.
+pub fn parse_message(value: Value) -> Result<Message, RpcError> {
+    let Value::Object(mut obj) = value else {
+        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: not a JSON object"));
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
+    }
+    let id = obj.remove("id");
+    if let Some(id) = &id {
+        if !valid_id(id) && !id.is_null() {
+            return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: id must be a string or a number"));
+        }
+    }
+    let params = obj.remove("params");
+    if let Some(p) = &params {
+        if !p.is_object() && !p.is_array() {
+            return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: params must be an object or an array"));
+        }
+    }
+    match obj.remove("method") {
+        Some(Value::String(method)) => Ok(match id {
+            Some(id) => Message::Request { id, method, params },
+            None => Message::Notification { method, params },
+        }),
+        Some(_) => Err(RpcError::new(INVALID_REQUEST, "Invalid Request: method must be a string")),
+        None => {
+            let id = id.unwrap_or(Value::Null);
+            if let Some(error) = obj.remove("error") {
+                Ok(Message::Response { id, result: Err(RpcError::from_value(&error)) })
+            } else if let Some(result) = obj.remove("result") {
+                Ok(Message::Response { id, result: Ok(result) })
+            } else {
+                Err(RpcError::new(INVALID_REQUEST, "Invalid Request: no method, result or error"))
+            }
+        }
+    }
+}
+
+pub fn response(id: Value, result: Result<Value, RpcError>) -> Value {
+    match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => error_response(id, &error),
+    }
+}
+
+pub fn error_response(id: Value, error: &RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": error.to_value()})
+}
+
+pub fn request(id: Value, method: &str, params: Option<Value>) -> Value {
+    let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": method});
+    if let Some(params) = params {
+        msg["params"] = params;
+    }
+    msg
+}
+
+pub fn notification(method: &str, params: Option<Value>) -> Value {
+    let mut msg = json!({"jsonrpc": "2.0", "method": method});
+    if let Some(params) = params {
+        msg["params"] = params;
+    }
+    msg
+}
+
+/// Protocol versions the gateway speaks, oldest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub const LATEST_VERSION: &str = "2025-11-25";
+
+/// The client's version if the gateway speaks it, else the latest (the client then decides).
+pub fn negotiate_version(requested: Option<&str>) -> &'static str {
+    requested
+        .and_then(|v| SUPPORTED_VERSIONS.iter().find(|s| **s == v).copied())
+        .unwrap_or(LATEST_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(line: &str) -> Result<Message, RpcError> {
+        match parse_line(line).expect("parses") {
+            Incoming::Single(m) => m,
+            Incoming::Batch(_) => panic!("not a batch"),
+        }
+    }
+
+    #[test]
+    fn invalid_json_is_a_parse_error_with_null_id() {
+        let answer = parse_line("{oops").unwrap_err();
+        assert_eq!(answer["error"]["code"], PARSE_ERROR);
+        assert!(answer["id"].is_null());
+    }
+
+    #[test]
+    fn empty_batch_is_invalid() {
+        assert_eq!(parse_line("[]").unwrap_err()["error"]["code"], INVALID_REQUEST);
+    }
+
+    #[test]
+    fn kinds_are_told_apart() {
+        assert!(matches!(single(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#), Ok(Message::Request { .. })));
+        assert!(matches!(single(r#"{"jsonrpc":"2.0","method":"x"}"#), Ok(Message::Notification { .. })));
+        assert!(matches!(single(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Ok(Message::Response { result: Ok(_), .. })));
+        let err = single(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#);
+        assert!(matches!(err, Ok(Message::Response { result: Err(RpcError { code: -1, .. }), .. })));
+    }
+
+    #[test]
+    fn envelope_errors() {
+        for line in [
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+            r#"42"#,
+        ] {
+            assert_eq!(single(line).unwrap_err().code, INVALID_REQUEST, "{line}");
+        }
+    }
+
+    #[test]
+    fn batch_elements_parse_independently() {
+        let Incoming::Batch(items) = parse_line(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"id":2}]"#).unwrap() else {
+            panic!("batch expected")
+        };
+        assert!(items[0].is_ok());
+        assert_eq!(items[1].as_ref().unwrap_err().0, json!(2));
+    }
+
+    #[test]
+    fn version_negotiation() {
+        assert_eq!(negotiate_version(Some("2024-11-05")), "2024-11-05");
+        assert_eq!(negotiate_version(Some("1999-01-01")), LATEST_VERSION);
+        assert_eq!(negotiate_version(None), LATEST_VERSION);
+    }
+}

@@ -1,0 +1,271 @@
+//! Dispatch of MCP methods: finds the backend in the catalog snapshot, rewrites what
+//! must be rewritten (names, progress tokens, cursors) and passes the rest untouched.
+
+pub mod catalog;
+pub mod names;
+pub mod uri_template;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use crate::backend::BackendError;
+use crate::gateway::Gateway;
+use crate::protocol::{self, RpcError};
+use crate::session::RequestContext;
+use crate::telemetry::events::Status;
+use catalog::Target;
+
+impl Gateway {
+    /// The answer to `initialize`: capabilities reflect what the backends offer.
+    pub fn initialize_result(&self, version: &str) -> Value {
+        let config = self.config.load();
+        let backends = self.process_backends();
+        let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
+        // Servers still starting may offer anything: promise what they might, since the
+        // answer to `initialize` does not wait for them.
+        let starting = backends.iter().any(|b| b.discovered().capabilities.is_null());
+        let mut capabilities = Map::new();
+        capabilities.insert("tools".into(), json!({"listChanged": true}));
+        capabilities.insert("logging".into(), json!({}));
+        if starting || any("resources") {
+            capabilities.insert("resources".into(), json!({"subscribe": true, "listChanged": true}));
+        }
+        if starting || any("prompts") {
+            capabilities.insert("prompts".into(), json!({"listChanged": true}));
+        }
+        if starting || any("completions") {
+            capabilities.insert("completions".into(), json!({}));
+        }
+        let instructions: Vec<String> = backends
+            .iter()
+            .filter_map(|b| b.discovered().instructions.clone().map(|i| format!("## {}\n{}", b.name(), i)))
+            .collect();
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": {"name": config.gateway.name, "version": env!("CARGO_PKG_VERSION")},
+        });
+        if !instructions.is_empty() {
+            result["instructions"] = Value::String(instructions.join("\n\n"));
+        }
+        result
+    }
+
+    pub async fn dispatch(&self, context: &RequestContext, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        match method {
+            "ping" => Ok(json!({})),
+            "tools/list" => self.list(&params, |c| &c.tools, "tools").await,
+            "prompts/list" => self.list(&params, |c| &c.prompts, "prompts").await,
+            "resources/list" => self.list(&params, |c| &c.resources, "resources").await,
+            "resources/templates/list" => self.list(&params, |c| &c.templates, "resourceTemplates").await,
+            "tools/call" => self.call_tool(context, params.unwrap_or_default()).await,
+            "prompts/get" => self.get_prompt(context, params.unwrap_or_default()).await,
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.resource_request(context, method, params.unwrap_or_default()).await
+            }
+            "completion/complete" => self.complete(context, params.unwrap_or_default()).await,
+            "logging/setLevel" => self.set_level(params.unwrap_or_default()).await,
+            _ => Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+        }
+    }
+
+    /// One page of a catalog list; the cursor is the offset, opaque to the client.
+    async fn list(&self, params: &Option<Value>, pick: fn(&catalog::Catalog) -> &Vec<Value>, key: &str) -> Result<Value, RpcError> {
+        self.wait_for_startup().await;
+        let catalog = self.catalog();
+        let items = pick(&catalog);
+        let page_size = self.config.load().gateway.page_size.max(1);
+        let start = match params.as_ref().and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => 0,
+            Some(cursor) => decode_cursor(cursor).filter(|n| *n <= items.len()).ok_or_else(|| RpcError::invalid_params("Invalid cursor"))?,
+        };
+        let end = (start + page_size).min(items.len());
+        let mut result = json!({ key: items[start..end] });
+        if end < items.len() {
+            result["nextCursor"] = Value::String(encode_cursor(end));
+        }
+        Ok(result)
+    }
+
+    async fn call_tool(&self, context: &RequestContext, mut params: Value) -> Result<Value, RpcError> {
+        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
+            return Err(RpcError::invalid_params("tools/call needs a string `name`"));
+        };
+        let catalog = self.catalog();
+        let Some(route) = catalog.tool(&name).cloned() else {
+            // The specification answers an unknown tool with -32602 (the seed documents said -32601).
+            return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
+        };
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(args @ Value::Object(_)) => args.clone(),
+            Some(_) => return Err(RpcError::invalid_params(format!("Invalid arguments for tool {name}: `arguments` must be an object"))),
+        };
+        route.validate(&arguments).map_err(|e| RpcError::invalid_params(format!("Invalid arguments for tool {name}: {e}")))?;
+        let started = Instant::now();
+        let server = route.target.server().to_string();
+        let outcome = match &route.target {
+            Target::Builtin => crate::builtin::call(self, &route.name, &arguments),
+            Target::Process(backend) => {
+                params["name"] = Value::String(route.name.clone());
+                let (params, token) = self.map_progress(context, params);
+                let result = backend.request("tools/call", Some(params), route.timeout).await;
+                if let Some(token) = token {
+                    self.forget_progress(&token);
+                }
+                result.map_err(|e| e.to_rpc())
+            }
+            Target::Wasm(_) => Err(RpcError::new(protocol::INTERNAL_ERROR, "WASM plugins are not enabled in this build")),
+        };
+        let status = match &outcome {
+            Ok(result) if result.get("isError").and_then(Value::as_bool) != Some(true) => Status::Success,
+            _ => Status::Failure,
+        };
+        let error = match &outcome {
+            Err(e) => Some(e.message.clone()),
+            Ok(r) if status == Status::Failure => r.get("content").and_then(|c| c.get(0)).and_then(|c| c.get("text")).cloned().and_then(|t| t.as_str().map(str::to_string)),
+            Ok(_) => None,
+        };
+        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        if !matches!(route.target, Target::Builtin) {
+            self.events.emit_traced(
+                &context.trace_id,
+                "tool.called",
+                &server,
+                status,
+                json!({"tool": name, "server": server, "duration_ms": duration_ms, "error": error}),
+            );
+        }
+        tracing::debug!(tool = %name, server = %server, elapsed_us = started.elapsed().as_micros() as u64, "tools/call");
+        outcome
+    }
+
+    /// Replaces the client's progress token with one unique across sessions.
+    fn map_progress(&self, context: &RequestContext, mut params: Value) -> (Value, Option<String>) {
+        let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+        match token {
+            Some(token) if !token.is_null() => {
+                let ours = self.register_progress(&context.session, token);
+                params["_meta"]["progressToken"] = Value::String(ours.clone());
+                (params, Some(ours))
+            }
+            _ => (params, None),
+        }
+    }
+
+    async fn forward(&self, context: &RequestContext, target: &Target, method: &str, params: Value) -> Result<Value, RpcError> {
+        match target {
+            Target::Process(backend) => {
+                let (params, token) = self.map_progress(context, params);
+                let result = backend.request(method, Some(params), backend.timeout_for(None)).await;
+                if let Some(token) = token {
+                    self.forget_progress(&token);
+                }
+                result.map_err(|e: BackendError| e.to_rpc())
+            }
+            Target::Builtin | Target::Wasm(_) => {
+                Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("{method} is not supported by `{}`", target.server())))
+            }
+        }
+    }
+
+    async fn get_prompt(&self, context: &RequestContext, mut params: Value) -> Result<Value, RpcError> {
+        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
+            return Err(RpcError::invalid_params("prompts/get needs a string `name`"));
+        };
+        let catalog = self.catalog();
+        let route = catalog.prompt(&name).ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
+        params["name"] = Value::String(route.name.clone());
+        self.forward(context, &route.target, "prompts/get", params).await
+    }
+
+    async fn resource_request(&self, context: &RequestContext, method: &str, params: Value) -> Result<Value, RpcError> {
+        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_string) else {
+            return Err(RpcError::invalid_params(format!("{method} needs a string `uri`")));
+        };
+        self.wait_for_startup().await;
+        let catalog = self.catalog();
+        let target = catalog.resource_target(&uri).cloned().or_else(|| {
+            // A URI no list mentions: if one server alone serves resources, it may still know it.
+            let with_resources: Vec<_> =
+                self.process_backends().into_iter().filter(|b| b.discovered().has_capability("resources")).collect();
+            (with_resources.len() == 1).then(|| Target::Process(with_resources[0].clone()))
+        });
+        let Some(target) = target else {
+            return Err(RpcError::new(protocol::RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({"uri": uri})));
+        };
+        match method {
+            "resources/subscribe" => self.subscribe(&context.session, &uri),
+            "resources/unsubscribe" => {
+                if !self.unsubscribe(&context.session, &uri) {
+                    // Another session still wants updates: keep the server's subscription.
+                    return Ok(json!({}));
+                }
+            }
+            _ => {}
+        }
+        self.forward(context, &target, method, params).await
+    }
+
+    async fn complete(&self, context: &RequestContext, mut params: Value) -> Result<Value, RpcError> {
+        let reference = params.get("ref").cloned().unwrap_or_default();
+        let catalog = self.catalog();
+        let target = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+                let route = catalog.prompt(name).ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
+                params["ref"]["name"] = Value::String(route.name.clone());
+                route.target.clone()
+            }
+            Some("ref/resource") => {
+                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+                catalog
+                    .template_target(uri)
+                    .or_else(|| catalog.resource_target(uri))
+                    .cloned()
+                    .ok_or_else(|| RpcError::invalid_params(format!("Unknown resource or template: {uri}")))?
+            }
+            _ => return Err(RpcError::invalid_params("completion/complete needs `ref` of type ref/prompt or ref/resource")),
+        };
+        self.forward(context, &target, "completion/complete", params).await
+    }
+
+    /// Forwarded to every ready server that logs; the gateway's own log level is not changed.
+    async fn set_level(&self, params: Value) -> Result<Value, RpcError> {
+        const LEVELS: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+        let level = params.get("level").and_then(Value::as_str).unwrap_or_default();
+        if !LEVELS.contains(&level) {
+            return Err(RpcError::invalid_params(format!("Unknown log level `{level}`; one of {}", LEVELS.join(", "))));
+        }
+        for backend in self.process_backends().into_iter().filter(|b| b.discovered().has_capability("logging")) {
+            let params = params.clone();
+            tokio::spawn(async move {
+                let timeout = backend.timeout_for(None).min(Duration::from_secs(10));
+                if let Err(err) = backend.request("logging/setLevel", Some(params), timeout).await {
+                    tracing::debug!(server = %backend.name(), "logging/setLevel: {err}");
+                }
+            });
+        }
+        Ok(json!({}))
+    }
+}
+
+fn encode_cursor(offset: usize) -> String {
+    format!("o{offset:x}")
+}
+
+fn decode_cursor(cursor: &Value) -> Option<usize> {
+    cursor.as_str()?.strip_prefix('o').and_then(|hex| usize::from_str_radix(hex, 16).ok())
+}
+
+
+impl Gateway {
+    /// One tool call outside any client session (the `call` command).
+    pub async fn call_once(self: &std::sync::Arc<Self>, tool: &str, arguments: Value) -> Result<Value, RpcError> {
+        let (out, _discarded) = tokio::sync::mpsc::unbounded_channel();
+        let session = crate::session::Session::new(self.clone(), out);
+        let context = RequestContext { trace_id: crate::telemetry::events::new_trace_id(), session };
+        self.call_tool(&context, json!({"name": tool, "arguments": arguments})).await
+    }
+}

@@ -1,0 +1,241 @@
+//! The catalog: every visible tool, prompt, resource and template, and where each lives.
+//! Immutable once built; the gateway swaps in a new one (one pointer store) whenever a
+//! backend's lists change, so calls never wait on a lock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::names;
+use super::uri_template::UriTemplate;
+use crate::backend::Discovered;
+use crate::backend::process::ProcessBackend;
+use crate::config::ToolFilter;
+
+/// Where a request goes.
+#[derive(Clone)]
+pub enum Target {
+    /// The gateway's own tools.
+    Builtin,
+    Process(Arc<ProcessBackend>),
+    Wasm(Arc<str>),
+}
+
+impl Target {
+    /// The backend's name as errors and events show it.
+    pub fn server(&self) -> &str {
+        match self {
+            Target::Builtin => "wasmgate",
+            Target::Process(p) => p.name(),
+            Target::Wasm(name) => name,
+        }
+    }
+}
+
+pub struct ToolRoute {
+    pub target: Target,
+    /// The backend's own name for the tool.
+    pub name: String,
+    pub timeout: Duration,
+    input_schema: Value,
+    /// Compiled on first use: most tools of a big catalog are never called.
+    validator: OnceLock<Option<jsonschema::Validator>>,
+}
+
+impl ToolRoute {
+    /// Checks arguments against the tool's `inputSchema`; the error names the offending field.
+    pub fn validate(&self, arguments: &Value) -> Result<(), String> {
+        let validator = self.validator.get_or_init(|| {
+            jsonschema::validator_for(&self.input_schema)
+                .map_err(|e| tracing::warn!(server = self.target.server(), tool = %self.name, "inputSchema does not compile, arguments are not checked: {e}"))
+                .ok()
+        });
+        let Some(validator) = validator else { return Ok(()) };
+        let errors: Vec<String> = validator
+            .iter_errors(arguments)
+            .take(5)
+            .map(|e| {
+                let path = e.instance_path.to_string();
+                if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
+            })
+            .collect();
+        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    }
+}
+
+pub struct PromptRoute {
+    pub target: Target,
+    pub name: String,
+}
+
+/// One backend's contribution.
+pub struct Source<'a> {
+    pub target: Target,
+    pub namespace: &'a str,
+    pub discovered: &'a Discovered,
+    pub filter: &'a ToolFilter,
+    pub timeout_for: &'a dyn Fn(&str) -> Duration,
+}
+
+#[derive(Default)]
+pub struct Catalog {
+    pub tools: Vec<Value>,
+    tool_routes: HashMap<String, Arc<ToolRoute>>,
+    pub prompts: Vec<Value>,
+    prompt_routes: HashMap<String, PromptRoute>,
+    pub resources: Vec<Value>,
+    resource_routes: HashMap<String, Target>,
+    pub templates: Vec<Value>,
+    template_routes: Vec<(UriTemplate, Target)>,
+    /// Names or URIs claimed by two backends: the first (in config order) keeps them.
+    pub conflicts: Vec<String>,
+}
+
+impl Catalog {
+    /// `builtin` tools come first and carry no prefix.
+    pub fn build(separator: &str, builtin: Vec<Value>, sources: &[Source<'_>]) -> Catalog {
+        let mut catalog = Catalog::default();
+        for tool in builtin {
+            let name = tool["name"].as_str().unwrap_or_default().to_string();
+            let route = ToolRoute {
+                target: Target::Builtin,
+                name: name.clone(),
+                timeout: Duration::from_secs(60),
+                input_schema: tool.get("inputSchema").cloned().unwrap_or(Value::Bool(true)),
+                validator: OnceLock::new(),
+            };
+            catalog.tool_routes.insert(name, Arc::new(route));
+            catalog.tools.push(tool);
+        }
+        for source in sources {
+            catalog.add_source(separator, source);
+        }
+        catalog
+    }
+
+    fn add_source(&mut self, separator: &str, source: &Source<'_>) {
+        let server = source.target.server().to_string();
+        for tool in &source.discovered.tools {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else { continue };
+            if !source.filter.allows(name) {
+                continue;
+            }
+            let exposed = names::exposed(source.namespace, separator, name);
+            if self.tool_routes.contains_key(&exposed) {
+                self.conflicts.push(format!("tool `{exposed}` of `{server}` is hidden by another backend's tool of the same name"));
+                continue;
+            }
+            let mut def = tool.clone();
+            def["name"] = Value::String(exposed.clone());
+            let route = ToolRoute {
+                target: source.target.clone(),
+                name: name.to_string(),
+                timeout: (source.timeout_for)(name),
+                input_schema: tool.get("inputSchema").cloned().unwrap_or(Value::Bool(true)),
+                validator: OnceLock::new(),
+            };
+            self.tool_routes.insert(exposed, Arc::new(route));
+            self.tools.push(def);
+        }
+        for prompt in &source.discovered.prompts {
+            let Some(name) = prompt.get("name").and_then(Value::as_str) else { continue };
+            let exposed = names::exposed(source.namespace, separator, name);
+            if self.prompt_routes.contains_key(&exposed) {
+                self.conflicts.push(format!("prompt `{exposed}` of `{server}` is hidden by another backend's prompt"));
+                continue;
+            }
+            let mut def = prompt.clone();
+            def["name"] = Value::String(exposed.clone());
+            self.prompt_routes.insert(exposed, PromptRoute { target: source.target.clone(), name: name.to_string() });
+            self.prompts.push(def);
+        }
+        for resource in &source.discovered.resources {
+            let Some(uri) = resource.get("uri").and_then(Value::as_str) else { continue };
+            if self.resource_routes.contains_key(uri) {
+                self.conflicts.push(format!("resource `{uri}` of `{server}` is also served by another backend, which keeps it"));
+                continue;
+            }
+            self.resource_routes.insert(uri.to_string(), source.target.clone());
+            self.resources.push(resource.clone());
+        }
+        for template in &source.discovered.resource_templates {
+            let Some(pattern) = template.get("uriTemplate").and_then(Value::as_str) else { continue };
+            self.template_routes.push((UriTemplate::parse(pattern), source.target.clone()));
+            self.templates.push(template.clone());
+        }
+    }
+
+    pub fn tool(&self, exposed: &str) -> Option<&Arc<ToolRoute>> {
+        self.tool_routes.get(exposed)
+    }
+
+    pub fn prompt(&self, exposed: &str) -> Option<&PromptRoute> {
+        self.prompt_routes.get(exposed)
+    }
+
+    /// Exact resource first, then the first template that matches.
+    pub fn resource_target(&self, uri: &str) -> Option<&Target> {
+        self.resource_routes
+            .get(uri)
+            .or_else(|| self.template_routes.iter().find(|(t, _)| t.matches(uri)).map(|(_, target)| target))
+    }
+
+    /// The backend that serves a prompt or template named in `completion/complete`'s `ref`.
+    pub fn template_target(&self, uri_template: &str) -> Option<&Target> {
+        self.templates
+            .iter()
+            .zip(&self.template_routes)
+            .find(|(t, _)| t.get("uriTemplate").and_then(Value::as_str) == Some(uri_template))
+            .map(|(_, (_, target))| target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prefixes_filters_and_conflicts() {
+        let a = Discovered {
+            tools: vec![json!({"name": "echo", "inputSchema": {"type": "object"}, "x-extra": 1}), json!({"name": "secret"})],
+            resources: vec![json!({"uri": "r://one"})],
+            ..Default::default()
+        };
+        let b = Discovered { tools: vec![json!({"name": "echo"})], resources: vec![json!({"uri": "r://one"})], ..Default::default() };
+        let deny = ToolFilter {
+            deny: Some(globset::GlobSetBuilder::new().add(globset::Glob::new("sec*").unwrap()).build().unwrap()),
+            ..Default::default()
+        };
+        let none = ToolFilter::default();
+        let timeout = |_: &str| Duration::from_secs(1);
+        let sources = [
+            Source { target: Target::Wasm("a".into()), namespace: "a", discovered: &a, filter: &deny, timeout_for: &timeout },
+            Source { target: Target::Wasm("b".into()), namespace: "", discovered: &b, filter: &none, timeout_for: &timeout },
+        ];
+        let catalog = Catalog::build("__", vec![json!({"name": "gateway_status"})], &sources);
+        let names: Vec<_> = catalog.tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["gateway_status", "a__echo", "echo"]);
+        assert_eq!(catalog.tools[1]["x-extra"], 1, "unknown fields pass through");
+        assert_eq!(catalog.tool("a__echo").unwrap().name, "echo");
+        assert!(catalog.tool("a__secret").is_none());
+        assert_eq!(catalog.resource_target("r://one").unwrap().server(), "a");
+        assert_eq!(catalog.conflicts.len(), 1);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let route = ToolRoute {
+            target: Target::Builtin,
+            name: "t".into(),
+            timeout: Duration::from_secs(1),
+            input_schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+            validator: OnceLock::new(),
+        };
+        assert!(route.validate(&json!({"n": 1})).is_ok());
+        assert!(route.validate(&json!({"n": "x"})).unwrap_err().contains("/n"));
+        assert!(route.validate(&json!({})).unwrap_err().contains("\"n\""));
+    }
+}

@@ -1,0 +1,220 @@
+//! One client connection, whatever the transport: the MCP lifecycle, version
+//! negotiation, requests in flight (for cancellation) and requests the gateway sends
+//! to the client. Per-request state lives in `RequestContext`, apart from the session's.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::gateway::Gateway;
+use crate::protocol::{self, Incoming, Message, RpcError};
+use crate::telemetry::events::new_trace_id;
+
+/// What a client said about itself at `initialize`.
+#[derive(Debug, Clone, Default)]
+struct ClientState {
+    initialized: bool,
+    protocol_version: String,
+    capabilities: Value,
+    info: Value,
+}
+
+/// State of one request: what the stateless protocol versions carry in `_meta` instead of the session.
+pub struct RequestContext {
+    pub trace_id: String,
+    pub session: Arc<Session>,
+}
+
+/// A request the gateway forwarded to the client on a server's behalf.
+struct Forwarded {
+    server: String,
+    server_request_id: Value,
+    reply: oneshot::Sender<Result<Value, RpcError>>,
+}
+
+pub struct Session {
+    pub id: u64,
+    pub gateway: Arc<Gateway>,
+    out: mpsc::UnboundedSender<String>,
+    client: Mutex<ClientState>,
+    /// Client request id (as JSON text) -> a switch that cancels it.
+    in_flight: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    forwarded: Mutex<HashMap<u64, Forwarded>>,
+    next_request_id: AtomicU64,
+}
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+impl Session {
+    /// `out` receives every line to send to the client, in order.
+    pub fn new(gateway: Arc<Gateway>, out: mpsc::UnboundedSender<String>) -> Arc<Session> {
+        let session = Arc::new(Session {
+            id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+            gateway,
+            out,
+            client: Mutex::new(ClientState::default()),
+            in_flight: Mutex::new(HashMap::new()),
+            forwarded: Mutex::new(HashMap::new()),
+            next_request_id: AtomicU64::new(1),
+        });
+        session.gateway.register_session(&session);
+        session
+    }
+
+    pub fn send(&self, message: Value) {
+        let _ = self.out.send(message.to_string());
+    }
+
+    /// Sends a notification once the client is past `initialize`.
+    pub fn notify(&self, method: &str, params: Option<Value>) {
+        if self.client.lock().unwrap().initialized {
+            self.send(protocol::notification(method, params));
+        }
+    }
+
+    pub fn client_has(&self, capability: &str) -> bool {
+        self.client.lock().unwrap().capabilities.get(capability).is_some_and(|c| !c.is_null())
+    }
+
+    pub fn protocol_version(&self) -> String {
+        self.client.lock().unwrap().protocol_version.clone()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.lock().unwrap().len()
+    }
+
+    /// Handles one line from the client. Requests run concurrently; answers are sent as they complete.
+    pub fn handle_line(self: &Arc<Self>, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        match protocol::parse_line(line) {
+            Err(answer) => self.send(answer),
+            Ok(Incoming::Single(Err(error))) => self.send(protocol::error_response(Value::Null, &error)),
+            Ok(Incoming::Single(Ok(message))) => self.handle_message(message),
+            Ok(Incoming::Batch(items)) => {
+                let session = self.clone();
+                tokio::spawn(async move { session.handle_batch(items).await });
+            }
+        }
+    }
+
+    fn handle_message(self: &Arc<Self>, message: Message) {
+        match message {
+            Message::Request { id, method, params } if method == "initialize" => {
+                let answer = self.initialize(params);
+                self.send(protocol::response(id, answer));
+            }
+            Message::Request { id, method, params } => {
+                let key = id.to_string();
+                let (cancel_tx, cancel_rx) = oneshot::channel();
+                self.in_flight.lock().unwrap().insert(key.clone(), cancel_tx);
+                let session = self.clone();
+                tokio::spawn(async move {
+                    let answer = tokio::select! {
+                        answer = session.request(&method, params) => Some(answer),
+                        // A cancelled request gets no answer (the specification says so).
+                        _ = cancel_rx => None,
+                    };
+                    session.in_flight.lock().unwrap().remove(&key);
+                    if let Some(answer) = answer {
+                        session.send(protocol::response(id, answer));
+                    }
+                });
+            }
+            Message::Notification { method, params } => self.notification(&method, params),
+            Message::Response { id, result } => self.client_answered(&id, result),
+        }
+    }
+
+    async fn handle_batch(self: &Arc<Self>, items: Vec<Result<Message, (Value, RpcError)>>) {
+        let mut answers = Vec::new();
+        for item in items {
+            match item {
+                Err((id, error)) => answers.push(protocol::error_response(id, &error)),
+                Ok(Message::Request { id, method, params }) => {
+                    let answer = if method == "initialize" { self.initialize(params) } else { self.request(&method, params).await };
+                    answers.push(protocol::response(id, answer));
+                }
+                Ok(other) => self.handle_message(other),
+            }
+        }
+        if !answers.is_empty() {
+            let _ = self.out.send(Value::Array(answers).to_string());
+        }
+    }
+
+    fn initialize(&self, params: Option<Value>) -> Result<Value, RpcError> {
+        let params = params.unwrap_or_default();
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        let version = protocol::negotiate_version(requested);
+        {
+            let mut client = self.client.lock().unwrap();
+            client.initialized = true;
+            client.protocol_version = version.to_string();
+            client.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+            client.info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
+        }
+        tracing::info!(session = self.id, client = %params.get("clientInfo").map(Value::to_string).unwrap_or_default(), version, "client initialized");
+        Ok(self.gateway.initialize_result(version))
+    }
+
+    async fn request(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        if method != "ping" && !self.client.lock().unwrap().initialized {
+            return Err(RpcError::new(protocol::NOT_INITIALIZED, format!("Server not initialized: send `initialize` before `{method}`")));
+        }
+        let context = RequestContext { trace_id: new_trace_id(), session: self.clone() };
+        self.gateway.dispatch(&context, method, params).await
+    }
+
+    fn notification(self: &Arc<Self>, method: &str, params: Option<Value>) {
+        match method {
+            "notifications/initialized" | "initialized" => {}
+            "notifications/cancelled" => {
+                let id = params.as_ref().and_then(|p| p.get("requestId")).map(Value::to_string).unwrap_or_default();
+                if let Some(cancel) = self.in_flight.lock().unwrap().remove(&id) {
+                    let _ = cancel.send(());
+                }
+            }
+            "notifications/roots/list_changed" => {
+                for backend in self.gateway.process_backends() {
+                    backend.notify(method, params.clone());
+                }
+            }
+            _ => tracing::debug!(method, "client notification ignored"),
+        }
+    }
+
+    /// Sends a request to the client on behalf of `server` and waits for the answer.
+    pub async fn request_client(&self, server: &str, server_request_id: Value, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        self.forwarded.lock().unwrap().insert(id, Forwarded { server: server.to_string(), server_request_id, reply });
+        self.send(protocol::request(json!(format!("wg-{id}")), method, params));
+        answer.await.unwrap_or_else(|_| Err(RpcError::new(protocol::INTERNAL_ERROR, "the client went away")))
+    }
+
+    fn client_answered(&self, id: &Value, result: Result<Value, RpcError>) {
+        let Some(n) = id.as_str().and_then(|s| s.strip_prefix("wg-")).and_then(|n| n.parse::<u64>().ok()) else {
+            tracing::debug!(%id, "answer to no request of ours");
+            return;
+        };
+        if let Some(forwarded) = self.forwarded.lock().unwrap().remove(&n) {
+            let _ = forwarded.reply.send(result);
+        }
+    }
+
+    /// The server `server` cancelled its request `request_id`: pass that on if it came through here.
+    pub fn cancel_forwarded(&self, server: &str, request_id: &Value) {
+        let mut forwarded = self.forwarded.lock().unwrap();
+        let found = forwarded.iter().find(|(_, f)| f.server == server && &f.server_request_id == request_id).map(|(id, _)| *id);
+        if let Some(id) = found {
+            forwarded.remove(&id);
+            self.send(protocol::notification("notifications/cancelled", Some(json!({"requestId": format!("wg-{id}")}))));
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The stdio transport: newline-delimited JSON-RPC on stdin/stdout, one client.
+//! stdout carries protocol only; logs go to stderr.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::mpsc;
+
+use crate::gateway::Gateway;
+use crate::session::Session;
+
+/// How long answers still in flight may take once the client closed stdin.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Serves one client until `input` ends. Generic so tests can use in-memory pipes.
+pub async fn serve<R, W>(gateway: Arc<Gateway>, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_lines(output, out_rx));
+    let session = Session::new(gateway, out_tx);
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).await? == 0 {
+            break;
+        }
+        // Invalid UTF-8 becomes replacement characters, then a parse error for the client.
+        let text = String::from_utf8_lossy(&line);
+        session.handle_line(text.trim_end_matches(['\n', '\r']));
+    }
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    while session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(session);
+    let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
+    Ok(())
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedReceiver<String>) {
+    let mut out = BufWriter::with_capacity(64 * 1024, output);
+    while let Some(line) = rx.recv().await {
+        if write_line(&mut out, &line).await.is_err() {
+            return;
+        }
+        // Everything already queued goes out with one flush.
+        while let Ok(line) = rx.try_recv() {
+            if write_line(&mut out, &line).await.is_err() {
+                return;
+            }
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, line: &str) -> std::io::Result<()> {
+    out.write_all(line.as_bytes()).await?;
+    out.write_all(b"\n").await
+}

@@ -159,7 +159,8 @@ impl Session {
             client.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
             client.info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
         }
-        tracing::info!(session = self.id, client = %params.get("clientInfo").map(Value::to_string).unwrap_or_default(), version, "client initialized");
+        let client = params.get("clientInfo").map(|info| info.to_string()).unwrap_or_default();
+        tracing::info!(session = self.id, client = %client, version, "client initialized");
         Ok(self.gateway.initialize_result(version))
     }
 

@@ -1,5 +1,17 @@
 //! Gateway configuration: the validated model (`model`), the file schemas (`raw`),
 //! and loading with errors that name the file, the line and the fix.
 
+mod error;
+mod load;
 mod model;
+mod raw;
+mod summary;
+mod validate;
+
+pub use error::{ConfigError, Diagnostic};
+pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_env, process_env};
 pub use model::*;
+pub use validate::EnvLookup;
+
+#[cfg(test)]
+mod tests;

@@ -481,7 +481,7 @@ fn tool_filter_allows_and_denies() {
 #[test]
 fn a_server_without_command_is_an_error() {
     let d = only_error(toml("[servers.a]\nargs = [\"x\"]\n", &scratch()));
-    assert_eq!((d.line, d.key.as_deref()), (Some(1), Some("servers.a")));
+    assert_eq!((d.line, d.key.as_deref()), (Some(1), Some("servers.a.command")));
     assert!(d.message.contains("server `a` has no command"));
     assert!(d.fix.as_deref().unwrap().contains("command = "));
 }
@@ -543,7 +543,7 @@ fn every_validation_error_is_reported_in_file_order() {
     let text = "[gateway]\nlog_level = \"info,[[\"\n[servers.a]\ncommand = \"\"\n[servers.b]\ncommand = \"x\"\ndisabled_tools = [\"{a\"]\nenv = { K = \"${NOPE}\" }\n";
     let err = toml(text, &base).unwrap_err();
     let lines: Vec<Option<usize>> = err.diagnostics().iter().map(|d| d.line).collect();
-    assert_eq!(lines, [Some(2), Some(3), Some(7), Some(8)], "{err}");
+    assert_eq!(lines, [Some(2), Some(4), Some(7), Some(8)], "{err}");
     assert!(err.to_string().starts_with("4 problems in the configuration:\n  gateway.toml:2:"), "{err}");
 }
 

@@ -349,7 +349,7 @@ impl<'a> Ctx<'a> {
         };
         if command.trim().is_empty() {
             self.error(
-                &[s, name],
+                &[s, name, "command"],
                 None,
                 format!("server `{name}` has no command"),
                 "set command to the program that starts the MCP server, e.g. command = \"uvx\"",

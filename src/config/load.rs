@@ -1,0 +1,147 @@
+//! Reading a configuration file: choosing TOML or JSON, turning parser errors into
+//! diagnostics with positions, and handing the raw schema to validation.
+
+use std::path::{Path, PathBuf};
+
+use super::error::{ConfigError, Diagnostic, line_col};
+use super::model::*;
+use super::raw;
+use super::validate::{self, EnvLookup, Format, Source};
+
+/// The gateway's own environment, for `${VAR}` expansion.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Loads `gateway.toml` or a client's `mcpServers` JSON, expanding variables from the
+/// process environment. The format follows the extension (`.toml`, `.json`); for any
+/// other name, a file whose first non-blank character is `{` is JSON, otherwise TOML.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_with_env(path, &process_env)
+}
+
+/// `load` with the environment given, so tests and `check` can control it.
+pub fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| ConfigError::Read { path: path.to_path_buf(), error })?;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let absolute = absolute.canonicalize().unwrap_or(absolute);
+    let base_dir = absolute.parent().map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+    let format = match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("toml") => Format::Toml,
+        Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
+        _ if text.trim_start().starts_with('{') => Format::Json,
+        _ => Format::Toml,
+    };
+    let source = Source { file: path, text: &text, format, base_dir: &base_dir, source: Some(absolute.clone()) };
+    parse(&source, env)
+}
+
+/// Loads TOML text. `path` names the file in messages; relative paths in the config are
+/// resolved against `base_dir` (made absolute against the working directory if needed).
+pub fn from_toml_str(text: &str, path: &Path, base_dir: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+    from_str(text, Format::Toml, path, base_dir, env)
+}
+
+/// Loads `mcpServers` JSON text; see `from_toml_str`.
+pub fn from_json_str(text: &str, path: &Path, base_dir: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+    from_str(text, Format::Json, path, base_dir, env)
+}
+
+fn from_str(
+    text: &str,
+    format: Format,
+    path: &Path,
+    base_dir: &Path,
+    env: EnvLookup<'_>,
+) -> Result<Config, ConfigError> {
+    let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
+    let source = std::path::absolute(base_dir.join(path)).ok();
+    let source = Source { file: path, text, format, base_dir: &base_dir, source };
+    parse(&source, env)
+}
+
+fn parse(src: &Source<'_>, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+    match src.format {
+        Format::Toml => {
+            let raw: raw::TomlFile = toml::from_str(src.text).map_err(|e| toml_error(src, &e))?;
+            validate::from_toml(raw, src, env)
+        }
+        Format::Json => {
+            let raw: raw::ClientFile = serde_json::from_str(src.text).map_err(|e| json_error(src, &e))?;
+            validate::from_client(raw, src, env)
+        }
+    }
+}
+
+/// The configuration used when none is given: no servers, the bundled plugins, and
+/// every default.
+pub fn embedded_default() -> Config {
+    embedded_default_with_env(&process_env)
+}
+
+pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
+    Config {
+        gateway: validate::default_gateway(),
+        servers: Default::default(),
+        plugins: PluginsConfig {
+            dir: None,
+            watch: false,
+            cache_dir: validate::default_cache_dir(env),
+            bundled: true,
+            limits: PluginLimits::default(),
+            plugins: Default::default(),
+        },
+        source: None,
+        warnings: Vec::new(),
+    }
+}
+
+fn toml_error(src: &Source<'_>, e: &toml::de::Error) -> ConfigError {
+    let (line, column) = match e.span() {
+        Some(span) => {
+            let (line, column) = line_col(src.text, span.start);
+            (Some(line), Some(column))
+        }
+        None => (None, None),
+    };
+    let message = e.message().trim_end().to_owned();
+    let fix = syntax_fix(&message, "TOML");
+    ConfigError::Syntax(Diagnostic { file: src.file.to_path_buf(), line, column, key: None, message, fix })
+}
+
+fn json_error(src: &Source<'_>, e: &serde_json::Error) -> ConfigError {
+    let full = e.to_string();
+    // serde_json appends the position to its message; we print it in front instead.
+    let message = match full.rfind(" at line ") {
+        Some(i) if e.line() > 0 => full[..i].to_owned(),
+        _ => full,
+    };
+    let (line, column) = if e.line() > 0 { (Some(e.line()), Some(e.column())) } else { (None, None) };
+    let fix = if e.is_syntax() || e.is_eof() {
+        Some("fix the JSON syntax here: a missing comma, quote or brace, or a trailing comma?".to_owned())
+    } else {
+        syntax_fix(&message, "JSON")
+    };
+    ConfigError::Syntax(Diagnostic { file: src.file.to_path_buf(), line, column, key: None, message, fix })
+}
+
+/// A hint for the parser's own messages; ours already say what to write.
+fn syntax_fix(message: &str, format: &str) -> Option<String> {
+    let hint = if message.contains("unknown field") || message.contains("unknown key") {
+        "remove the key or correct its spelling; docs/configuration.md lists every key"
+    } else if message.contains("missing field") {
+        "add the missing key"
+    } else if message.contains("unknown variant") {
+        "use one of the values listed"
+    } else if message.contains("invalid type") {
+        "change the value to the type expected"
+    } else if message.contains("; write") || message.contains("must be") || message.contains("needs a unit") {
+        return None;
+    } else if format == "TOML" {
+        "fix the TOML syntax at this position"
+    } else {
+        "fix the value at this position"
+    };
+    Some(hint.to_owned())
+}

@@ -1,0 +1,485 @@
+//! The file schemas as users write them: `gateway.toml`, and the `mcpServers` JSON of
+//! Claude Desktop, Cursor and other clients. Durations and sizes are parsed here, inside
+//! the deserializer, so that a bad value is reported at its line and column.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+/// `gateway.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TomlFile {
+    #[serde(default)]
+    pub gateway: Gateway,
+    #[serde(default)]
+    pub servers: BTreeMap<String, Server>,
+    #[serde(default)]
+    pub plugins: Plugins,
+}
+
+/// `claude_desktop_config.json`, Cursor's `mcp.json` and the like. Top-level keys other
+/// than these belong to the client (`globalShortcut`, `preferences`, ...) and are ignored.
+#[derive(Debug, Default, Deserialize)]
+pub struct ClientFile {
+    #[serde(rename = "mcpServers")]
+    pub mcp_servers: Option<BTreeMap<String, ClientServer>>,
+    /// The gateway's own settings, same keys as TOML `[gateway]`.
+    pub wasmgate: Option<Gateway>,
+    /// Same as TOML `[plugins]`.
+    pub plugins: Option<Plugins>,
+    /// VS Code's `mcp.json` layout; only noticed, to tell the user to rename it.
+    pub servers: Option<IgnoredAny>,
+}
+
+/// `[gateway]`, or `"wasmgate"` in JSON.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gateway {
+    pub name: Option<String>,
+    pub separator: Option<String>,
+    pub timeout: Option<Timeout>,
+    pub startup_timeout: Option<Timeout>,
+    pub page_size: Option<AtLeastOne>,
+    pub events: Option<String>,
+    pub event_buffer: Option<usize>,
+    pub log_level: Option<String>,
+    pub max_restarts: Option<u32>,
+    pub shutdown_grace: Option<Grace>,
+}
+
+/// `[servers.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub namespace: Option<String>,
+    pub timeout: Option<Timeout>,
+    #[serde(default)]
+    pub tool_timeouts: BTreeMap<String, Timeout>,
+    pub tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    #[serde(default)]
+    pub disabled: bool,
+    /// A remote server; accepted so that configs written for remote support parse,
+    /// skipped with a warning until it lands.
+    pub url: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+}
+
+/// One `mcpServers` entry: our server keys plus the keys other clients write there.
+/// Harmless ones are accepted and ignored; anything else is an error.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientServer {
+    #[serde(default)]
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub namespace: Option<String>,
+    /// A duration string is ours; a number is another client's (seconds for Cline and
+    /// Roo Code, milliseconds for Claude Code) and is ignored.
+    pub timeout: Option<ClientTimeout>,
+    #[serde(default)]
+    pub tool_timeouts: BTreeMap<String, Timeout>,
+    pub tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    #[serde(default)]
+    pub disabled: bool,
+
+    /// "stdio" (VS Code, Cursor, Claude Code); "http", "sse", "streamable-http",
+    /// "streamableHttp" mark a remote server.
+    #[serde(rename = "type")]
+    pub transport: Option<String>,
+    /// Cline's older spelling of `type`.
+    #[serde(rename = "transportType")]
+    pub transport_type: Option<String>,
+    pub url: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Roo Code, Windsurf: exact tool names to hide; added to `disabled_tools`.
+    #[serde(rename = "disabledTools", default)]
+    pub client_disabled_tools: Vec<String>,
+    /// VS Code, Cursor: a dotenv file; not read (warned about).
+    #[serde(rename = "envFile")]
+    pub env_file: Option<String>,
+
+    // Client-side approval and UI settings: meaningless to a gateway, ignored.
+    /// Roo Code.
+    #[serde(rename = "alwaysAllow")]
+    pub _always_allow: Option<IgnoredAny>,
+    /// Cline.
+    #[serde(rename = "autoApprove")]
+    pub _auto_approve: Option<IgnoredAny>,
+    /// Several clients and registries.
+    #[serde(rename = "description")]
+    pub _description: Option<IgnoredAny>,
+    /// Roo Code: restart the server when these files change.
+    #[serde(rename = "watchPaths")]
+    pub _watch_paths: Option<IgnoredAny>,
+    /// VS Code: `{ "watch": ..., "debug": ... }` for server development.
+    #[serde(rename = "dev")]
+    pub _dev: Option<IgnoredAny>,
+}
+
+/// `[plugins]`: a few settings and, as sub-tables, one entry per plugin. Read by hand
+/// because `deny_unknown_fields` and `flatten` do not combine.
+#[derive(Debug, Default)]
+pub struct Plugins {
+    pub dir: Option<String>,
+    pub watch: Option<bool>,
+    pub cache_dir: Option<String>,
+    pub bundled: Option<bool>,
+    pub memory: Option<u64>,
+    pub timeout: Option<Duration>,
+    pub fuel: Option<u64>,
+    pub entries: BTreeMap<String, PluginEntry>,
+}
+
+/// The scalar keys of `[plugins]`, for error messages.
+pub const PLUGINS_KEYS: &[&str] = &["dir", "watch", "cache_dir", "bundled", "memory", "timeout", "fuel"];
+
+/// `[plugins.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginEntry {
+    pub path: Option<String>,
+    pub namespace: Option<String>,
+    pub memory: Option<Bytes>,
+    pub timeout: Option<Timeout>,
+    pub fuel: Option<Fuel>,
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
+    #[serde(default)]
+    pub allow_dirs: Vec<DirGrant>,
+    #[serde(default)]
+    pub allow_env: Vec<String>,
+    pub tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    #[serde(default)]
+    pub disabled: bool,
+    #[serde(default)]
+    pub config: BTreeMap<String, ConfigValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirGrant {
+    pub host: String,
+    pub guest: String,
+    #[serde(default)]
+    pub mode: DirMode,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DirMode {
+    #[default]
+    Ro,
+    Rw,
+}
+
+/// A duration greater than zero: "30s", "500ms", "2m".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeout(pub Duration);
+
+/// A duration that may be zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grace(pub Duration);
+
+/// `timeout` in an `mcpServers` entry: ours when a string, another client's when a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientTimeout {
+    Ours(Duration),
+    ClientNumber,
+}
+
+/// A size in bytes, greater than zero: "64MiB", "512KiB", "1GiB", "1000000", or an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+/// Fuel units per call, greater than zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fuel(pub u64);
+
+/// An integer of at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtLeastOne(pub usize);
+
+/// A `[plugins.NAME.config]` value; numbers and booleans are kept as their text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigValue(pub String);
+
+/// Parses "30s", "500ms", "2m", "1h 30m" (humantime).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        format!("invalid duration \"{text}\": {e}; write a number with a unit, like \"30s\", \"500ms\" or \"2m\"")
+    })
+}
+
+/// Parses "64MiB", "512 KiB", "1GiB", "10MB", "1000000" (bytes). Binary units (KiB, MiB,
+/// GiB) are powers of 1024, decimal ones (KB, MB, GB) powers of 1000; case is ignored.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let bad = |why: &str| {
+        format!("invalid size \"{text}\": {why}; write a number of bytes or a number with a unit, like \"64MiB\", \"512KiB\" or \"1GiB\"")
+    };
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(split);
+    if digits.is_empty() {
+        return Err(bad("it does not start with a number"));
+    }
+    let number: u64 = digits.parse().map_err(|_| bad("the number is too large"))?;
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return Err(bad(&format!("unknown unit \"{}\"", unit.trim()))),
+    };
+    number.checked_mul(multiplier).ok_or_else(|| bad("it is too large"))
+}
+
+/// Implements `Deserialize` for a newtype through a visitor that sees strings and
+/// integers; the parse error becomes a serde error, which the format decorates with the
+/// value's position.
+macro_rules! scalar_deserialize {
+    ($ty:ty, $expecting:literal, $from_str:expr, $from_int:expr) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_str<E: de::Error>(self, v: &str) -> Result<$ty, E> {
+                        let from_str: fn(&str) -> Result<$ty, String> = $from_str;
+                        from_str(v).map_err(E::custom)
+                    }
+                    fn visit_i64<E: de::Error>(self, v: i64) -> Result<$ty, E> {
+                        let from_int: fn(i128) -> Result<$ty, String> = $from_int;
+                        from_int(i128::from(v)).map_err(E::custom)
+                    }
+                    fn visit_u64<E: de::Error>(self, v: u64) -> Result<$ty, E> {
+                        let from_int: fn(i128) -> Result<$ty, String> = $from_int;
+                        from_int(i128::from(v)).map_err(E::custom)
+                    }
+                    fn visit_f64<E: de::Error>(self, v: f64) -> Result<$ty, E> {
+                        Err(E::custom(format!("{v} is not {}", $expecting)))
+                    }
+                }
+                deserializer.deserialize_any(V)
+            }
+        }
+    };
+}
+
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!("\"{text}\" is zero; a timeout must be greater than zero"));
+    }
+    Ok(d)
+}
+
+fn duration_needs_unit(n: i128) -> String {
+    format!("a duration needs a unit: write \"{n}s\" or \"{n}ms\" (a string)")
+}
+
+fn positive_int(n: i128, what: &str) -> Result<u64, String> {
+    if n <= 0 {
+        return Err(format!("{n} is not allowed; {what} must be greater than zero"));
+    }
+    u64::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
+scalar_deserialize!(Timeout, "a duration like \"30s\"", |s| positive_duration(s).map(Timeout), |n| Err(
+    duration_needs_unit(n)
+));
+scalar_deserialize!(Grace, "a duration like \"2s\"", |s| parse_duration(s).map(Grace), |n| Err(
+    duration_needs_unit(n)
+));
+scalar_deserialize!(
+    ClientTimeout,
+    "a duration like \"30s\" or a number",
+    |s| positive_duration(s).map(ClientTimeout::Ours),
+    |_| Ok(ClientTimeout::ClientNumber)
+);
+scalar_deserialize!(
+    Bytes,
+    "a size like \"64MiB\"",
+    |s| match parse_size(s)? {
+        0 => Err(format!("\"{s}\" is zero; a memory limit must be greater than zero")),
+        n => Ok(Bytes(n)),
+    },
+    |n| positive_int(n, "a memory limit").map(Bytes)
+);
+scalar_deserialize!(
+    Fuel,
+    "a positive integer",
+    |s| Err(format!("\"{s}\" is a string; write fuel as an integer, like fuel = 1000000")),
+    |n| positive_int(n, "fuel").map(Fuel)
+);
+scalar_deserialize!(
+    AtLeastOne,
+    "an integer of at least 1",
+    |s| Err(format!("\"{s}\" is a string; write an integer of at least 1")),
+    |n| positive_int(n, "the value")
+        .and_then(|v| usize::try_from(v).map_err(|_| format!("{n} is too large")))
+        .map(AtLeastOne)
+);
+
+impl<'de> Deserialize<'de> for ConfigValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ConfigValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number or boolean (plugins read config values as text)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_owned()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Plugins {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PluginsVisitor;
+        impl<'de> Visitor<'de> for PluginsVisitor {
+            type Value = Plugins;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of plugin settings and [plugins.NAME] entries")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Plugins, A::Error> {
+                let mut plugins = Plugins::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value_seed(Item { key, plugins: &mut plugins })?;
+                }
+                Ok(plugins)
+            }
+        }
+        deserializer.deserialize_map(PluginsVisitor)
+    }
+}
+
+/// One key of `[plugins]`: a table is a plugin entry (whatever its name), anything else
+/// must be one of the known settings. Values are checked inside the visitor so that
+/// errors keep the value's position.
+struct Item<'a> {
+    key: String,
+    plugins: &'a mut Plugins,
+}
+
+impl<'de> DeserializeSeed<'de> for Item<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+enum Scalar<'s> {
+    Str(&'s str),
+    Bool(bool),
+    Int(i128),
+    Float,
+}
+
+impl Item<'_> {
+    fn set(self, value: Scalar<'_>) -> Result<(), String> {
+        let p = self.plugins;
+        let key = self.key.as_str();
+        let wrong = |expected: &str| format!("`plugins.{key}` must be {expected}");
+        match (key, value) {
+            ("dir", Scalar::Str(s)) => p.dir = Some(s.to_owned()),
+            ("cache_dir", Scalar::Str(s)) => p.cache_dir = Some(s.to_owned()),
+            ("watch", Scalar::Bool(b)) => p.watch = Some(b),
+            ("bundled", Scalar::Bool(b)) => p.bundled = Some(b),
+            ("memory", Scalar::Str(s)) => match parse_size(s)? {
+                0 => return Err(wrong("greater than zero")),
+                n => p.memory = Some(n),
+            },
+            ("memory", Scalar::Int(n)) => p.memory = Some(positive_int(n, "a memory limit")?),
+            ("timeout", Scalar::Str(s)) => p.timeout = Some(positive_duration(s)?),
+            ("timeout", Scalar::Int(n)) => return Err(duration_needs_unit(n)),
+            ("fuel", Scalar::Int(n)) => p.fuel = Some(positive_int(n, "fuel")?),
+            ("dir" | "cache_dir", _) => return Err(wrong("a path (a string)")),
+            ("watch" | "bundled", _) => return Err(wrong("true or false")),
+            ("memory", _) => return Err(wrong("a size like \"64MiB\"")),
+            ("timeout", _) => return Err(wrong("a duration like \"10s\"")),
+            ("fuel", _) => return Err(wrong("an integer, like fuel = 1000000")),
+            _ => {
+                return Err(format!(
+                    "unknown key `plugins.{key}`: expected one of {}, or a [plugins.{key}] table for a plugin",
+                    PLUGINS_KEYS.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for Item<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a setting or a [plugins.{}] table", self.key)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.set(Scalar::Str(v)).map_err(E::custom)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        self.set(Scalar::Bool(v)).map_err(E::custom)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.set(Scalar::Int(i128::from(v))).map_err(E::custom)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.set(Scalar::Int(i128::from(v))).map_err(E::custom)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        self.set(Scalar::Float).map_err(E::custom)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(format!(
+            "`plugins.{}` cannot be a list; a plugin is a [plugins.{}] table",
+            self.key, self.key
+        )))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        let entry = PluginEntry::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        self.plugins.entries.insert(self.key, entry);
+        Ok(())
+    }
+}

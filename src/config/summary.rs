@@ -1,0 +1,153 @@
+//! The human-readable summary `wasmgate check` prints. Environment values are never
+//! shown, only their names: they often hold secrets.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::model::*;
+
+impl Config {
+    /// Gateway settings, each server and plugin with what it may do, and the warnings.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = self.write_summary(&mut out);
+        out
+    }
+
+    fn write_summary(&self, out: &mut String) -> std::fmt::Result {
+        match &self.source {
+            Some(path) => writeln!(out, "configuration: {}", path.display())?,
+            None => writeln!(out, "configuration: built-in default")?,
+        }
+        let g = &self.gateway;
+        writeln!(out, "gateway:")?;
+        writeln!(out, "  name {}, tool names {{namespace}}{}{{tool}}", g.name, g.separator)?;
+        writeln!(
+            out,
+            "  timeout {}, startup timeout {}, page size {}",
+            dur(g.timeout),
+            dur(g.startup_timeout),
+            g.page_size
+        )?;
+        writeln!(
+            out,
+            "  events {} (last {} kept in memory), log level {}",
+            g.events_file.as_ref().map_or("not written to a file".into(), |p| p.display().to_string()),
+            g.event_buffer,
+            g.log_level
+        )?;
+        writeln!(out, "  max restarts {}, shutdown grace {}", g.max_restarts, dur(g.shutdown_grace))?;
+
+        writeln!(out, "servers ({}):", self.servers.len())?;
+        for s in self.servers.values() {
+            let state = if s.disabled { " [disabled]" } else { "" };
+            writeln!(out, "  {}{state}: {}", s.name, command_line(&s.command, &s.args))?;
+            writeln!(out, "    namespace {}, timeout {}", shown_namespace(&s.namespace), dur(s.timeout))?;
+            if !s.tool_timeouts.is_empty() {
+                let per_tool: Vec<String> =
+                    s.tool_timeouts.iter().map(|(tool, t)| format!("{tool} {}", dur(*t))).collect();
+                writeln!(out, "    tool timeouts: {}", per_tool.join(", "))?;
+            }
+            if let Some(cwd) = &s.cwd {
+                writeln!(out, "    cwd {}", cwd.display())?;
+            }
+            if !s.env.is_empty() {
+                let names: Vec<&str> = s.env.keys().map(String::as_str).collect();
+                writeln!(out, "    env {}", names.join(", "))?;
+            }
+            write_filter(out, &s.tool_filter)?;
+        }
+
+        let p = &self.plugins;
+        writeln!(out, "plugins ({} configured):", p.plugins.len())?;
+        match &p.dir {
+            Some(dir) => writeln!(out, "  dir {}{}", dir.display(), if p.watch { " (watched)" } else { "" })?,
+            None => writeln!(out, "  no plugin dir{}", if p.watch { "; plugin files watched" } else { "" })?,
+        }
+        writeln!(
+            out,
+            "  bundled plugins {}, compile cache {}",
+            if p.bundled { "served" } else { "not served" },
+            p.cache_dir.as_ref().map_or("off".into(), |d| d.display().to_string())
+        )?;
+        writeln!(out, "  default limits: {}", limits(&p.limits))?;
+        for plugin in p.plugins.values() {
+            let state = if plugin.disabled { " [disabled]" } else { "" };
+            let path = match (&plugin.path, &p.dir) {
+                (Some(path), _) => path.display().to_string(),
+                (None, Some(dir)) => dir.join(format!("{}.wasm", plugin.name)).display().to_string(),
+                (None, None) => format!("{}.wasm", plugin.name),
+            };
+            writeln!(out, "  {}{state}: {path}", plugin.name)?;
+            writeln!(out, "    namespace {}, {}", shown_namespace(&plugin.namespace), limits(&plugin.limits))?;
+            let hosts = if plugin.allow_hosts.is_empty() { "none".into() } else { plugin.allow_hosts.join(", ") };
+            writeln!(out, "    may reach hosts: {hosts}")?;
+            let dirs: Vec<String> = plugin
+                .allow_dirs
+                .iter()
+                .map(|d| format!("{} as {} ({})", d.host.display(), d.guest, if d.read_only { "ro" } else { "rw" }))
+                .collect();
+            writeln!(out, "    may open: {}", if dirs.is_empty() { "nothing".into() } else { dirs.join(", ") })?;
+            let env = if plugin.allow_env.is_empty() { "none".into() } else { plugin.allow_env.join(", ") };
+            writeln!(out, "    may read env: {env}")?;
+            if !plugin.config.is_empty() {
+                let keys: Vec<&str> = plugin.config.keys().map(String::as_str).collect();
+                writeln!(out, "    config keys: {}", keys.join(", "))?;
+            }
+            write_filter(out, &plugin.tool_filter)?;
+        }
+
+        if !self.warnings.is_empty() {
+            writeln!(out, "warnings ({}):", self.warnings.len())?;
+            for w in &self.warnings {
+                writeln!(out, "  - {w}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_filter(out: &mut String, filter: &ToolFilter) -> std::fmt::Result {
+    if !filter.allow_patterns.is_empty() {
+        writeln!(out, "    only tools: {}", filter.allow_patterns.join(", "))?;
+    }
+    if !filter.deny_patterns.is_empty() {
+        writeln!(out, "    hidden tools: {}", filter.deny_patterns.join(", "))?;
+    }
+    Ok(())
+}
+
+fn shown_namespace(ns: &str) -> String {
+    if ns.is_empty() { "none (tools keep their own names)".into() } else { ns.to_owned() }
+}
+
+fn command_line(command: &str, args: &[String]) -> String {
+    let quote = |s: &str| {
+        if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
+            format!("{s:?}")
+        } else {
+            s.to_owned()
+        }
+    };
+    std::iter::once(command).chain(args.iter().map(String::as_str)).map(quote).collect::<Vec<_>>().join(" ")
+}
+
+fn limits(l: &PluginLimits) -> String {
+    let fuel = l.fuel.map_or("no fuel limit".into(), |f| format!("fuel {f}"));
+    format!("memory {}, timeout {}, {fuel}", bytes(l.memory), dur(l.timeout))
+}
+
+fn dur(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (size, unit) in UNITS {
+        if n >= size && n % size == 0 {
+            return format!("{} {unit}", n / size);
+        }
+    }
+    format!("{n} bytes")
+}

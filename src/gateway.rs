@@ -97,9 +97,15 @@ impl Gateway {
     /// so that the first list a client sees is complete in the common case.
     pub async fn wait_for_startup(&self) {
         let deadline = tokio::time::Instant::from_std(self.started + self.config.load().gateway.startup_timeout);
-        for backend in self.process_backends() {
+        let starting: Vec<_> = self.process_backends().into_iter().filter(|b| b.state() == BackendState::Starting).collect();
+        if starting.is_empty() {
+            return;
+        }
+        for backend in &starting {
             backend.wait_started(deadline).await;
         }
+        // The hub rebuilds on its own too; doing it here means the caller sees the new lists now.
+        self.rebuild_catalog();
     }
 
     pub fn register_session(&self, session: &Arc<Session>) {

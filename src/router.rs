@@ -92,10 +92,14 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
             return Err(RpcError::invalid_params("tools/call needs a string `name`"));
         };
-        let catalog = self.catalog();
-        let Some(route) = catalog.tool(&name).cloned() else {
-            // The specification answers an unknown tool with -32602 (the seed documents said -32601).
-            return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
+        let route = match self.catalog().tool(&name).cloned() {
+            Some(route) => route,
+            None => {
+                // The tool may belong to a server still starting (a client that calls without listing).
+                self.wait_for_startup().await;
+                // The specification answers an unknown tool with -32602 (the seed documents said -32601).
+                self.catalog().tool(&name).cloned().ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?
+            }
         };
         let arguments = match params.get("arguments") {
             None | Some(Value::Null) => json!({}),
@@ -174,6 +178,7 @@ impl Gateway {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
             return Err(RpcError::invalid_params("prompts/get needs a string `name`"));
         };
+        self.wait_for_startup().await;
         let catalog = self.catalog();
         let route = catalog.prompt(&name).ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
         params["name"] = Value::String(route.name.clone());

@@ -1,2 +1,3 @@
 //! wasmgate: an MCP gateway for subprocess MCP servers and hot-reloaded WASM plugins.
 pub mod config;
+pub mod plugin;

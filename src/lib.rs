@@ -9,6 +9,7 @@
 //! - `router`: the catalog snapshot, method dispatch, name and token rewriting.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
 //! - `backend`: where tools live: subprocess MCP servers (`backend::process`).
+//! - `plugin`: the WASM plugin host: wasmtime engine, sandbox, limits, cache, hot reload.
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
 //! - `reload`: config file watching.
 //! - `telemetry`: logging to stderr and the event log.
@@ -20,6 +21,7 @@ pub mod builtin;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod plugin;
 pub mod protocol;
 pub mod reload;
 pub mod router;

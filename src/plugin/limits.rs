@@ -1,0 +1,149 @@
+//! Per-call limits: linear memory (a store limiter), wall time (an epoch deadline
+//! that yields to the runtime every tick and traps once the time is up) and
+//! optional fuel; and the words that tell a client which limit stopped a call.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::{ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
+
+
+/// Table elements one instance may hold; generous for any real guest.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// Memory accounting for one instance: the sum of all its linear memories.
+pub struct MemoryLimiter {
+    limit: u64,
+    used: u64,
+    pub exceeded: bool,
+}
+
+impl MemoryLimiter {
+    pub fn new(limit: u64) -> Self {
+        MemoryLimiter { limit, used: 0, exceeded: false }
+    }
+}
+
+/// The error a denied growth raises; traps the guest at the `memory.grow`.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit of {} exceeded", mib(*.0))]
+pub struct MemoryLimitExceeded(pub u64);
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        let grow = desired.saturating_sub(current) as u64;
+        if self.used.saturating_add(grow) > self.limit {
+            self.exceeded = true;
+            // A trap rather than `-1`: guests abort on a failed allocation
+            // anyway, and this way the cause is certain.
+            return Err(MemoryLimitExceeded(self.limit).into());
+        }
+        self.used += grow;
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// The time limit of one call, checked by the epoch callback.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    pub at: Instant,
+    pub expired: bool,
+}
+
+impl Deadline {
+    pub fn after(timeout: Duration) -> Self {
+        Deadline { at: Instant::now() + timeout, expired: false }
+    }
+}
+
+/// The error raised in the guest when its time is up.
+#[derive(Debug, thiserror::Error)]
+#[error("time limit exceeded")]
+pub struct TimeLimitExceeded;
+
+/// Access to the limit state inside the store data.
+pub trait LimitState: Send + 'static {
+    fn deadline(&mut self) -> &mut Deadline;
+}
+
+/// Arms a store for one call: every epoch tick the guest yields to the async
+/// runtime (a spinning guest never holds a worker thread for more than a
+/// tick) and traps once its deadline has passed.
+pub fn arm<T: LimitState>(
+    store: &mut Store<T>,
+    timeout: Duration,
+    fuel_enabled: bool,
+    fuel: Option<u64>,
+) -> wasmtime::Result<()> {
+    *store.data_mut().deadline() = Deadline::after(timeout);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|mut ctx: StoreContextMut<'_, T>| {
+        let deadline = ctx.data_mut().deadline();
+        if Instant::now() >= deadline.at {
+            deadline.expired = true;
+            return Err(TimeLimitExceeded.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    if fuel_enabled {
+        store.set_fuel(fuel.unwrap_or(u64::MAX))?;
+    }
+    Ok(())
+}
+
+/// The limit a failed call ran into, in words for the client.
+pub fn describe_failure(
+    plugin: &str,
+    error: &wasmtime::Error,
+    memory_exceeded: bool,
+    time_expired: bool,
+    limits: &crate::config::PluginLimits,
+    timeout: Duration,
+) -> String {
+    if memory_exceeded || find::<MemoryLimitExceeded>(error).is_some() {
+        return format!("plugin `{plugin}` ran out of memory (limit {})", mib(limits.memory));
+    }
+    if time_expired || find::<TimeLimitExceeded>(error).is_some() {
+        return time_limit_message(plugin, timeout);
+    }
+    match find::<Trap>(error) {
+        Some(Trap::OutOfFuel) => format!(
+            "plugin `{plugin}` ran out of fuel (limit {})",
+            limits.fuel.map_or_else(|| "none".into(), |f| f.to_string())
+        ),
+        Some(Trap::Interrupt) => time_limit_message(plugin, timeout),
+        Some(trap) => format!("plugin `{plugin}` trapped: {trap}"),
+        None => format!("plugin `{plugin}` failed: {}", chain(error)),
+    }
+}
+
+pub fn time_limit_message(plugin: &str, timeout: Duration) -> String {
+    format!("plugin `{plugin}` exceeded its time limit of {}", humantime::format_duration(timeout))
+}
+
+fn find<E: std::error::Error + Send + Sync + 'static>(error: &wasmtime::Error) -> Option<&E> {
+    error.downcast_ref::<E>().or_else(|| error.chain().find_map(|e| e.downcast_ref::<E>()))
+}
+
+/// An error and its causes on one line.
+pub fn chain(error: &wasmtime::Error) -> String {
+    let mut out = String::new();
+    for (i, e) in error.chain().enumerate() {
+        if i > 0 {
+            out.push_str(": ");
+        }
+        out.push_str(&e.to_string());
+    }
+    out
+}
+
+pub fn mib(bytes: u64) -> String {
+    if bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}

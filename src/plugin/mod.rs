@@ -1,0 +1,794 @@
+//! The WebAssembly plugin host: loads WASI components that implement the
+//! `wasmgate:plugin` world, lists their tools, runs every call in a fresh,
+//! sandboxed and limited instance, and hot-reloads plugins whose files change.
+//!
+//! One `Engine` and one `Linker` for the process; per plugin version one
+//! compiled `Component` and `InstancePre`; per call one `Store`.
+
+mod bindings;
+mod cache;
+mod convert;
+mod engine;
+mod host_impl;
+mod limits;
+mod sandbox;
+mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Engine, Store};
+
+use crate::config::{DirGrant, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
+use bindings::{CallError, PluginPre};
+use cache::Cache;
+use sandbox::StoreState;
+
+/// Receives a call's progress reports: `(progress, total, message)`.
+pub type ProgressSink = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
+
+/// A loaded plugin, as the gateway's catalog and status see it.
+#[derive(Debug, Clone)]
+pub struct PluginInfo {
+    pub name: String,
+    pub namespace: String,
+    /// The component file; `None` for a plugin bundled into the binary.
+    pub path: Option<PathBuf>,
+    /// MCP `Tool` objects with unprefixed names, after the tool filter.
+    pub tools: Vec<Value>,
+    /// sha256 of the component bytes, hex.
+    pub digest: String,
+    pub loaded_at: SystemTime,
+    pub limits: PluginLimits,
+    /// Calls since the plugin was first loaded (reloads keep counting).
+    pub calls: u64,
+    /// Calls that trapped, hit a limit or failed.
+    pub failures: u64,
+    pub last_error: Option<String>,
+}
+
+/// Per-call context from the gateway.
+#[derive(Clone)]
+pub struct CallContext {
+    /// The gateway's timeout for this call; the plugin's own limit bounds it too.
+    pub timeout: Duration,
+    pub progress: Option<ProgressSink>,
+    pub trace_id: String,
+}
+
+/// Why a call did not run. Failures while it ran are tool results with `isError`.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginCallError {
+    #[error("no plugin named `{0}`")]
+    NotFound(String),
+    #[error("plugin `{plugin}` has no tool `{tool}`")]
+    UnknownTool { plugin: String, tool: String },
+    #[error("invalid arguments for tool `{tool}` of plugin `{plugin}`: {message}")]
+    InvalidArguments { plugin: String, tool: String, message: String },
+}
+
+/// Something that changed the set of plugins or their tools: the gateway
+/// rebuilds its catalog and tells clients `tools/list_changed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginEvent {
+    /// `compile_ms` is `None` when the compiled code came from the cache (or
+    /// was reused because only the plugin's settings changed).
+    Loaded { name: String, tools: usize, compile_ms: Option<u64>, total_ms: u64 },
+    Reloaded { name: String, tools: usize, compile_ms: Option<u64>, total_ms: u64 },
+    /// A new version was refused; the previous one (if any) keeps serving.
+    ReloadFailed { name: String, reason: String },
+    /// A plugin that was not loaded could not be loaded (start, a new file, a config change).
+    LoadFailed { name: String, reason: String },
+    Unloaded { name: String },
+}
+
+/// How long `list-tools` may take when a version is validated, at most.
+const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Instances kept free of calls so that loads and reloads can always validate.
+const RESERVED_INSTANCES: u32 = 4;
+
+/// Extra time the async timeout grants over the epoch deadline, which normally
+/// fires first; the async timeout catches guests blocked in host I/O.
+const TIMEOUT_GRACE: Duration = Duration::from_millis(50);
+
+/// The configuration-derived part of a plugin: everything but its code.
+pub struct Settings {
+    pub namespace: String,
+    pub limits: PluginLimits,
+    pub allow_dirs: Vec<DirGrant>,
+    pub allow_env: Vec<String>,
+    pub allow_hosts: Vec<String>,
+    pub config: Arc<BTreeMap<String, String>>,
+    pub tool_filter: ToolFilter,
+}
+
+impl Settings {
+    fn from_config(name: &str, entry: Option<&PluginConfig>, defaults: PluginLimits) -> Settings {
+        match entry {
+            Some(c) => Settings {
+                namespace: c.namespace.clone(),
+                limits: c.limits,
+                allow_dirs: c.allow_dirs.clone(),
+                allow_env: c.allow_env.clone(),
+                allow_hosts: c.allow_hosts.clone(),
+                config: Arc::new(c.config.clone()),
+                tool_filter: c.tool_filter.clone(),
+            },
+            None => Settings {
+                namespace: name.to_string(),
+                limits: defaults,
+                allow_dirs: Vec::new(),
+                allow_env: Vec::new(),
+                allow_hosts: Vec::new(),
+                config: Arc::default(),
+                tool_filter: ToolFilter::default(),
+            },
+        }
+    }
+
+    fn same_as(&self, other: &Settings) -> bool {
+        self.namespace == other.namespace
+            && self.limits == other.limits
+            && self.allow_dirs == other.allow_dirs
+            && self.allow_env == other.allow_env
+            && self.allow_hosts == other.allow_hosts
+            && self.config == other.config
+            && self.tool_filter.allow_patterns == other.tool_filter.allow_patterns
+            && self.tool_filter.deny_patterns == other.tool_filter.deny_patterns
+            && self.tool_filter.allow.is_some() == other.tool_filter.allow.is_some()
+            && self.tool_filter.deny.is_some() == other.tool_filter.deny.is_some()
+    }
+}
+
+/// Where a plugin's bytes come from.
+#[derive(Clone)]
+enum Source {
+    File(PathBuf),
+    Bundled(&'static [u8]),
+}
+
+impl Source {
+    fn path(&self) -> Option<&Path> {
+        match self {
+            Source::File(path) => Some(path),
+            Source::Bundled(_) => None,
+        }
+    }
+
+    fn same_as(&self, other: &Source) -> bool {
+        match (self, other) {
+            (Source::File(a), Source::File(b)) => a == b,
+            (Source::Bundled(a), Source::Bundled(b)) => std::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Source::File(path) => path.display().to_string(),
+            Source::Bundled(_) => "bundled".to_string(),
+        }
+    }
+}
+
+/// The compiled code of one plugin version, shared by versions that differ
+/// only in settings.
+struct Code {
+    digest: String,
+    pre: PluginPre<StoreState>,
+    /// Every tool the plugin lists, validated, unfiltered.
+    tools: Vec<Value>,
+}
+
+/// One loaded version of a plugin. Calls hold an `Arc` of the version they
+/// started with, so a reload never disturbs them.
+struct Version {
+    name: Arc<str>,
+    source: Source,
+    code: Arc<Code>,
+    settings: Arc<Settings>,
+    /// The tools after the filter.
+    tools: Vec<Value>,
+    loaded_at: SystemTime,
+}
+
+impl Version {
+    fn new(name: Arc<str>, source: Source, code: Arc<Code>, settings: Arc<Settings>) -> Version {
+        let tools = code
+            .tools
+            .iter()
+            .filter(|t| t["name"].as_str().is_some_and(|n| settings.tool_filter.allows(n)))
+            .cloned()
+            .collect();
+        Version { name, source, code, settings, tools, loaded_at: SystemTime::now() }
+    }
+
+    fn has_tool(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t["name"] == tool)
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    calls: AtomicU64,
+    failures: AtomicU64,
+    last_error: StdMutex<Option<String>>,
+}
+
+impl Stats {
+    fn failed(&self, reason: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_string());
+    }
+}
+
+/// A plugin name's place in the catalog: the current version, swapped on reload.
+struct Slot {
+    current: ArcSwap<Version>,
+    stats: Stats,
+}
+
+/// What load, reload and unload are serialised on.
+struct Control {
+    config: PluginsConfig,
+    bundled: &'static [(&'static str, &'static [u8])],
+    watcher: Option<notify::RecommendedWatcher>,
+    watched: Vec<PathBuf>,
+}
+
+pub struct PluginHost {
+    engine: Engine,
+    linker: Linker<StoreState>,
+    fuel_enabled: bool,
+    cache: Option<Cache>,
+    ticker: engine::Ticker,
+    /// The catalog of loaded plugins; replaced whole when one is added or removed.
+    slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
+    /// Bounds the instances alive at once to what the pooling allocator holds.
+    instances: Arc<Semaphore>,
+    events: mpsc::UnboundedSender<PluginEvent>,
+    control: Mutex<Control>,
+    this: Weak<PluginHost>,
+}
+
+impl PluginHost {
+    /// Builds the engine and linker, loads every plugin (compiling in parallel
+    /// or from the cache) and starts the watcher when `config.watch`. A plugin
+    /// that fails to load is reported (log and `LoadFailed`), not fatal.
+    pub async fn start(
+        config: &PluginsConfig,
+        bundled: &'static [(&'static str, &'static [u8])],
+        events: mpsc::UnboundedSender<PluginEvent>,
+    ) -> anyhow::Result<Arc<PluginHost>> {
+        let fuel_enabled =
+            config.limits.fuel.is_some() || config.plugins.values().any(|p| p.limits.fuel.is_some());
+        let engine = engine::build(fuel_enabled)?;
+        let mut linker = Linker::<StoreState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm_err)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wasm_err)?;
+        bindings::wasmgate::plugin::host::add_to_linker::<StoreState, host_impl::HostData>(&mut linker, |s| {
+            &mut s.host
+        })
+        .map_err(wasm_err)?;
+        let cache = config.cache_dir.as_deref().map(|dir| Cache::new(dir, &engine));
+        let ticker = engine::Ticker::start(engine.clone())?;
+        let host = Arc::new_cyclic(|this| PluginHost {
+            engine,
+            linker,
+            fuel_enabled,
+            cache,
+            ticker,
+            slots: ArcSwap::default(),
+            instances: Arc::new(Semaphore::new((engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize)),
+            events,
+            control: Mutex::new(Control {
+                config: config.clone(),
+                bundled,
+                watcher: None,
+                watched: Vec::new(),
+            }),
+            this: this.clone(),
+        });
+        let mut control = host.control.lock().await;
+        host.apply(&mut control).await;
+        host.rewatch(&mut control);
+        drop(control);
+        Ok(host)
+    }
+
+    /// Applies a changed configuration: loads, unloads or reloads only what changed.
+    pub async fn reconfigure(&self, config: &PluginsConfig) {
+        let mut control = self.control.lock().await;
+        let wants_fuel =
+            config.limits.fuel.is_some() || config.plugins.values().any(|p| p.limits.fuel.is_some());
+        if wants_fuel && !self.fuel_enabled {
+            tracing::warn!("a fuel limit was added: it takes effect after a restart (time and memory limits apply now)");
+        }
+        control.config = config.clone();
+        self.apply(&mut control).await;
+        self.rewatch(&mut control);
+    }
+
+    /// The loaded plugins now.
+    pub fn plugins(&self) -> Vec<PluginInfo> {
+        self.slots
+            .load()
+            .iter()
+            .map(|(name, slot)| {
+                let version = slot.current.load();
+                PluginInfo {
+                    name: name.clone(),
+                    namespace: version.settings.namespace.clone(),
+                    path: version.source.path().map(Path::to_path_buf),
+                    tools: version.tools.clone(),
+                    digest: version.code.digest.clone(),
+                    loaded_at: version.loaded_at,
+                    limits: version.settings.limits,
+                    calls: slot.stats.calls.load(Ordering::Relaxed),
+                    failures: slot.stats.failures.load(Ordering::Relaxed),
+                    last_error: slot.stats.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Runs one tool in a fresh instance. Traps, exhausted limits and timeouts
+    /// are results with `isError: true` that name the plugin and the limit.
+    pub async fn call(
+        &self,
+        plugin: &str,
+        tool: &str,
+        arguments: Value,
+        ctx: CallContext,
+    ) -> Result<Value, PluginCallError> {
+        let slot = self.slots.load().get(plugin).cloned().ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
+        let version = slot.current.load_full();
+        if !version.has_tool(tool) {
+            return Err(PluginCallError::UnknownTool { plugin: plugin.into(), tool: tool.into() });
+        }
+        slot.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let arguments = arguments.to_string();
+        let timeout = ctx.timeout.min(version.settings.limits.timeout);
+        let started = Instant::now();
+        let outcome = self.run(&version, timeout, ctx.progress, |store, plugin| {
+            let tool = tool.to_string();
+            Box::pin(async move { plugin.wasmgate_plugin_tool().call_call_tool(store, &tool, &arguments).await })
+        });
+        let outcome = outcome.await;
+        let elapsed_us = started.elapsed().as_micros() as u64;
+        match outcome {
+            Ok(Ok(output)) => {
+                tracing::debug!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "plugin call done");
+                Ok(convert::output_to_mcp(plugin, tool, output))
+            }
+            Ok(Err(CallError::UnknownTool(_))) => {
+                Err(PluginCallError::UnknownTool { plugin: plugin.into(), tool: tool.into() })
+            }
+            Ok(Err(CallError::InvalidArguments(message))) => {
+                Err(PluginCallError::InvalidArguments { plugin: plugin.into(), tool: tool.into(), message })
+            }
+            Ok(Err(CallError::Failed(message))) => Ok(convert::error_result(message)),
+            Err(reason) => {
+                tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "{reason}");
+                slot.stats.failed(&reason);
+                Ok(convert::error_result(reason))
+            }
+        }
+    }
+
+    /// Stops the watcher and the epoch ticker; calls in flight finish (or hit
+    /// their deadline, which no longer advances: they are abandoned with the store).
+    pub async fn shutdown(&self) {
+        let mut control = self.control.lock().await;
+        control.watcher = None;
+        control.watched.clear();
+        self.ticker.stop();
+    }
+
+    /// Instantiates `version` in a fresh store armed with its limits and runs
+    /// `f` on it. `Err` is the failure in words for the client.
+    async fn run<R>(
+        &self,
+        version: &Version,
+        timeout: Duration,
+        progress: Option<ProgressSink>,
+        f: impl for<'a> FnOnce(
+            &'a mut Store<StoreState>,
+            bindings::Plugin,
+        ) -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>,
+    ) -> Result<R, String> {
+        let name = &*version.name;
+        let limits = &version.settings.limits;
+        let _permit = self.instances.acquire().await.map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
+        let state = StoreState::new(&version.name, &version.settings).map_err(|e| format!("plugin `{name}`: {e:#}"))?;
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.memory);
+        limits::arm(&mut store, timeout, self.fuel_enabled, limits.fuel).map_err(|e| limits::chain(&e))?;
+        store.data_mut().host.progress = progress;
+        let pre = version.code.pre.clone();
+        let result = tokio::time::timeout(timeout + TIMEOUT_GRACE, async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            f(&mut store, instance).await
+        })
+        .await;
+        let data = store.data();
+        match result {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => {
+                Err(limits::describe_failure(name, &error, data.memory.exceeded, data.deadline.expired, limits, timeout))
+            }
+            Err(_elapsed) => Err(limits::time_limit_message(name, timeout)),
+        }
+    }
+
+    /// Brings the loaded set in line with `control.config`.
+    async fn apply(&self, control: &mut Control) {
+        let desired = desired_plugins(&control.config, control.bundled);
+        let current = self.slots.load_full();
+        for (name, entry) in &control.config.plugins {
+            if let (Some(path), false, false) = (&entry.path, entry.disabled, desired.contains_key(name)) {
+                let reason = format!("plugin `{name}` ({}): file not found", path.display());
+                tracing::error!(plugin = %name, "{reason}");
+                self.emit(PluginEvent::LoadFailed { name: name.clone(), reason });
+            }
+        }
+        for name in current.keys() {
+            if !desired.contains_key(name) {
+                self.unload(name);
+            }
+        }
+        let mut jobs = tokio::task::JoinSet::new();
+        for (name, (source, settings)) in desired {
+            let Some(host) = self.this.upgrade() else { return };
+            let existing = current.get(&name).map(|slot| slot.current.load_full());
+            jobs.spawn(async move { host.update(name, source, Arc::new(settings), existing, false).await });
+        }
+        while jobs.join_next().await.is_some() {}
+    }
+
+    /// Loads `name` from `source`, or reloads it if `existing`: reuses the
+    /// compiled code when only settings changed, does nothing when neither
+    /// changed (`force_read` re-reads and re-hashes the file even then, as the
+    /// watcher does).
+    async fn update(
+        &self,
+        name: String,
+        source: Source,
+        settings: Arc<Settings>,
+        existing: Option<Arc<Version>>,
+        force_read: bool,
+    ) {
+        let started = Instant::now();
+        let name_arc: Arc<str> = Arc::from(name.as_str());
+        if let Some(old) = &existing {
+            if old.source.same_as(&source) && !force_read {
+                if old.settings.same_as(&settings) {
+                    return;
+                }
+                let version = Version::new(name_arc, source, old.code.clone(), settings);
+                let tools = version.tools.len();
+                self.install(&name, version);
+                self.emit(PluginEvent::Reloaded { name, tools, compile_ms: None, total_ms: ms(started) });
+                return;
+            }
+        }
+        let loaded = self.load_code(&name_arc, &source, &settings, existing.as_deref()).await;
+        match loaded {
+            Ok(None) => {
+                // Same bytes as the running version.
+                if let Some(old) = existing.filter(|old| !old.settings.same_as(&settings) || !old.source.same_as(&source)) {
+                    let version = Version::new(name_arc, source, old.code.clone(), settings);
+                    let tools = version.tools.len();
+                    self.install(&name, version);
+                    self.emit(PluginEvent::Reloaded { name, tools, compile_ms: None, total_ms: ms(started) });
+                }
+            }
+            Ok(Some((code, compile_ms))) => {
+                let version = Version::new(name_arc, source, code, settings);
+                let tools = version.tools.len();
+                let total_ms = ms(started);
+                tracing::info!(plugin = %name, tools, total_ms, "plugin {name} ready in {total_ms} ms");
+                self.install(&name, version);
+                self.emit(match existing {
+                    Some(_) => PluginEvent::Reloaded { name, tools, compile_ms, total_ms },
+                    None => PluginEvent::Loaded { name, tools, compile_ms, total_ms },
+                });
+            }
+            Err(reason) => {
+                tracing::error!(plugin = %name, "{reason}");
+                if let Some(slot) = self.slots.load().get(&name) {
+                    slot.stats.failed(&reason);
+                }
+                self.emit(match existing {
+                    Some(_) => PluginEvent::ReloadFailed { name, reason },
+                    None => PluginEvent::LoadFailed { name, reason },
+                });
+            }
+        }
+    }
+
+    /// Reads, compiles (or loads from the cache) and validates a plugin's code.
+    /// `Ok(None)`: the bytes are those of `existing`.
+    async fn load_code(
+        &self,
+        name: &Arc<str>,
+        source: &Source,
+        settings: &Arc<Settings>,
+        existing: Option<&Version>,
+    ) -> Result<Option<(Arc<Code>, Option<u64>)>, String> {
+        let what = format!("plugin `{name}` ({})", source.describe());
+        let bytes: Arc<[u8]> = match source {
+            Source::File(path) => tokio::fs::read(path).await.map_err(|e| format!("{what}: cannot read the file: {e}"))?.into(),
+            Source::Bundled(bytes) => Arc::from(*bytes),
+        };
+        check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
+        let digest = cache::hex(&Sha256::digest(&bytes));
+        if existing.is_some_and(|old| old.code.digest == digest) {
+            return Ok(None);
+        }
+
+        let engine = self.engine.clone();
+        let host = self.this.upgrade().ok_or_else(|| format!("{what}: the host is shutting down"))?;
+        let digest2 = digest.clone();
+        let label = name.clone();
+        let (component, compile_ms) = tokio::task::spawn_blocking(move || {
+            let cache = host.cache.as_ref();
+            if let Some(component) = cache.and_then(|c| c.load(&engine, &digest2)) {
+                return Ok((component, None));
+            }
+            tracing::info!(plugin = %label, "compiling plugin {label} ({} KB)…", bytes.len().div_ceil(1024));
+            let started = Instant::now();
+            let component = match cache {
+                Some(cache) => {
+                    let compiled = engine.precompile_component(&bytes)?;
+                    cache.store(&digest2, &compiled);
+                    // SAFETY: `compiled` was produced just now by this engine.
+                    unsafe { Component::deserialize(&engine, &compiled)? }
+                }
+                None => Component::new(&engine, &bytes)?,
+            };
+            Ok::<_, wasmtime::Error>((component, Some(ms(started))))
+        })
+        .await
+        .map_err(|e| format!("{what}: compilation panicked: {e}"))?
+        .map_err(|e| format!("{what}: is not a valid component: {}", limits::chain(&e)))?;
+
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| format!("{what}: imports something the host does not provide: {}", limits::chain(&e)))?;
+        let pre = PluginPre::new(pre).map_err(|e| {
+            format!("{what}: does not implement the world wasmgate:plugin/plugin@0.1.0: {}", limits::chain(&e))
+        })?;
+
+        let probe = Version {
+            name: name.clone(),
+            source: source.clone(),
+            code: Arc::new(Code { digest: digest.clone(), pre: pre.clone(), tools: Vec::new() }),
+            settings: settings.clone(),
+            tools: Vec::new(),
+            loaded_at: SystemTime::now(),
+        };
+        let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
+        let infos = self
+            .run(&probe, timeout, None, |store, plugin| {
+                Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
+            })
+            .await
+            .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
+        let mut tools = Vec::with_capacity(infos.len());
+        let mut seen = BTreeSet::new();
+        for info in &infos {
+            let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
+            if !seen.insert(info.name.clone()) {
+                return Err(format!("{what}: lists tool `{}` twice", info.name));
+            }
+            tools.push(tool);
+        }
+        Ok(Some((Arc::new(Code { digest, pre, tools }), compile_ms)))
+    }
+
+    fn install(&self, name: &str, version: Version) {
+        let version = Arc::new(version);
+        if let Some(slot) = self.slots.load().get(name) {
+            slot.current.store(version);
+            return;
+        }
+        self.slots.rcu(|slots| {
+            let mut slots = BTreeMap::clone(slots);
+            slots.insert(
+                name.to_string(),
+                Arc::new(Slot { current: ArcSwap::new(version.clone()), stats: Stats::default() }),
+            );
+            slots
+        });
+    }
+
+    fn unload(&self, name: &str) {
+        let mut removed = false;
+        self.slots.rcu(|slots| {
+            let mut slots = BTreeMap::clone(slots);
+            removed = slots.remove(name).is_some();
+            slots
+        });
+        if removed {
+            tracing::info!(plugin = %name, "plugin {name} unloaded");
+            self.emit(PluginEvent::Unloaded { name: name.to_string() });
+        }
+    }
+
+    fn emit(&self, event: PluginEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// (Re)starts the watcher when the set of directories to watch changed.
+    fn rewatch(&self, control: &mut Control) {
+        let config = &control.config;
+        let dirs = if config.watch {
+            watch::dirs_to_watch(
+                config.dir.as_deref(),
+                config.plugins.values().filter(|p| !p.disabled).filter_map(|p| p.path.as_deref()),
+            )
+        } else {
+            Vec::new()
+        };
+        if dirs == control.watched && (control.watcher.is_some() || dirs.is_empty()) {
+            return;
+        }
+        control.watcher = None;
+        control.watched = dirs.clone();
+        if dirs.is_empty() {
+            return;
+        }
+        match watch::watch(&dirs) {
+            Ok((watcher, rx)) => {
+                control.watcher = Some(watcher);
+                let host = self.this.clone();
+                tokio::spawn(watch::debounce(rx, move |path| {
+                    let host = host.clone();
+                    async move {
+                        match host.upgrade() {
+                            Some(host) => {
+                                host.file_changed(&path).await;
+                                true
+                            }
+                            None => false,
+                        }
+                    }
+                }));
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot start the plugin file watcher; hot reload is off"),
+        }
+    }
+
+    /// A watched file settled: load, reload or unload the plugin it belongs to.
+    async fn file_changed(&self, path: &Path) {
+        let control = self.control.lock().await;
+        let Some(name) = plugin_for_path(&control.config, path) else { return };
+        let mut desired = desired_plugins(&control.config, control.bundled);
+        let existing = self.slots.load().get(&name).map(|slot| slot.current.load_full());
+        match desired.remove(&name) {
+            Some((source, settings)) => {
+                // Re-hash the file even if nothing else changed: that is what
+                // tells a real change from a rewrite of the same bytes.
+                let force_read = source.path() == Some(path);
+                self.update(name, source, Arc::new(settings), existing, force_read).await;
+            }
+            None => {
+                if existing.is_some_and(|v| v.source.path() == Some(path)) {
+                    self.unload(&name);
+                }
+            }
+        }
+        drop(control);
+    }
+}
+
+impl Drop for PluginHost {
+    fn drop(&mut self) {
+        self.ticker.stop();
+    }
+}
+
+/// Every plugin the configuration asks for now, by name: configured paths
+/// first, then `*.wasm` files in `dir`, then bundled plugins.
+fn desired_plugins(
+    config: &PluginsConfig,
+    bundled: &'static [(&'static str, &'static [u8])],
+) -> BTreeMap<String, (Source, Settings)> {
+    let mut out = BTreeMap::new();
+    let settings = |name: &str| Settings::from_config(name, config.plugins.get(name), config.limits);
+    for (name, entry) in &config.plugins {
+        if let (Some(path), false) = (&entry.path, entry.disabled) {
+            if path.is_file() {
+                out.insert(name.clone(), (Source::File(path.clone()), settings(name)));
+            }
+        }
+    }
+    if let Some(dir) = &config.dir {
+        match std::fs::read_dir(dir) {
+            Ok(entries) => {
+                for entry in entries.flatten() {
+                    let path = entry.path();
+                    let Some(name) = dir_plugin_name(&path) else { continue };
+                    if out.contains_key(&name) || config.plugins.get(&name).is_some_and(|p| p.disabled || p.path.is_some()) {
+                        continue;
+                    }
+                    if path.is_file() {
+                        let s = settings(&name);
+                        out.insert(name, (Source::File(path), s));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot read the plugin directory"),
+        }
+    }
+    if config.bundled {
+        for (name, bytes) in bundled {
+            if !out.contains_key(*name) && !config.plugins.get(*name).is_some_and(|p| p.disabled) {
+                out.insert(name.to_string(), (Source::Bundled(bytes), settings(name)));
+            }
+        }
+    }
+    out
+}
+
+/// The plugin name of a file in the plugin directory: its stem, for `*.wasm`.
+fn dir_plugin_name(path: &Path) -> Option<String> {
+    if path.extension()? != "wasm" {
+        return None;
+    }
+    let stem = path.file_stem()?.to_str()?;
+    (!stem.is_empty() && !stem.starts_with('.')).then(|| stem.to_string())
+}
+
+/// Which plugin a changed path belongs to, if any.
+fn plugin_for_path(config: &PluginsConfig, path: &Path) -> Option<String> {
+    if let Some((name, _)) = config.plugins.iter().find(|(_, p)| p.path.as_deref() == Some(path)) {
+        return Some(name.clone());
+    }
+    let dir = config.dir.as_deref()?;
+    if path.parent()? != dir {
+        return None;
+    }
+    let name = dir_plugin_name(path)?;
+    match config.plugins.get(&name) {
+        Some(entry) if entry.path.is_some() => None,
+        _ => Some(name),
+    }
+}
+
+/// Refuses what is not a component before wasmtime sees it, with a reason a
+/// plugin author can act on.
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err("is not a WebAssembly file".into());
+    }
+    // A core module has layer 0 (version 1); a component layer 1.
+    if bytes[6..8] == [0, 0] {
+        return Err("is a core WebAssembly module, not a component: build it for wasm32-wasip2 \
+                    (or wrap it with `wasm-tools component new`)"
+            .into());
+    }
+    Ok(())
+}
+
+fn ms(since: Instant) -> u64 {
+    since.elapsed().as_millis() as u64
+}
+
+fn wasm_err(e: wasmtime::Error) -> anyhow::Error {
+    anyhow::anyhow!(limits::chain(&e))
+}

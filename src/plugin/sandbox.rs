@@ -1,0 +1,254 @@
+//! What a plugin instance may touch, deny-by-default: the store data of one
+//! instance (WASI context, wasi:http context and its host allow list, the
+//! `host` interface state, limits), built from the plugin's grants.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http_body_util::BodyExt;
+use tokio::io::AsyncWrite;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{
+    RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
+
+use super::host_impl::HostCtx;
+use super::limits::{Deadline, LimitState, MemoryLimiter};
+use super::Settings;
+
+/// The `T` of every `Store<T>`: lives exactly as long as one instance.
+pub struct StoreState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    hosts: HostAllowList,
+    pub host: HostCtx,
+    pub memory: MemoryLimiter,
+    pub deadline: Deadline,
+}
+
+impl StoreState {
+    /// The sandbox of one instance of `plugin`, from its grants. Fails only when
+    /// a granted directory cannot be opened.
+    pub fn new(plugin: &Arc<str>, settings: &Arc<Settings>) -> anyhow::Result<StoreState> {
+        let mut wasi = WasiCtxBuilder::new();
+        // No args, no stdin, no inherited environment; network off at the
+        // socket level (wasi:http goes through the allow list below).
+        wasi.stdout(LogStream { plugin: plugin.clone(), stream: "stdout" })
+            .stderr(LogStream { plugin: plugin.clone(), stream: "stderr" })
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for name in &settings.allow_env {
+            if let Ok(value) = std::env::var(name) {
+                wasi.env(name, value);
+            }
+        }
+        for grant in &settings.allow_dirs {
+            let perms = if grant.read_only { FsPerms::ReadOnly } else { FsPerms::ReadWrite };
+            wasi.preopened_dir(&grant.host, &grant.guest, perms).map_err(|e| {
+                anyhow::anyhow!("cannot open granted directory {}: {e}", grant.host.display())
+            })?;
+        }
+        Ok(StoreState {
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            hosts: HostAllowList { plugin: plugin.clone(), patterns: settings.allow_hosts.clone() },
+            host: HostCtx::new(plugin.clone(), settings.config.clone()),
+            memory: MemoryLimiter::new(settings.limits.memory),
+            deadline: Deadline::after(settings.limits.timeout),
+        })
+    }
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for StoreState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hosts }
+    }
+}
+
+impl LimitState for StoreState {
+    fn deadline(&mut self) -> &mut Deadline {
+        &mut self.deadline
+    }
+}
+
+/// The hosts a plugin may send HTTP requests to: `name`, `name:port` or
+/// `*.suffix`. Anything else is answered `HTTP-request-denied` before a
+/// connection is made.
+pub struct HostAllowList {
+    plugin: Arc<str>,
+    patterns: Vec<String>,
+}
+
+impl HostAllowList {
+    pub fn allows(patterns: &[String], host: &str, port: u16) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        patterns.iter().any(|pattern| {
+            let pattern = pattern.to_ascii_lowercase();
+            let (pat_host, pat_port) = split_host_port(&pattern);
+            if pat_port.is_some_and(|p| p != port) {
+                return false;
+            }
+            match pat_host.strip_prefix("*.") {
+                Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
+                None => host == pat_host,
+            }
+        })
+    }
+}
+
+/// `host[:port]`, also `[v6]:port`.
+fn split_host_port(s: &str) -> (&str, Option<u16>) {
+    if let Some(rest) = s.strip_prefix('[') {
+        if let Some((host, tail)) = rest.split_once(']') {
+            return (host, tail.strip_prefix(':').and_then(|p| p.parse().ok()));
+        }
+    }
+    match s.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => match port.parse() {
+            Ok(port) => (host, Some(port)),
+            Err(_) => (s, None),
+        },
+        _ => (s, None),
+    }
+}
+
+type SendFuture = Box<
+    dyn Future<
+            Output = wasmtime_wasi_http::Result<(
+                http::Response<WasiBody>,
+                Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            )>,
+        > + Send,
+>;
+
+impl WasiHttpHooks for HostAllowList {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+    ) -> SendFuture {
+        let uri = request.uri();
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let allowed = uri.host().is_some_and(|host| {
+            let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+            HostAllowList::allows(&self.patterns, host.trim_start_matches('[').trim_end_matches(']'), port)
+        });
+        if !allowed {
+            tracing::warn!(plugin = %self.plugin, uri = %uri, "outgoing HTTP request denied: host not in allow_hosts");
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        tracing::debug!(plugin = %self.plugin, uri = %uri, method = %request.method(), "outgoing HTTP request");
+        Box::new(async move {
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            Ok((
+                response.map(BodyExt::boxed_unsync),
+                Box::new(io) as Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
+            ))
+        })
+    }
+}
+
+/// A plugin's stdout or stderr: lines go to the gateway log, tagged with the
+/// plugin's name, never to the process's own stdout.
+struct LogStream {
+    plugin: Arc<str>,
+    stream: &'static str,
+}
+
+impl IsTerminal for LogStream {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for LogStream {
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(LineLogger { plugin: self.plugin.clone(), stream: self.stream, pending: Vec::new() })
+    }
+}
+
+/// Longest line kept before it is logged in pieces.
+const MAX_LINE: usize = 8 * 1024;
+
+struct LineLogger {
+    plugin: Arc<str>,
+    stream: &'static str,
+    pending: Vec<u8>,
+}
+
+impl LineLogger {
+    fn emit(&self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim_end_matches(['\r', '\n']);
+        tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
+    }
+
+    fn flush_lines(&mut self) {
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            self.emit(&line);
+        }
+        if self.pending.len() >= MAX_LINE {
+            let chunk = std::mem::take(&mut self.pending);
+            self.emit(&chunk);
+        }
+    }
+}
+
+impl AsyncWrite for LineLogger {
+    fn poll_write(mut self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.pending.extend_from_slice(buf);
+        self.flush_lines();
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for LineLogger {
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.emit(&rest);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostAllowList;
+
+    #[test]
+    fn host_patterns() {
+        let p = vec!["api.example.test".to_string(), "*.svc.test".into(), "127.0.0.1:8080".into()];
+        assert!(HostAllowList::allows(&p, "api.example.test", 443));
+        assert!(HostAllowList::allows(&p, "API.example.test", 80));
+        assert!(!HostAllowList::allows(&p, "evil.example.test", 443));
+        assert!(HostAllowList::allows(&p, "a.svc.test", 443));
+        assert!(HostAllowList::allows(&p, "a.b.svc.test", 443));
+        assert!(!HostAllowList::allows(&p, "svc.test", 443));
+        assert!(!HostAllowList::allows(&p, "xsvc.test", 443));
+        assert!(HostAllowList::allows(&p, "127.0.0.1", 8080));
+        assert!(!HostAllowList::allows(&p, "127.0.0.1", 8081));
+        assert!(!HostAllowList::allows(&[], "api.example.test", 443));
+    }
+}

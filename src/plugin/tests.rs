@@ -1,0 +1,665 @@
+//! The plugin host against the real fixture components (tests/plugins) and
+//! shipped plugins (plugins/), built for wasm32-wasip2.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::config::{DirGrant, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
+
+const ECHO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/target/wasm32-wasip2/release/echo.wasm");
+const FAULTY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/target/wasm32-wasip2/release/faulty.wasm");
+const WRONGWORLD: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/target/wasm32-wasip2/release/wrongworld.wasm");
+const HASH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/target/wasm32-wasip2/release/hash.wasm");
+const JSON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/target/wasm32-wasip2/release/json.wasm");
+
+/// How long a test waits for an event before it fails.
+const EVENT_WAIT: Duration = Duration::from_secs(60);
+
+/// A directory removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let dir = std::env::temp_dir().join(format!("wasmgate-plugin-test-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir.canonicalize().unwrap())
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn entry(name: &str, path: Option<&str>) -> PluginConfig {
+    PluginConfig {
+        name: name.into(),
+        path: path.map(PathBuf::from),
+        namespace: name.into(),
+        limits: PluginLimits::default(),
+        allow_dirs: Vec::new(),
+        allow_env: Vec::new(),
+        allow_hosts: Vec::new(),
+        config: BTreeMap::new(),
+        tool_filter: ToolFilter::default(),
+        disabled: false,
+    }
+}
+
+fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
+    PluginsConfig {
+        dir: None,
+        watch: false,
+        cache_dir: None,
+        bundled: false,
+        limits: PluginLimits::default(),
+        plugins: entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
+    }
+}
+
+async fn start(config: &PluginsConfig) -> (Arc<PluginHost>, mpsc::UnboundedReceiver<PluginEvent>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let host = PluginHost::start(config, &[], tx).await.expect("host starts");
+    (host, rx)
+}
+
+async fn start_one(entry: PluginConfig) -> Arc<PluginHost> {
+    let (host, mut rx) = start(&config(vec![entry])).await;
+    match rx.try_recv() {
+        Ok(PluginEvent::Loaded { .. }) => {}
+        other => panic!("expected Loaded, got {other:?}"),
+    }
+    host
+}
+
+fn ctx() -> CallContext {
+    CallContext { timeout: Duration::from_secs(30), progress: None, trace_id: "test".into() }
+}
+
+fn ctx_timeout(timeout: Duration) -> CallContext {
+    CallContext { timeout, ..ctx() }
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {result}"))
+}
+
+fn is_error(result: &Value) -> bool {
+    result["isError"] == true
+}
+
+async fn next_event(rx: &mut mpsc::UnboundedReceiver<PluginEvent>) -> PluginEvent {
+    tokio::time::timeout(EVENT_WAIT, rx.recv()).await.expect("event in time").expect("event channel open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loads_lists_and_calls_echo() {
+    let (host, mut rx) = start(&config(vec![entry("echo", Some(ECHO))])).await;
+    match rx.try_recv().unwrap() {
+        PluginEvent::Loaded { name, tools, compile_ms, .. } => {
+            assert_eq!(name, "echo");
+            assert_eq!(tools, 14);
+            assert!(compile_ms.is_some(), "no cache configured: compiled");
+        }
+        other => panic!("{other:?}"),
+    }
+    let plugins = host.plugins();
+    assert_eq!(plugins.len(), 1);
+    let info = &plugins[0];
+    assert_eq!(info.namespace, "echo");
+    assert_eq!(info.path.as_deref(), Some(Path::new(ECHO)));
+    assert_eq!(info.digest.len(), 64);
+    let echo = info.tools.iter().find(|t| t["name"] == "echo").unwrap();
+    assert!(echo["inputSchema"].is_object());
+    assert_eq!(echo["annotations"]["readOnlyHint"], true);
+    let kinds = info.tools.iter().find(|t| t["name"] == "kinds").unwrap();
+    assert!(kinds["outputSchema"].is_object());
+
+    let result = host.call("echo", "echo", json!({"text": "hello"}), ctx()).await.unwrap();
+    assert_eq!(text(&result), "hello");
+    assert!(!is_error(&result));
+    assert_eq!(host.plugins()[0].calls, 1);
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_content_kind_and_structured_output() {
+    let host = start_one(entry("echo", Some(ECHO))).await;
+    let result = host.call("echo", "kinds", json!({}), ctx()).await.unwrap();
+    let content = result["content"].as_array().unwrap();
+    assert_eq!(content.len(), 5);
+    assert_eq!(content[0], json!({"type": "text", "text": "text item"}));
+    assert_eq!(content[1]["type"], "image");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    let png = base64::engine::general_purpose::STANDARD.decode(content[1]["data"].as_str().unwrap()).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    assert_eq!(content[2]["type"], "audio");
+    assert_eq!(content[2]["mimeType"], "audio/wav");
+    assert_eq!(
+        content[3],
+        json!({"type": "resource", "resource": {"uri": "test://echo/text", "mimeType": "text/plain", "text": "resource text"}})
+    );
+    assert_eq!(
+        content[4],
+        json!({"type": "resource", "resource": {"uri": "test://echo/blob", "mimeType": "application/octet-stream", "blob": "AAECA/8="}})
+    );
+    assert_eq!(result["structuredContent"]["count"], 5);
+    assert!(!is_error(&result));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_errors_map_to_the_gateway() {
+    let host = start_one(entry("echo", Some(ECHO))).await;
+    match host.call("echo", "bad_args", json!({}), ctx()).await {
+        Err(PluginCallError::InvalidArguments { message, .. }) => assert_eq!(message, "bad_args: rejected"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        host.call("echo", "nope", json!({}), ctx()).await,
+        Err(PluginCallError::UnknownTool { .. })
+    ));
+    assert!(matches!(host.call("none", "echo", json!({}), ctx()).await, Err(PluginCallError::NotFound(_))));
+    let failed = host.call("echo", "fail", json!({}), ctx()).await.unwrap();
+    assert!(is_error(&failed));
+    assert_eq!(text(&failed), "fail: requested failure");
+    let reported = host.call("echo", "is_error", json!({}), ctx()).await.unwrap();
+    assert!(is_error(&reported));
+    assert_eq!(text(&reported), "is_error: reported error");
+    let printed = host.call("echo", "stdout", json!({"text": "to the log"}), ctx()).await.unwrap();
+    assert_eq!(text(&printed), "printed");
+    let logged = host.call("echo", "log", json!({"message": "to the log"}), ctx()).await.unwrap();
+    assert_eq!(text(&logged), "logged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_reaches_the_sink() {
+    let host = start_one(entry("echo", Some(ECHO))).await;
+    let seen: Arc<StdMutex<Vec<(f64, Option<f64>, Option<String>)>>> = Arc::default();
+    let sink_seen = seen.clone();
+    let sink: ProgressSink = Arc::new(move |p, t, m| sink_seen.lock().unwrap().push((p, t, m)));
+    let ctx = CallContext { progress: Some(sink), ..ctx() };
+    let result = host.call("echo", "progress", json!({"steps": 3}), ctx).await.unwrap();
+    assert_eq!(text(&result), "done 3");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[2], (3.0, Some(3.0), Some("step 3 of 3".into())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_values() {
+    let mut e = entry("echo", Some(ECHO));
+    e.config.insert("greeting".into(), "hi there".into());
+    let host = start_one(e).await;
+    let set = host.call("echo", "config", json!({"key": "greeting"}), ctx()).await.unwrap();
+    assert_eq!(text(&set), "hi there");
+    let unset = host.call("echo", "config", json!({"key": "other"}), ctx()).await.unwrap();
+    assert_eq!(text(&unset), "unset");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn env_only_as_granted() {
+    let mut e = entry("echo", Some(ECHO));
+    e.allow_env = vec!["PATH".into()];
+    let host = start_one(e).await;
+    let path = host.call("echo", "env", json!({"name": "PATH"}), ctx()).await.unwrap();
+    assert_eq!(text(&path), std::env::var("PATH").unwrap());
+    assert!(std::env::var("HOME").is_ok());
+    let home = host.call("echo", "env", json!({"name": "HOME"}), ctx()).await.unwrap();
+    assert_eq!(text(&home), "unset");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_grants() {
+    let tmp = TempDir::new();
+    let ro = tmp.path().join("ro");
+    let rw = tmp.path().join("rw");
+    std::fs::create_dir_all(&ro).unwrap();
+    std::fs::create_dir_all(&rw).unwrap();
+    std::fs::write(ro.join("hello.txt"), "hello from ro").unwrap();
+    std::fs::write(tmp.path().join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("secret.txt"), ro.join("link")).unwrap();
+    std::os::unix::fs::symlink("../secret.txt", ro.join("rel-link")).unwrap();
+
+    let mut e = entry("echo", Some(ECHO));
+    e.allow_dirs = vec![
+        DirGrant { host: ro.clone(), guest: "/data".into(), read_only: true },
+        DirGrant { host: rw.clone(), guest: "/out".into(), read_only: false },
+    ];
+    let host = start_one(e).await;
+    let call = |tool: &'static str, args: Value| {
+        let host = host.clone();
+        async move { host.call("echo", tool, args, ctx()).await.unwrap() }
+    };
+
+    let read = call("read", json!({"path": "/data/hello.txt"})).await;
+    assert_eq!(text(&read), "hello from ro");
+    for path in ["/secret.txt", "/data/../secret.txt", "/data/link", "/data/rel-link", "/etc/passwd"] {
+        let denied = call("read", json!({"path": path})).await;
+        assert!(is_error(&denied), "read {path} must fail: {denied}");
+    }
+    let write_ro = call("write", json!({"path": "/data/new.txt", "text": "x"})).await;
+    assert!(is_error(&write_ro), "{write_ro}");
+    assert!(!ro.join("new.txt").exists());
+    let write_escape = call("write", json!({"path": "/out/../ro/new.txt", "text": "x"})).await;
+    assert!(is_error(&write_escape), "{write_escape}");
+
+    let written = call("write", json!({"path": "/out/new.txt", "text": "fresh"})).await;
+    assert_eq!(text(&written), "wrote 5");
+    assert_eq!(std::fs::read_to_string(rw.join("new.txt")).unwrap(), "fresh");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_to_a_host_not_allowed_is_denied() {
+    let mut e = entry("echo", Some(ECHO));
+    e.allow_hosts = vec!["allowed.example.test".into()];
+    let host = start_one(e).await;
+    for url in ["http://example.com/", "http://127.0.0.1:9/", "https://evil.allowed.example.test/"] {
+        let result = host.call("echo", "http", json!({"url": url}), ctx()).await.unwrap();
+        assert!(is_error(&result), "{result}");
+        assert!(text(&result).to_lowercase().contains("denied"), "{result}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_to_an_allowed_host() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            request.extend_from_slice(&buf[..n]);
+        }
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    let mut e = entry("echo", Some(ECHO));
+    e.allow_hosts = vec![format!("127.0.0.1:{port}")];
+    let host = start_one(e).await;
+    let result = host.call("echo", "http", json!({"url": format!("http://127.0.0.1:{port}/path")}), ctx()).await.unwrap();
+    assert!(!is_error(&result), "{result}");
+    assert_eq!(result["structuredContent"]["status"], 200);
+    assert_eq!(result["structuredContent"]["body"], "hello");
+    let request = server.await.unwrap();
+    assert!(request.starts_with("GET /path HTTP/1.1"), "{request}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_times_out_while_other_calls_are_served() {
+    let (host, _rx) = start(&config(vec![entry("faulty", Some(FAULTY)), entry("echo", Some(ECHO))])).await;
+    let started = Instant::now();
+    let spinner = {
+        let host = host.clone();
+        tokio::spawn(async move { host.call("faulty", "spin", json!({}), ctx_timeout(Duration::from_secs(2))).await })
+    };
+    // Both workers may be running guests: the spinner must yield, so these
+    // calls finish long before its deadline.
+    for i in 0..5 {
+        let echoed = host.call("echo", "echo", json!({"text": format!("n{i}")}), ctx()).await.unwrap();
+        assert_eq!(text(&echoed), format!("n{i}"));
+        let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+        assert_eq!(text(&ok), "ok");
+    }
+    assert!(started.elapsed() < Duration::from_millis(1500), "served while spinning: {:?}", started.elapsed());
+    let result = spinner.await.unwrap().unwrap();
+    let elapsed = started.elapsed();
+    assert!(is_error(&result));
+    assert_eq!(text(&result), "plugin `faulty` exceeded its time limit of 2s");
+    assert!(elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(4), "{elapsed:?}");
+    let info = host.plugins().into_iter().find(|p| p.name == "faulty").unwrap();
+    assert_eq!(info.failures, 1);
+    assert!(info.last_error.unwrap().contains("time limit"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_time_limit_bounds_the_call_timeout() {
+    let mut e = entry("faulty", Some(FAULTY));
+    e.limits.timeout = Duration::from_millis(300);
+    let host = start_one(e).await;
+    let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&result), "plugin `faulty` exceeded its time limit of 300ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hog_is_stopped_by_the_plugin_memory_limit() {
+    let host = start_one(entry("faulty", Some(FAULTY))).await;
+    let result = host.call("faulty", "hog", json!({}), ctx()).await.unwrap();
+    assert!(is_error(&result));
+    assert_eq!(text(&result), "plugin `faulty` ran out of memory (limit 64 MiB)");
+    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&ok), "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trap_then_the_plugin_still_works() {
+    let host = start_one(entry("faulty", Some(FAULTY))).await;
+    let result = host.call("faulty", "trap", json!({}), ctx()).await.unwrap();
+    assert!(is_error(&result));
+    assert!(text(&result).starts_with("plugin `faulty` trapped: "), "{result}");
+    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&ok), "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fuel_limit() {
+    let mut e = entry("faulty", Some(FAULTY));
+    e.limits.fuel = Some(5_000_000);
+    let host = start_one(e).await;
+    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&ok), "ok");
+    let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&result), "plugin `faulty` ran out of fuel (limit 5000000)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_tools_that_never_returns_is_refused() {
+    let mut e = entry("faulty", Some(FAULTY));
+    e.limits.timeout = Duration::from_millis(300);
+    e.config.insert("spin_in_list_tools".into(), "true".into());
+    let (host, mut rx) = start(&config(vec![e])).await;
+    match rx.try_recv().unwrap() {
+        PluginEvent::LoadFailed { name, reason } => {
+            assert_eq!(name, "faulty");
+            assert!(reason.contains("list-tools failed") && reason.contains("time limit"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(host.plugins().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_what_is_not_a_plugin() {
+    let tmp = TempDir::new();
+    let random = tmp.path().join("random.wasm");
+    std::fs::write(&random, b"certainly not wasm at all").unwrap();
+    let core = tmp.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let truncated = tmp.path().join("truncated.wasm");
+    let echo = std::fs::read(ECHO).unwrap();
+    std::fs::write(&truncated, &echo[..echo.len() / 2]).unwrap();
+    let entries = vec![
+        entry("random", Some(random.to_str().unwrap())),
+        entry("core", Some(core.to_str().unwrap())),
+        entry("truncated", Some(truncated.to_str().unwrap())),
+        entry("wrongworld", Some(WRONGWORLD)),
+    ];
+    let (host, mut rx) = start(&config(entries)).await;
+    let mut reasons = BTreeMap::new();
+    while let Ok(event) = rx.try_recv() {
+        match event {
+            PluginEvent::LoadFailed { name, reason } => {
+                reasons.insert(name, reason);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(host.plugins().is_empty());
+    assert_eq!(reasons.len(), 4, "{reasons:?}");
+    assert!(reasons["random"].contains("random.wasm") && reasons["random"].contains("not a WebAssembly file"));
+    assert!(reasons["core"].contains("core.wasm") && reasons["core"].contains("not a component"));
+    assert!(reasons["truncated"].contains("truncated.wasm") && reasons["truncated"].contains("not a valid component"));
+    assert!(reasons["wrongworld"].contains("wrongworld.wasm"), "{}", reasons["wrongworld"]);
+    assert!(reasons["wrongworld"].contains("wasmgate:plugin"), "{}", reasons["wrongworld"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_skips_compilation_and_survives_damage() {
+    let tmp = TempDir::new();
+    let mut cfg = config(vec![entry("echo", Some(ECHO))]);
+    cfg.cache_dir = Some(tmp.path().join("cache"));
+    let compile_ms = |event: PluginEvent| match event {
+        PluginEvent::Loaded { compile_ms, .. } => compile_ms,
+        other => panic!("{other:?}"),
+    };
+
+    let (first, mut rx) = start(&cfg).await;
+    assert!(compile_ms(rx.try_recv().unwrap()).is_some());
+    first.shutdown().await;
+    drop(first);
+
+    let (second, mut rx) = start(&cfg).await;
+    assert_eq!(compile_ms(rx.try_recv().unwrap()), None, "second start loads from the cache");
+    let result = second.call("echo", "echo", json!({"text": "cached"}), ctx()).await.unwrap();
+    assert_eq!(text(&result), "cached");
+    second.shutdown().await;
+
+    // Damage every entry: it is recompiled and rewritten, never loaded.
+    let entries: Vec<PathBuf> =
+        std::fs::read_dir(tmp.path().join("cache")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let mut bytes = std::fs::read(&entries[0]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&entries[0], &bytes).unwrap();
+    let (third, mut rx) = start(&cfg).await;
+    assert!(compile_ms(rx.try_recv().unwrap()).is_some(), "damaged entry recompiled");
+    assert_eq!(text(&third.call("echo", "echo", json!({"text": "again"}), ctx()).await.unwrap()), "again");
+    third.shutdown().await;
+
+    std::fs::write(&entries[0], b"short").unwrap();
+    let (fourth, mut rx) = start(&cfg).await;
+    assert!(compile_ms(rx.try_recv().unwrap()).is_some(), "truncated entry recompiled");
+    fourth.shutdown().await;
+    let (fifth, mut rx) = start(&cfg).await;
+    assert_eq!(compile_ms(rx.try_recv().unwrap()), None, "rewritten entry used");
+    fifth.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconfigure_applies_only_what_changed() {
+    let mut cfg = config(vec![entry("echo", Some(ECHO)), entry("faulty", Some(FAULTY))]);
+    let (host, mut rx) = start(&cfg).await;
+    assert!(matches!(rx.try_recv().unwrap(), PluginEvent::Loaded { .. }));
+    assert!(matches!(rx.try_recv().unwrap(), PluginEvent::Loaded { .. }));
+
+    host.reconfigure(&cfg).await;
+    assert!(rx.try_recv().is_err(), "nothing changed, nothing happens");
+
+    cfg.plugins.get_mut("echo").unwrap().config.insert("greeting".into(), "new".into());
+    cfg.plugins.get_mut("echo").unwrap().tool_filter = ToolFilter {
+        deny: Some(globset::GlobSetBuilder::new().add(globset::Glob::new("k*").unwrap()).build().unwrap()),
+        deny_patterns: vec!["k*".into()],
+        ..ToolFilter::default()
+    };
+    cfg.plugins.remove("faulty");
+    host.reconfigure(&cfg).await;
+    let mut events = vec![rx.try_recv().unwrap(), rx.try_recv().unwrap()];
+    events.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        events[0],
+        PluginEvent::Reloaded { name: "echo".into(), tools: 13, compile_ms: None, total_ms: match &events[0] {
+            PluginEvent::Reloaded { total_ms, .. } => *total_ms,
+            _ => 0,
+        } }
+    );
+    assert_eq!(events[1], PluginEvent::Unloaded { name: "faulty".into() });
+    let greeting = host.call("echo", "config", json!({"key": "greeting"}), ctx()).await.unwrap();
+    assert_eq!(text(&greeting), "new");
+    assert!(matches!(
+        host.call("echo", "kinds", json!({}), ctx()).await,
+        Err(PluginCallError::UnknownTool { .. })
+    ));
+}
+
+/// A copy of a component with a custom section appended: other bytes, same behaviour.
+fn variant_of(path: &str, tag: u8) -> Vec<u8> {
+    let mut bytes = std::fs::read(path).unwrap();
+    // custom section: id 0, size, name "pad" (len 3), one payload byte
+    bytes.extend_from_slice(&[0, 5, 3, b'p', b'a', b'd', tag]);
+    bytes
+}
+
+/// Writes `bytes` to `path` the way build tools do: a temp file renamed over it.
+fn replace(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("part");
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_reload_of_a_plugin_directory() {
+    let tmp = TempDir::new();
+    let mut cfg = config(Vec::new());
+    cfg.dir = Some(tmp.path().to_path_buf());
+    cfg.watch = true;
+    let (host, mut rx) = start(&cfg).await;
+    assert!(host.plugins().is_empty());
+
+    let plugin = tmp.path().join("tools.wasm");
+    std::fs::copy(HASH, &plugin).unwrap();
+    match next_event(&mut rx).await {
+        PluginEvent::Loaded { name, tools, .. } => assert_eq!((name.as_str(), tools), ("tools", 4)),
+        other => panic!("{other:?}"),
+    }
+    let sha = host.call("tools", "sha256", json!({"text": "abc"}), ctx()).await.unwrap();
+    assert_eq!(text(&sha), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+
+    replace(&plugin, &std::fs::read(JSON).unwrap());
+    match next_event(&mut rx).await {
+        PluginEvent::Reloaded { name, .. } => assert_eq!(name, "tools"),
+        other => panic!("{other:?}"),
+    }
+    let info = host.plugins().into_iter().next().unwrap();
+    assert!(info.tools.iter().all(|t| t["name"] != "sha256"), "new tools: {:?}", info.tools);
+    assert!(matches!(
+        host.call("tools", "sha256", json!({"text": "abc"}), ctx()).await,
+        Err(PluginCallError::UnknownTool { .. })
+    ));
+
+    // The same bytes again: no reload. A broken build: the old version stays.
+    replace(&plugin, &std::fs::read(JSON).unwrap());
+    std::fs::write(tmp.path().join("notes.txt"), "not a plugin").unwrap();
+    replace(&plugin, b"\0asm\x0d\0\x01\0garbage");
+    match next_event(&mut rx).await {
+        PluginEvent::ReloadFailed { name, reason } => {
+            assert_eq!(name, "tools");
+            assert!(reason.contains("tools.wasm"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(host.plugins()[0].digest, info.digest, "old version still serves");
+
+    std::fs::remove_file(&plugin).unwrap();
+    assert_eq!(next_event(&mut rx).await, PluginEvent::Unloaded { name: "tools".into() });
+    assert!(host.plugins().is_empty());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_during_reloads_never_fail() {
+    let tmp = TempDir::new();
+    let plugin = tmp.path().join("echo.wasm");
+    std::fs::copy(ECHO, &plugin).unwrap();
+    let mut cfg = config(vec![entry("echo", Some(plugin.to_str().unwrap()))]);
+    cfg.watch = true;
+    let (host, mut rx) = start(&cfg).await;
+    assert!(matches!(rx.try_recv().unwrap(), PluginEvent::Loaded { .. }));
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for c in 0..3 {
+        let host = host.clone();
+        let stop = stop.clone();
+        callers.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = format!("c{c} n{n}");
+                let result = host.call("echo", "echo", json!({"text": t}), ctx()).await.unwrap();
+                assert_eq!(text(&result), t);
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut digests = std::collections::BTreeSet::new();
+    for round in 0..3u8 {
+        replace(&plugin, &variant_of(ECHO, round));
+        match next_event(&mut rx).await {
+            PluginEvent::Reloaded { name, tools, .. } => assert_eq!((name.as_str(), tools), ("echo", 14)),
+            other => panic!("{other:?}"),
+        }
+        digests.insert(host.plugins()[0].digest.clone());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut calls = 0;
+    for caller in callers {
+        calls += caller.await.unwrap();
+    }
+    assert_eq!(digests.len(), 3);
+    assert!(calls > 0);
+    assert_eq!(host.plugins()[0].failures, 0);
+    host.shutdown().await;
+}
+
+/// Numbers for the design: compile, cache load, fresh instance per call vs a
+/// ready instance. `cargo test measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure() {
+    let tmp = TempDir::new();
+    let mut cfg = config(vec![entry("echo", Some(ECHO))]);
+    cfg.cache_dir = Some(tmp.path().to_path_buf());
+    let (first, mut rx) = start(&cfg).await;
+    println!("echo.wasm: {} KB", std::fs::metadata(ECHO).unwrap().len() / 1024);
+    println!("first load: {:?}", rx.try_recv().unwrap());
+    first.shutdown().await;
+    drop(first);
+    let (host, mut rx) = start(&cfg).await;
+    println!("cached load: {:?}", rx.try_recv().unwrap());
+
+    const N: u32 = 500;
+    for _ in 0..20 {
+        host.call("echo", "echo", json!({"text": "warm"}), ctx()).await.unwrap();
+    }
+    let started = Instant::now();
+    for _ in 0..N {
+        host.call("echo", "echo", json!({"text": "x"}), ctx()).await.unwrap();
+    }
+    let per_call = started.elapsed() / N;
+    println!("host.call (fresh store + instantiate + call): {per_call:?}");
+
+    let version = host.slots.load()["echo"].current.load_full();
+    let new_store = || {
+        let mut store = Store::new(&host.engine, StoreState::new(&version.name, &version.settings).unwrap());
+        store.limiter(|s| &mut s.memory);
+        limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+        store
+    };
+    let started = Instant::now();
+    for _ in 0..N {
+        let _store = new_store();
+    }
+    println!("  of which Store::new + WASI ctx: {:?}", started.elapsed() / N);
+    let started = Instant::now();
+    let mut ready = Vec::new();
+    for _ in 0..100 {
+        let mut store = new_store();
+        let instance = version.code.pre.instantiate_async(&mut store).await.unwrap();
+        ready.push((store, instance));
+    }
+    println!("  of which instantiate_async: {:?}", started.elapsed() / 100);
+    let started = Instant::now();
+    for (mut store, instance) in ready {
+        instance.wasmgate_plugin_tool().call_call_tool(&mut store, "echo", r#"{"text":"x"}"#).await.unwrap().unwrap();
+    }
+    println!("call on a ready instance: {:?}", started.elapsed() / 100);
+}

@@ -1,0 +1,97 @@
+//! File watching for hot reload: a `notify` watcher on the plugin directory and
+//! on the parent of every configured plugin file, debounced per path (a burst
+//! of writes, or a rename over the file, is one change).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Quiet time after the last event for a path before it is acted on.
+pub const DEBOUNCE: Duration = Duration::from_millis(75);
+
+/// Starts watching `dirs` (non-recursively); changed paths arrive on the
+/// returned receiver, not yet debounced. Directories that cannot be watched
+/// are logged and skipped.
+pub fn watch(dirs: &[PathBuf]) -> anyhow::Result<(RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+        Ok(event) => {
+            if is_change(&event.kind) {
+                for path in event.paths {
+                    let _ = tx.send(path);
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "plugin file watcher error"),
+    })?;
+    for dir in dirs {
+        match watcher.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => tracing::debug!(dir = %dir.display(), "watching for plugin changes"),
+            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot watch plugin directory"),
+        }
+    }
+    Ok((watcher, rx))
+}
+
+/// Opening or reading a file (as the host itself does when loading) is not a change.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// Feeds `on_change` each path once it has been quiet for [`DEBOUNCE`]; ends
+/// when the watcher (the sender side) is gone or `on_change` says stop.
+pub async fn debounce<F, Fut>(mut rx: mpsc::UnboundedReceiver<PathBuf>, mut on_change: F)
+where
+    F: FnMut(PathBuf) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let mut pending: HashMap<PathBuf, Instant> = HashMap::new();
+    loop {
+        let next = pending.values().min().copied();
+        tokio::select! {
+            received = rx.recv() => match received {
+                Some(path) => { pending.insert(path, Instant::now() + DEBOUNCE); }
+                None => return,
+            },
+            () = sleep_until(next) => {
+                let now = Instant::now();
+                let due: Vec<PathBuf> = pending.iter().filter(|(_, at)| **at <= now).map(|(p, _)| p.clone()).collect();
+                for path in due {
+                    pending.remove(&path);
+                    if !on_change(path).await {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The directories to watch for a set of plugin files and an optional plugin directory.
+pub fn dirs_to_watch<'a>(dir: Option<&'a Path>, files: impl Iterator<Item = &'a Path>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = dir.into_iter().map(Path::to_path_buf).collect();
+    for file in files {
+        if let Some(parent) = file.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}

@@ -97,6 +97,31 @@ fn status(gateway: &Gateway) -> Value {
     for server in config.servers.values().filter(|s| s.disabled) {
         backends.insert(server.name.clone(), json!({"kind": "process", "status": "disabled", "namespace": server.namespace, "tool_count": 0}));
     }
+    if let Some(host) = gateway.plugin_host() {
+        for plugin in host.plugins() {
+            let loaded_at: chrono::DateTime<chrono::Utc> = plugin.loaded_at.into();
+            backends.insert(
+                plugin.name.clone(),
+                json!({
+                    "kind": "wasm",
+                    "status": "ready",
+                    "namespace": plugin.namespace,
+                    "tool_count": plugin.tools.len(),
+                    "path": plugin.path.as_ref().map(|p| p.display().to_string()),
+                    "digest": plugin.digest,
+                    "loaded_at": loaded_at.to_rfc3339(),
+                    "calls": plugin.calls,
+                    "failures": plugin.failures,
+                    "last_error": plugin.last_error,
+                    "limits": {
+                        "memory_bytes": plugin.limits.memory,
+                        "timeout_ms": plugin.limits.timeout.as_millis() as u64,
+                        "fuel": plugin.limits.fuel,
+                    },
+                }),
+            );
+        }
+    }
     json!({
         "gateway": {
             "name": config.gateway.name,

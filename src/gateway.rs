@@ -6,14 +6,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::backend::process::ProcessBackend;
-use crate::backend::{BackendEvent, BackendState, ListKind};
+use crate::backend::{BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::Config;
+use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol::{self, RpcError};
 use crate::router::catalog::{Catalog, Source, Target};
 use crate::session::Session;
@@ -24,6 +25,10 @@ pub struct Gateway {
     pub events: Arc<EventLog>,
     pub(crate) backends: Mutex<BTreeMap<String, Arc<ProcessBackend>>>,
     pub(crate) catalog: ArcSwap<Catalog>,
+    /// Set once the plugin host has loaded its plugins (absent when none are configured).
+    plugins: ArcSwapOption<PluginHost>,
+    /// True while the plugin host is still loading (the first lists wait for it).
+    plugins_loading: tokio::sync::watch::Sender<bool>,
     sessions: Mutex<Vec<Weak<Session>>>,
     /// Gateway progress token -> the session and the token its client chose.
     progress: Mutex<HashMap<String, (Weak<Session>, Value)>>,
@@ -51,6 +56,8 @@ impl Gateway {
             events,
             backends: Mutex::new(BTreeMap::new()),
             catalog: ArcSwap::from_pointee(Catalog::default()),
+            plugins: ArcSwapOption::empty(),
+            plugins_loading: tokio::sync::watch::channel(false).0,
             sessions: Mutex::new(Vec::new()),
             progress: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
@@ -63,6 +70,7 @@ impl Gateway {
         for server in config.servers.values().filter(|s| !s.disabled) {
             gateway.start_server(server.clone());
         }
+        gateway.start_plugins(&config);
         gateway.rebuild_catalog();
         tokio::spawn(hub(Arc::downgrade(&gateway), from_backends));
         gateway.events.emit(
@@ -97,6 +105,10 @@ impl Gateway {
     /// so that the first list a client sees is complete in the common case.
     pub async fn wait_for_startup(&self) {
         let deadline = tokio::time::Instant::from_std(self.started + self.config.load().gateway.startup_timeout);
+        let mut loading = self.plugins_loading.subscribe();
+        if *loading.borrow() {
+            let _ = tokio::time::timeout_at(deadline, loading.wait_for(|l| !*l)).await;
+        }
         let starting: Vec<_> = self.process_backends().into_iter().filter(|b| b.state() == BackendState::Starting).collect();
         if starting.is_empty() {
             return;
@@ -145,6 +157,19 @@ impl Gateway {
                 timeout_for: t,
             })
             .collect();
+        let plugins = self.plugin_host().map(|host| host.plugins()).unwrap_or_default();
+        let plugin_lists: Vec<_> = plugins.iter().map(|p| Discovered { tools: p.tools.clone(), ..Default::default() }).collect();
+        let plugin_timeouts: Vec<_> = plugins.iter().map(|p| move |_: &str| p.limits.timeout).collect();
+        let no_filter = crate::config::ToolFilter::default();
+        let mut sources = sources;
+        sources.extend(plugins.iter().zip(&plugin_lists).zip(&plugin_timeouts).map(|((p, d), t)| Source {
+            target: Target::Wasm(p.name.as_str().into()),
+            namespace: &p.namespace,
+            discovered: d,
+            // The plugin host applies the plugin's filter when it lists the tools.
+            filter: &no_filter,
+            timeout_for: t,
+        }));
         let next = Catalog::build(&config.gateway.separator, crate::builtin::tool_definitions(), &sources);
         let previous = self.catalog.load_full();
         let changed = [
@@ -217,6 +242,10 @@ impl Gateway {
                 self.start_server(server.clone());
             }
         }
+        match self.plugin_host() {
+            Some(host) => host.reconfigure(&next.plugins).await,
+            None => self.start_plugins(&next),
+        }
         self.rebuild_catalog();
         self.events.emit("config.reloaded", "wasmgate", Status::Success, json!({"servers": next.servers.len()}));
     }
@@ -226,8 +255,67 @@ impl Gateway {
         let backends = self.process_backends();
         let stops = backends.iter().map(|b| b.stop());
         futures_join_all(stops).await;
+        if let Some(host) = self.plugin_host() {
+            host.shutdown().await;
+        }
+    }
+
+    pub fn plugin_host(&self) -> Option<Arc<PluginHost>> {
+        self.plugins.load_full()
+    }
+
+    /// Loads the plugins in the background: `initialize` is answered at once, and the
+    /// first lists wait (bounded by `startup_timeout`) until the plugins are in.
+    fn start_plugins(self: &Arc<Self>, config: &Config) {
+        let plugins = &config.plugins;
+        let wanted = plugins.bundled || plugins.dir.is_some() || !plugins.plugins.is_empty();
+        if !wanted || self.plugin_host().is_some() {
+            return;
+        }
+        let bundled = if plugins.bundled { crate::plugin::bundled::BUNDLED_PLUGINS } else { &[] };
+        self.plugins_loading.send_replace(true);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let gateway = self.clone();
+        let plugins = plugins.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            match PluginHost::start(&plugins, bundled, tx).await {
+                Ok(host) => {
+                    tracing::info!(plugins = host.plugins().len(), elapsed_ms = started.elapsed().as_millis() as u64, "plugins loaded");
+                    gateway.plugins.store(Some(host));
+                }
+                Err(err) => {
+                    tracing::error!("the plugin host did not start: {err:#}");
+                    gateway.events.emit("plugin.host_failed", "wasmgate", Status::Failure, json!({"error": format!("{err:#}")}));
+                }
+            }
+            gateway.rebuild_catalog();
+            gateway.plugins_loading.send_replace(false);
+            tokio::spawn(plugin_events(Arc::downgrade(&gateway), rx));
+        });
     }
 }
+
+/// Records what the plugin host reports and swaps the catalog.
+async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<PluginEvent>) {
+    while let Some(event) = rx.recv().await {
+        let Some(gateway) = gateway.upgrade() else { return };
+        let (event_type, name, status, fields) = match event {
+            PluginEvent::Loaded { name, tools, compile_ms, total_ms } => {
+                ("plugin.loaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
+            }
+            PluginEvent::Reloaded { name, tools, compile_ms, total_ms } => {
+                ("plugin.reloaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
+            }
+            PluginEvent::ReloadFailed { name, reason } => ("plugin.reload_failed", name, Status::Failure, json!({"error": reason})),
+            PluginEvent::LoadFailed { name, reason } => ("plugin.load_failed", name, Status::Failure, json!({"error": reason})),
+            PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
+        };
+        gateway.events.emit(event_type, &name, status, fields);
+        gateway.rebuild_catalog();
+    }
+}
+
 
 /// Awaits every future concurrently (servers stop in parallel, each with its own grace period).
 async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl IntoIterator<Item = F>) {

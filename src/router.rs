@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod names;
 pub mod uri_template;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -120,7 +121,7 @@ impl Gateway {
                 }
                 result.map_err(|e| e.to_rpc())
             }
-            Target::Wasm(_) => Err(RpcError::new(protocol::INTERNAL_ERROR, "WASM plugins are not enabled in this build")),
+            Target::Wasm(plugin) => self.call_plugin(context, plugin, &route.name, arguments, route.timeout, &params).await,
         };
         let status = match &outcome {
             Ok(result) if result.get("isError").and_then(Value::as_bool) != Some(true) => Status::Success,
@@ -143,6 +144,41 @@ impl Gateway {
         }
         tracing::debug!(tool = %name, server = %server, elapsed_us = started.elapsed().as_micros() as u64, "tools/call");
         outcome
+    }
+
+    async fn call_plugin(
+        &self,
+        context: &RequestContext,
+        plugin: &str,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
+        let unavailable = || RpcError::new(protocol::BACKEND_UNAVAILABLE, format!("plugin `{plugin}` is not loaded")).with_data(json!({"server": plugin}));
+        let host = self.plugin_host().ok_or_else(unavailable)?;
+        // Progress goes straight to the asking session: no backend id to map.
+        let progress = params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| !t.is_null()).map(|token| {
+            let session = Arc::downgrade(&context.session);
+            let token = token.clone();
+            let sink: crate::plugin::ProgressSink = Arc::new(move |progress, total, message| {
+                let Some(session) = session.upgrade() else { return };
+                let mut params = json!({"progressToken": token, "progress": progress});
+                if let Some(total) = total {
+                    params["total"] = json!(total);
+                }
+                if let Some(message) = message {
+                    params["message"] = json!(message);
+                }
+                session.send(protocol::notification("notifications/progress", Some(params)));
+            });
+            sink
+        });
+        let ctx = crate::plugin::CallContext { timeout, progress, trace_id: context.trace_id.clone() };
+        host.call(plugin, tool, arguments, ctx).await.map_err(|err| match err {
+            crate::plugin::PluginCallError::NotFound(_) => unavailable(),
+            other => RpcError::invalid_params(other.to_string()).with_data(json!({"server": plugin})),
+        })
     }
 
     /// Replaces the client's progress token with one unique across sessions.

@@ -6,6 +6,7 @@
 //! compiled `Component` and `InstancePre`; per call one `Store`.
 
 mod bindings;
+pub mod bundled;
 mod cache;
 mod convert;
 mod engine;

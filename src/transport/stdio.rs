@@ -10,8 +10,9 @@ use tokio::sync::mpsc;
 use crate::gateway::Gateway;
 use crate::session::Session;
 
-/// How long answers still in flight may take once the client closed stdin.
-const DRAIN: Duration = Duration::from_secs(5);
+/// How long answers still in flight may take once the client closed stdin: a script that
+/// pipes requests in and closes stdin still gets its answers, a stuck call cannot hold exit.
+const DRAIN: Duration = Duration::from_secs(30);
 
 /// Serves one client until `input` ends. Generic so tests can use in-memory pipes.
 pub async fn serve<R, W>(gateway: Arc<Gateway>, input: R, output: W) -> std::io::Result<()>

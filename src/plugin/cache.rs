@@ -101,8 +101,4 @@ impl Cache {
         result
     }
 
-    #[cfg(test)]
-    pub fn entry_path(&self, digest: &str) -> PathBuf {
-        self.path(digest)
-    }
 }

@@ -124,6 +124,9 @@ fn split_host_port(s: &str) -> (&str, Option<u16>) {
     }
 }
 
+/// Most of a denied request's body read (and discarded) before answering.
+const DENIED_BODY_DRAIN: usize = 1 << 20;
+
 type SendFuture = Box<
     dyn Future<
             Output = wasmtime_wasi_http::Result<(
@@ -148,7 +151,19 @@ impl WasiHttpHooks for HostAllowList {
         });
         if !allowed {
             tracing::warn!(plugin = %self.plugin, uri = %uri, "outgoing HTTP request denied: host not in allow_hosts");
-            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+            // Take the body the guest is writing (and drop it) so that the guest
+            // sees the denial on the response rather than a broken body stream.
+            return Box::new(async move {
+                let mut body = request.into_body();
+                let mut taken = 0usize;
+                while let Some(Ok(frame)) = body.frame().await {
+                    taken += frame.data_ref().map_or(0, |d| d.len());
+                    if taken > DENIED_BODY_DRAIN {
+                        break;
+                    }
+                }
+                Err(wasmtime_wasi_http::Error::HttpRequestDenied)
+            });
         }
         tracing::debug!(plugin = %self.plugin, uri = %uri, method = %request.method(), "outgoing HTTP request");
         Box::new(async move {

@@ -44,7 +44,10 @@ impl Cache {
         let mut hasher = ShaHasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_key = hex(&hasher.0.finalize()[..8]);
-        Cache { dir: dir.to_path_buf(), engine_key }
+        Cache {
+            dir: dir.to_path_buf(),
+            engine_key,
+        }
     }
 
     fn path(&self, digest: &str) -> PathBuf {
@@ -57,7 +60,12 @@ impl Cache {
         let path = self.path(digest);
         let bytes = std::fs::read(&path).ok()?;
         let body = match bytes.get(HEADER..) {
-            Some(body) if &bytes[..MAGIC.len()] == MAGIC && bytes[MAGIC.len()..HEADER] == Sha256::digest(body)[..] => body,
+            Some(body)
+                if &bytes[..MAGIC.len()] == MAGIC
+                    && bytes[MAGIC.len()..HEADER] == Sha256::digest(body)[..] =>
+            {
+                body
+            }
             _ => {
                 tracing::warn!(path = %path.display(), "compiled-plugin cache entry is damaged; recompiling");
                 return None;
@@ -86,7 +94,11 @@ impl Cache {
     fn try_store(&self, digest: &str, compiled: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let path = self.path(digest);
-        let tmp = self.dir.join(format!(".{digest}.{}.{}.tmp", std::process::id(), uuid::Uuid::new_v4().simple()));
+        let tmp = self.dir.join(format!(
+            ".{digest}.{}.{}.tmp",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
         let result = (|| {
             let mut file = std::fs::File::create(&tmp)?;
             file.write_all(MAGIC)?;
@@ -99,10 +111,5 @@ impl Cache {
             let _ = std::fs::remove_file(&tmp);
         }
         result
-    }
-
-    #[cfg(test)]
-    pub fn entry_path(&self, digest: &str) -> PathBuf {
-        self.path(digest)
     }
 }

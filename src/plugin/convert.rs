@@ -10,7 +10,9 @@ use super::bindings::{Blob, Content, EmbeddedResource, ToolInfo, ToolOutput};
 /// `[A-Za-z0-9_.-]{1,64}`, the rule of `tool-info.name`.
 pub fn valid_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// An MCP `Tool` object (unprefixed name) from a plugin's description, or why
@@ -27,13 +29,25 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<Value, String> {
     if let Some(title) = &info.title {
         tool.insert("title".into(), Value::String(title.clone()));
     }
-    tool.insert("description".into(), Value::String(info.description.clone()));
-    tool.insert("inputSchema".into(), json_object(&info.name, "input-schema", &info.input_schema)?);
+    tool.insert(
+        "description".into(),
+        Value::String(info.description.clone()),
+    );
+    tool.insert(
+        "inputSchema".into(),
+        json_object(&info.name, "input-schema", &info.input_schema)?,
+    );
     if let Some(schema) = &info.output_schema {
-        tool.insert("outputSchema".into(), json_object(&info.name, "output-schema", schema)?);
+        tool.insert(
+            "outputSchema".into(),
+            json_object(&info.name, "output-schema", schema)?,
+        );
     }
     if let Some(annotations) = &info.annotations {
-        tool.insert("annotations".into(), json_object(&info.name, "annotations", annotations)?);
+        tool.insert(
+            "annotations".into(),
+            json_object(&info.name, "annotations", annotations)?,
+        );
     }
     Ok(Value::Object(tool))
 }
@@ -78,7 +92,9 @@ fn content_to_mcp(content: Content) -> Value {
         Content::Text(text) => json!({"type": "text", "text": text}),
         Content::Image(blob) => blob_to_mcp("image", blob),
         Content::Audio(blob) => blob_to_mcp("audio", blob),
-        Content::Resource(resource) => json!({"type": "resource", "resource": resource_to_mcp(resource)}),
+        Content::Resource(resource) => {
+            json!({"type": "resource", "resource": resource_to_mcp(resource)})
+        }
     }
 }
 
@@ -132,15 +148,32 @@ mod tests {
             annotations: None,
         };
         assert!(tool_to_mcp(&info(r#"{"type":"object"}"#)).is_ok());
-        assert!(tool_to_mcp(&info("[]")).unwrap_err().contains("not a JSON object"));
-        assert!(tool_to_mcp(&info("{")).unwrap_err().contains("not valid JSON"));
+        assert!(
+            tool_to_mcp(&info("[]"))
+                .unwrap_err()
+                .contains("not a JSON object")
+        );
+        assert!(
+            tool_to_mcp(&info("{"))
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
     }
 
     #[test]
     fn invalid_structured_is_an_error_result() {
-        let out = ToolOutput { content: vec![], structured: Some("{nope".into()), is_error: false };
+        let out = ToolOutput {
+            content: vec![],
+            structured: Some("{nope".into()),
+            is_error: false,
+        };
         let v = output_to_mcp("p", "t", out);
         assert_eq!(v["isError"], true);
-        assert!(v["content"][0]["text"].as_str().unwrap().contains("not valid JSON"));
+        assert!(
+            v["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("not valid JSON")
+        );
     }
 }

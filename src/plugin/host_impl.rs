@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use wasmtime::component::HasData;
 
+use super::ProgressSink;
 use super::bindings::Level;
 use super::bindings::wasmgate::plugin::host;
-use super::ProgressSink;
 
 /// Per-instance state behind the `host` interface.
 pub struct HostCtx {
@@ -21,7 +21,11 @@ pub struct HostCtx {
 
 impl HostCtx {
     pub fn new(plugin: Arc<str>, config: Arc<BTreeMap<String, String>>) -> Self {
-        HostCtx { plugin, config, progress: None }
+        HostCtx {
+            plugin,
+            config,
+            progress: None,
+        }
     }
 }
 

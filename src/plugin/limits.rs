@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
 
-
 /// Table elements one instance may hold; generous for any real guest.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
@@ -19,7 +18,11 @@ pub struct MemoryLimiter {
 
 impl MemoryLimiter {
     pub fn new(limit: u64) -> Self {
-        MemoryLimiter { limit, used: 0, exceeded: false }
+        MemoryLimiter {
+            limit,
+            used: 0,
+            exceeded: false,
+        }
     }
 }
 
@@ -29,7 +32,12 @@ impl MemoryLimiter {
 pub struct MemoryLimitExceeded(pub u64);
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let grow = desired.saturating_sub(current) as u64;
         if self.used.saturating_add(grow) > self.limit {
             self.exceeded = true;
@@ -41,7 +49,12 @@ impl ResourceLimiter for MemoryLimiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= MAX_TABLE_ELEMENTS)
     }
 }
@@ -55,7 +68,10 @@ pub struct Deadline {
 
 impl Deadline {
     pub fn after(timeout: Duration) -> Self {
-        Deadline { at: Instant::now() + timeout, expired: false }
+        Deadline {
+            at: Instant::now() + timeout,
+            expired: false,
+        }
     }
 }
 
@@ -104,7 +120,10 @@ pub fn describe_failure(
     timeout: Duration,
 ) -> String {
     if memory_exceeded || find::<MemoryLimitExceeded>(error).is_some() {
-        return format!("plugin `{plugin}` ran out of memory (limit {})", mib(limits.memory));
+        return format!(
+            "plugin `{plugin}` ran out of memory (limit {})",
+            mib(limits.memory)
+        );
     }
     if time_expired || find::<TimeLimitExceeded>(error).is_some() {
         return time_limit_message(plugin, timeout);
@@ -121,11 +140,16 @@ pub fn describe_failure(
 }
 
 pub fn time_limit_message(plugin: &str, timeout: Duration) -> String {
-    format!("plugin `{plugin}` exceeded its time limit of {}", humantime::format_duration(timeout))
+    format!(
+        "plugin `{plugin}` exceeded its time limit of {}",
+        humantime::format_duration(timeout)
+    )
 }
 
 fn find<E: std::error::Error + Send + Sync + 'static>(error: &wasmtime::Error) -> Option<&E> {
-    error.downcast_ref::<E>().or_else(|| error.chain().find_map(|e| e.downcast_ref::<E>()))
+    error
+        .downcast_ref::<E>()
+        .or_else(|| error.chain().find_map(|e| e.downcast_ref::<E>()))
 }
 
 /// An error and its causes on one line.

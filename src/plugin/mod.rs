@@ -12,6 +12,7 @@ mod convert;
 mod engine;
 mod host_impl;
 mod limits;
+mod pool;
 mod sandbox;
 mod watch;
 
@@ -76,7 +77,11 @@ pub enum PluginCallError {
     #[error("plugin `{plugin}` has no tool `{tool}`")]
     UnknownTool { plugin: String, tool: String },
     #[error("invalid arguments for tool `{tool}` of plugin `{plugin}`: {message}")]
-    InvalidArguments { plugin: String, tool: String, message: String },
+    InvalidArguments {
+        plugin: String,
+        tool: String,
+        message: String,
+    },
 }
 
 /// Something that changed the set of plugins or their tools: the gateway
@@ -85,13 +90,31 @@ pub enum PluginCallError {
 pub enum PluginEvent {
     /// `compile_ms` is `None` when the compiled code came from the cache (or
     /// was reused because only the plugin's settings changed).
-    Loaded { name: String, tools: usize, compile_ms: Option<u64>, total_ms: u64 },
-    Reloaded { name: String, tools: usize, compile_ms: Option<u64>, total_ms: u64 },
+    Loaded {
+        name: String,
+        tools: usize,
+        compile_ms: Option<u64>,
+        total_ms: u64,
+    },
+    Reloaded {
+        name: String,
+        tools: usize,
+        compile_ms: Option<u64>,
+        total_ms: u64,
+    },
     /// A new version was refused; the previous one (if any) keeps serving.
-    ReloadFailed { name: String, reason: String },
+    ReloadFailed {
+        name: String,
+        reason: String,
+    },
     /// A plugin that was not loaded could not be loaded (start, a new file, a config change).
-    LoadFailed { name: String, reason: String },
-    Unloaded { name: String },
+    LoadFailed {
+        name: String,
+        reason: String,
+    },
+    Unloaded {
+        name: String,
+    },
 }
 
 /// How long `list-tools` may take when a version is validated, at most.
@@ -203,6 +226,7 @@ struct Version {
     /// The tools after the filter.
     tools: Vec<Value>,
     loaded_at: SystemTime,
+    pool: pool::ReadyPool,
 }
 
 impl Version {
@@ -210,10 +234,22 @@ impl Version {
         let tools = code
             .tools
             .iter()
-            .filter(|t| t["name"].as_str().is_some_and(|n| settings.tool_filter.allows(n)))
+            .filter(|t| {
+                t["name"]
+                    .as_str()
+                    .is_some_and(|n| settings.tool_filter.allows(n))
+            })
             .cloned()
             .collect();
-        Version { name, source, code, settings, tools, loaded_at: SystemTime::now() }
+        Version {
+            name,
+            source,
+            code,
+            settings,
+            tools,
+            loaded_at: SystemTime::now(),
+            pool: Default::default(),
+        }
     }
 
     fn has_tool(&self, tool: &str) -> bool {
@@ -261,6 +297,8 @@ pub struct PluginHost {
     instances: Arc<Semaphore>,
     events: mpsc::UnboundedSender<PluginEvent>,
     control: Mutex<Control>,
+    /// Keep ready instances (see `pool`); on by default.
+    ready_pool: std::sync::atomic::AtomicBool,
     this: Weak<PluginHost>,
 }
 
@@ -273,17 +311,21 @@ impl PluginHost {
         bundled: &'static [(&'static str, &'static [u8])],
         events: mpsc::UnboundedSender<PluginEvent>,
     ) -> anyhow::Result<Arc<PluginHost>> {
-        let fuel_enabled =
-            config.limits.fuel.is_some() || config.plugins.values().any(|p| p.limits.fuel.is_some());
+        let fuel_enabled = config.limits.fuel.is_some()
+            || config.plugins.values().any(|p| p.limits.fuel.is_some());
         let engine = engine::build(fuel_enabled)?;
         let mut linker = Linker::<StoreState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm_err)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(wasm_err)?;
-        bindings::wasmgate::plugin::host::add_to_linker::<StoreState, host_impl::HostData>(&mut linker, |s| {
-            &mut s.host
-        })
+        bindings::wasmgate::plugin::host::add_to_linker::<StoreState, host_impl::HostData>(
+            &mut linker,
+            |s| &mut s.host,
+        )
         .map_err(wasm_err)?;
-        let cache = config.cache_dir.as_deref().map(|dir| Cache::new(dir, &engine));
+        let cache = config
+            .cache_dir
+            .as_deref()
+            .map(|dir| Cache::new(dir, &engine));
         let ticker = engine::Ticker::start(engine.clone())?;
         let host = Arc::new_cyclic(|this| PluginHost {
             engine,
@@ -292,7 +334,9 @@ impl PluginHost {
             cache,
             ticker,
             slots: ArcSwap::default(),
-            instances: Arc::new(Semaphore::new((engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize)),
+            instances: Arc::new(Semaphore::new(
+                (engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize,
+            )),
             events,
             control: Mutex::new(Control {
                 config: config.clone(),
@@ -300,6 +344,7 @@ impl PluginHost {
                 watcher: None,
                 watched: Vec::new(),
             }),
+            ready_pool: std::sync::atomic::AtomicBool::new(true),
             this: this.clone(),
         });
         let mut control = host.control.lock().await;
@@ -312,10 +357,12 @@ impl PluginHost {
     /// Applies a changed configuration: loads, unloads or reloads only what changed.
     pub async fn reconfigure(&self, config: &PluginsConfig) {
         let mut control = self.control.lock().await;
-        let wants_fuel =
-            config.limits.fuel.is_some() || config.plugins.values().any(|p| p.limits.fuel.is_some());
+        let wants_fuel = config.limits.fuel.is_some()
+            || config.plugins.values().any(|p| p.limits.fuel.is_some());
         if wants_fuel && !self.fuel_enabled {
-            tracing::warn!("a fuel limit was added: it takes effect after a restart (time and memory limits apply now)");
+            tracing::warn!(
+                "a fuel limit was added: it takes effect after a restart (time and memory limits apply now)"
+            );
         }
         control.config = config.clone();
         self.apply(&mut control).await;
@@ -339,7 +386,12 @@ impl PluginHost {
                     limits: version.settings.limits,
                     calls: slot.stats.calls.load(Ordering::Relaxed),
                     failures: slot.stats.failures.load(Ordering::Relaxed),
-                    last_error: slot.stats.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    last_error: slot
+                        .stats
+                        .last_error
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone(),
                 }
             })
             .collect()
@@ -354,18 +406,33 @@ impl PluginHost {
         arguments: Value,
         ctx: CallContext,
     ) -> Result<Value, PluginCallError> {
-        let slot = self.slots.load().get(plugin).cloned().ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
+        let slot = self
+            .slots
+            .load()
+            .get(plugin)
+            .cloned()
+            .ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
         let version = slot.current.load_full();
         if !version.has_tool(tool) {
-            return Err(PluginCallError::UnknownTool { plugin: plugin.into(), tool: tool.into() });
+            return Err(PluginCallError::UnknownTool {
+                plugin: plugin.into(),
+                tool: tool.into(),
+            });
         }
         slot.stats.calls.fetch_add(1, Ordering::Relaxed);
         let arguments = arguments.to_string();
         let timeout = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
-        let outcome = self.run(&version, timeout, ctx.progress, |store, plugin| {
+        let ready = version.pool.take();
+        self.refill(&version);
+        let outcome = self.run(&version, timeout, ctx.progress, ready, |store, plugin| {
             let tool = tool.to_string();
-            Box::pin(async move { plugin.wasmgate_plugin_tool().call_call_tool(store, &tool, &arguments).await })
+            Box::pin(async move {
+                plugin
+                    .wasmgate_plugin_tool()
+                    .call_call_tool(store, &tool, &arguments)
+                    .await
+            })
         });
         let outcome = outcome.await;
         let elapsed_us = started.elapsed().as_micros() as u64;
@@ -374,11 +441,16 @@ impl PluginHost {
                 tracing::debug!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "plugin call done");
                 Ok(convert::output_to_mcp(plugin, tool, output))
             }
-            Ok(Err(CallError::UnknownTool(_))) => {
-                Err(PluginCallError::UnknownTool { plugin: plugin.into(), tool: tool.into() })
-            }
+            Ok(Err(CallError::UnknownTool(_))) => Err(PluginCallError::UnknownTool {
+                plugin: plugin.into(),
+                tool: tool.into(),
+            }),
             Ok(Err(CallError::InvalidArguments(message))) => {
-                Err(PluginCallError::InvalidArguments { plugin: plugin.into(), tool: tool.into(), message })
+                Err(PluginCallError::InvalidArguments {
+                    plugin: plugin.into(),
+                    tool: tool.into(),
+                    message,
+                })
             }
             Ok(Err(CallError::Failed(message))) => Ok(convert::error_result(message)),
             Err(reason) => {
@@ -395,43 +467,117 @@ impl PluginHost {
         let mut control = self.control.lock().await;
         control.watcher = None;
         control.watched.clear();
+        for slot in self.slots.load().values() {
+            slot.current.load().pool.clear();
+        }
         self.ticker.stop();
     }
 
-    /// Instantiates `version` in a fresh store armed with its limits and runs
-    /// `f` on it. `Err` is the failure in words for the client.
+    /// Runs `f` on an instance of `version` — `ready` if given, else one made
+    /// now in a fresh store — armed with the call's limits. `Err` is the
+    /// failure in words for the client.
     async fn run<R>(
         &self,
         version: &Version,
         timeout: Duration,
         progress: Option<ProgressSink>,
+        ready: Option<pool::Ready>,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
             bindings::Plugin,
-        ) -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
+        >,
     ) -> Result<R, String> {
         let name = &*version.name;
         let limits = &version.settings.limits;
-        let _permit = self.instances.acquire().await.map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
-        let state = StoreState::new(&version.name, &version.settings).map_err(|e| format!("plugin `{name}`: {e:#}"))?;
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.memory);
-        limits::arm(&mut store, timeout, self.fuel_enabled, limits.fuel).map_err(|e| limits::chain(&e))?;
+        let (mut store, instance, _permit) = match ready {
+            Some(ready) => (ready.store, Some(ready.instance), ready.permit),
+            None => {
+                let permit = self
+                    .instances
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
+                (self.new_store(version)?, None, permit)
+            }
+        };
+        limits::arm(&mut store, timeout, self.fuel_enabled, limits.fuel)
+            .map_err(|e| limits::chain(&e))?;
         store.data_mut().host.progress = progress;
         let pre = version.code.pre.clone();
         let result = tokio::time::timeout(timeout + TIMEOUT_GRACE, async {
-            let instance = pre.instantiate_async(&mut store).await?;
+            let instance = match instance {
+                Some(instance) => instance,
+                None => pre.instantiate_async(&mut store).await?,
+            };
             f(&mut store, instance).await
         })
         .await;
         let data = store.data();
         match result {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => {
-                Err(limits::describe_failure(name, &error, data.memory.exceeded, data.deadline.expired, limits, timeout))
-            }
+            Ok(Err(error)) => Err(limits::describe_failure(
+                name,
+                &error,
+                data.memory.exceeded,
+                data.deadline.expired,
+                limits,
+                timeout,
+            )),
             Err(_elapsed) => Err(limits::time_limit_message(name, timeout)),
         }
+    }
+
+    fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {
+        let state = StoreState::new(&version.name, &version.settings)
+            .map_err(|e| format!("plugin `{}`: {e:#}", version.name))?;
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.memory);
+        Ok(store)
+    }
+
+    /// Tops up `version`'s ready instances in the background, with instance
+    /// budget to spare only: calls waiting for a slot come first.
+    fn refill(&self, version: &Arc<Version>) {
+        if !self.ready_pool.load(Ordering::Relaxed)
+            || version.pool.missing() == 0
+            || !version.pool.start_filling()
+        {
+            return;
+        }
+        let Some(host) = self.this.upgrade() else {
+            return;
+        };
+        let version = version.clone();
+        tokio::spawn(async move {
+            while version.pool.missing() > 0 {
+                let Ok(permit) = host.instances.clone().try_acquire_owned() else {
+                    break;
+                };
+                let Ok(mut store) = host.new_store(&version) else {
+                    break;
+                };
+                let limits = &version.settings.limits;
+                if limits::arm(&mut store, limits.timeout, host.fuel_enabled, limits.fuel).is_err()
+                {
+                    break;
+                }
+                match version.code.pre.instantiate_async(&mut store).await {
+                    Ok(instance) => version.pool.put(pool::Ready {
+                        store,
+                        instance,
+                        permit,
+                    }),
+                    Err(e) => {
+                        tracing::debug!(plugin = %version.name, error = %limits::chain(&e), "cannot prepare an instance");
+                        break;
+                    }
+                }
+            }
+            version.pool.done_filling();
+        });
     }
 
     /// Brings the loaded set in line with `control.config`.
@@ -439,10 +585,15 @@ impl PluginHost {
         let desired = desired_plugins(&control.config, control.bundled);
         let current = self.slots.load_full();
         for (name, entry) in &control.config.plugins {
-            if let (Some(path), false, false) = (&entry.path, entry.disabled, desired.contains_key(name)) {
+            if let (Some(path), false, false) =
+                (&entry.path, entry.disabled, desired.contains_key(name))
+            {
                 let reason = format!("plugin `{name}` ({}): file not found", path.display());
                 tracing::error!(plugin = %name, "{reason}");
-                self.emit(PluginEvent::LoadFailed { name: name.clone(), reason });
+                self.emit(PluginEvent::LoadFailed {
+                    name: name.clone(),
+                    reason,
+                });
             }
         }
         for name in current.keys() {
@@ -452,9 +603,14 @@ impl PluginHost {
         }
         let mut jobs = tokio::task::JoinSet::new();
         for (name, (source, settings)) in desired {
-            let Some(host) = self.this.upgrade() else { return };
+            let Some(host) = self.this.upgrade() else {
+                return;
+            };
             let existing = current.get(&name).map(|slot| slot.current.load_full());
-            jobs.spawn(async move { host.update(name, source, Arc::new(settings), existing, false).await });
+            jobs.spawn(async move {
+                host.update(name, source, Arc::new(settings), existing, false)
+                    .await
+            });
         }
         while jobs.join_next().await.is_some() {}
     }
@@ -481,19 +637,33 @@ impl PluginHost {
                 let version = Version::new(name_arc, source, old.code.clone(), settings);
                 let tools = version.tools.len();
                 self.install(&name, version);
-                self.emit(PluginEvent::Reloaded { name, tools, compile_ms: None, total_ms: ms(started) });
+                self.emit(PluginEvent::Reloaded {
+                    name,
+                    tools,
+                    compile_ms: None,
+                    total_ms: ms(started),
+                });
                 return;
             }
         }
-        let loaded = self.load_code(&name_arc, &source, &settings, existing.as_deref()).await;
+        let loaded = self
+            .load_code(&name_arc, &source, &settings, existing.as_deref())
+            .await;
         match loaded {
             Ok(None) => {
                 // Same bytes as the running version.
-                if let Some(old) = existing.filter(|old| !old.settings.same_as(&settings) || !old.source.same_as(&source)) {
+                if let Some(old) = existing
+                    .filter(|old| !old.settings.same_as(&settings) || !old.source.same_as(&source))
+                {
                     let version = Version::new(name_arc, source, old.code.clone(), settings);
                     let tools = version.tools.len();
                     self.install(&name, version);
-                    self.emit(PluginEvent::Reloaded { name, tools, compile_ms: None, total_ms: ms(started) });
+                    self.emit(PluginEvent::Reloaded {
+                        name,
+                        tools,
+                        compile_ms: None,
+                        total_ms: ms(started),
+                    });
                 }
             }
             Ok(Some((code, compile_ms))) => {
@@ -503,8 +673,18 @@ impl PluginHost {
                 tracing::info!(plugin = %name, tools, total_ms, "plugin {name} ready in {total_ms} ms");
                 self.install(&name, version);
                 self.emit(match existing {
-                    Some(_) => PluginEvent::Reloaded { name, tools, compile_ms, total_ms },
-                    None => PluginEvent::Loaded { name, tools, compile_ms, total_ms },
+                    Some(_) => PluginEvent::Reloaded {
+                        name,
+                        tools,
+                        compile_ms,
+                        total_ms,
+                    },
+                    None => PluginEvent::Loaded {
+                        name,
+                        tools,
+                        compile_ms,
+                        total_ms,
+                    },
                 });
             }
             Err(reason) => {
@@ -531,7 +711,10 @@ impl PluginHost {
     ) -> Result<Option<(Arc<Code>, Option<u64>)>, String> {
         let what = format!("plugin `{name}` ({})", source.describe());
         let bytes: Arc<[u8]> = match source {
-            Source::File(path) => tokio::fs::read(path).await.map_err(|e| format!("{what}: cannot read the file: {e}"))?.into(),
+            Source::File(path) => tokio::fs::read(path)
+                .await
+                .map_err(|e| format!("{what}: cannot read the file: {e}"))?
+                .into(),
             Source::Bundled(bytes) => Arc::from(*bytes),
         };
         check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
@@ -541,7 +724,10 @@ impl PluginHost {
         }
 
         let engine = self.engine.clone();
-        let host = self.this.upgrade().ok_or_else(|| format!("{what}: the host is shutting down"))?;
+        let host = self
+            .this
+            .upgrade()
+            .ok_or_else(|| format!("{what}: the host is shutting down"))?;
         let digest2 = digest.clone();
         let label = name.clone();
         let (component, compile_ms) = tokio::task::spawn_blocking(move || {
@@ -566,25 +752,35 @@ impl PluginHost {
         .map_err(|e| format!("{what}: compilation panicked: {e}"))?
         .map_err(|e| format!("{what}: is not a valid component: {}", limits::chain(&e)))?;
 
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| format!("{what}: imports something the host does not provide: {}", limits::chain(&e)))?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            format!(
+                "{what}: imports something the host does not provide: {}",
+                limits::chain(&e)
+            )
+        })?;
         let pre = PluginPre::new(pre).map_err(|e| {
-            format!("{what}: does not implement the world wasmgate:plugin/plugin@0.1.0: {}", limits::chain(&e))
+            format!(
+                "{what}: does not implement the world wasmgate:plugin/plugin@0.1.0: {}",
+                limits::chain(&e)
+            )
         })?;
 
         let probe = Version {
             name: name.clone(),
             source: source.clone(),
-            code: Arc::new(Code { digest: digest.clone(), pre: pre.clone(), tools: Vec::new() }),
+            code: Arc::new(Code {
+                digest: digest.clone(),
+                pre: pre.clone(),
+                tools: Vec::new(),
+            }),
             settings: settings.clone(),
             tools: Vec::new(),
             loaded_at: SystemTime::now(),
+            pool: Default::default(),
         };
         let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
         let infos = self
-            .run(&probe, timeout, None, |store, plugin| {
+            .run(&probe, timeout, None, None, |store, plugin| {
                 Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
             })
             .await
@@ -604,29 +800,36 @@ impl PluginHost {
     fn install(&self, name: &str, version: Version) {
         let version = Arc::new(version);
         if let Some(slot) = self.slots.load().get(name) {
-            slot.current.store(version);
+            // Calls in flight keep the old version; its spare instances go now.
+            slot.current.swap(version).pool.clear();
             return;
         }
         self.slots.rcu(|slots| {
             let mut slots = BTreeMap::clone(slots);
             slots.insert(
                 name.to_string(),
-                Arc::new(Slot { current: ArcSwap::new(version.clone()), stats: Stats::default() }),
+                Arc::new(Slot {
+                    current: ArcSwap::new(version.clone()),
+                    stats: Stats::default(),
+                }),
             );
             slots
         });
     }
 
     fn unload(&self, name: &str) {
-        let mut removed = false;
+        let mut removed = None;
         self.slots.rcu(|slots| {
             let mut slots = BTreeMap::clone(slots);
-            removed = slots.remove(name).is_some();
+            removed = slots.remove(name);
             slots
         });
-        if removed {
+        if let Some(slot) = removed {
+            slot.current.load().pool.clear();
             tracing::info!(plugin = %name, "plugin {name} unloaded");
-            self.emit(PluginEvent::Unloaded { name: name.to_string() });
+            self.emit(PluginEvent::Unloaded {
+                name: name.to_string(),
+            });
         }
     }
 
@@ -640,7 +843,11 @@ impl PluginHost {
         let dirs = if config.watch {
             watch::dirs_to_watch(
                 config.dir.as_deref(),
-                config.plugins.values().filter(|p| !p.disabled).filter_map(|p| p.path.as_deref()),
+                config
+                    .plugins
+                    .values()
+                    .filter(|p| !p.disabled)
+                    .filter_map(|p| p.path.as_deref()),
             )
         } else {
             Vec::new()
@@ -670,22 +877,31 @@ impl PluginHost {
                     }
                 }));
             }
-            Err(e) => tracing::warn!(error = %e, "cannot start the plugin file watcher; hot reload is off"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the plugin file watcher; hot reload is off")
+            }
         }
     }
 
     /// A watched file settled: load, reload or unload the plugin it belongs to.
     async fn file_changed(&self, path: &Path) {
         let control = self.control.lock().await;
-        let Some(name) = plugin_for_path(&control.config, path) else { return };
+        let Some(name) = plugin_for_path(&control.config, path) else {
+            return;
+        };
         let mut desired = desired_plugins(&control.config, control.bundled);
-        let existing = self.slots.load().get(&name).map(|slot| slot.current.load_full());
+        let existing = self
+            .slots
+            .load()
+            .get(&name)
+            .map(|slot| slot.current.load_full());
         match desired.remove(&name) {
             Some((source, settings)) => {
                 // Re-hash the file even if nothing else changed: that is what
                 // tells a real change from a rewrite of the same bytes.
                 let force_read = source.path() == Some(path);
-                self.update(name, source, Arc::new(settings), existing, force_read).await;
+                self.update(name, source, Arc::new(settings), existing, force_read)
+                    .await;
             }
             None => {
                 if existing.is_some_and(|v| v.source.path() == Some(path)) {
@@ -710,7 +926,8 @@ fn desired_plugins(
     bundled: &'static [(&'static str, &'static [u8])],
 ) -> BTreeMap<String, (Source, Settings)> {
     let mut out = BTreeMap::new();
-    let settings = |name: &str| Settings::from_config(name, config.plugins.get(name), config.limits);
+    let settings =
+        |name: &str| Settings::from_config(name, config.plugins.get(name), config.limits);
     for (name, entry) in &config.plugins {
         if let (Some(path), false) = (&entry.path, entry.disabled) {
             if path.is_file() {
@@ -723,8 +940,15 @@ fn desired_plugins(
             Ok(entries) => {
                 for entry in entries.flatten() {
                     let path = entry.path();
-                    let Some(name) = dir_plugin_name(&path) else { continue };
-                    if out.contains_key(&name) || config.plugins.get(&name).is_some_and(|p| p.disabled || p.path.is_some()) {
+                    let Some(name) = dir_plugin_name(&path) else {
+                        continue;
+                    };
+                    if out.contains_key(&name)
+                        || config
+                            .plugins
+                            .get(&name)
+                            .is_some_and(|p| p.disabled || p.path.is_some())
+                    {
                         continue;
                     }
                     if path.is_file() {
@@ -733,7 +957,9 @@ fn desired_plugins(
                     }
                 }
             }
-            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot read the plugin directory"),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot read the plugin directory")
+            }
         }
     }
     if config.bundled {
@@ -757,7 +983,11 @@ fn dir_plugin_name(path: &Path) -> Option<String> {
 
 /// Which plugin a changed path belongs to, if any.
 fn plugin_for_path(config: &PluginsConfig, path: &Path) -> Option<String> {
-    if let Some((name, _)) = config.plugins.iter().find(|(_, p)| p.path.as_deref() == Some(path)) {
+    if let Some((name, _)) = config
+        .plugins
+        .iter()
+        .find(|(_, p)| p.path.as_deref() == Some(path))
+    {
         return Some(name.clone());
     }
     let dir = config.dir.as_deref()?;
@@ -779,9 +1009,11 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
     }
     // A core module has layer 0 (version 1); a component layer 1.
     if bytes[6..8] == [0, 0] {
-        return Err("is a core WebAssembly module, not a component: build it for wasm32-wasip2 \
+        return Err(
+            "is a core WebAssembly module, not a component: build it for wasm32-wasip2 \
                     (or wrap it with `wasm-tools component new`)"
-            .into());
+                .into(),
+        );
     }
     Ok(())
 }

@@ -15,9 +15,9 @@ use wasmtime_wasi_http::{
     RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
 };
 
+use super::Settings;
 use super::host_impl::HostCtx;
 use super::limits::{Deadline, LimitState, MemoryLimiter};
-use super::Settings;
 
 /// The `T` of every `Store<T>`: lives exactly as long as one instance.
 pub struct StoreState {
@@ -37,27 +37,44 @@ impl StoreState {
         let mut wasi = WasiCtxBuilder::new();
         // No args, no stdin, no inherited environment; network off at the
         // socket level (wasi:http goes through the allow list below).
-        wasi.stdout(LogStream { plugin: plugin.clone(), stream: "stdout" })
-            .stderr(LogStream { plugin: plugin.clone(), stream: "stderr" })
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
+        wasi.stdout(LogStream {
+            plugin: plugin.clone(),
+            stream: "stdout",
+        })
+        .stderr(LogStream {
+            plugin: plugin.clone(),
+            stream: "stderr",
+        })
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
         for name in &settings.allow_env {
             if let Ok(value) = std::env::var(name) {
                 wasi.env(name, value);
             }
         }
         for grant in &settings.allow_dirs {
-            let perms = if grant.read_only { FsPerms::ReadOnly } else { FsPerms::ReadWrite };
-            wasi.preopened_dir(&grant.host, &grant.guest, perms).map_err(|e| {
-                anyhow::anyhow!("cannot open granted directory {}: {e}", grant.host.display())
-            })?;
+            let perms = if grant.read_only {
+                FsPerms::ReadOnly
+            } else {
+                FsPerms::ReadWrite
+            };
+            wasi.preopened_dir(&grant.host, &grant.guest, perms)
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot open granted directory {}: {e}",
+                        grant.host.display()
+                    )
+                })?;
         }
         Ok(StoreState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
-            hosts: HostAllowList { plugin: plugin.clone(), patterns: settings.allow_hosts.clone() },
+            hosts: HostAllowList {
+                plugin: plugin.clone(),
+                patterns: settings.allow_hosts.clone(),
+            },
             host: HostCtx::new(plugin.clone(), settings.config.clone()),
             memory: MemoryLimiter::new(settings.limits.memory),
             deadline: Deadline::after(settings.limits.timeout),
@@ -67,13 +84,20 @@ impl StoreState {
 
 impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 impl WasiHttpView for StoreState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.hosts }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hosts,
+        }
     }
 }
 
@@ -101,7 +125,9 @@ impl HostAllowList {
                 return false;
             }
             match pat_host.strip_prefix("*.") {
-                Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
+                Some(suffix) => {
+                    host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}"))
+                }
                 None => host == pat_host,
             }
         })
@@ -124,6 +150,9 @@ fn split_host_port(s: &str) -> (&str, Option<u16>) {
     }
 }
 
+/// Most of a denied request's body read (and discarded) before answering.
+const DENIED_BODY_DRAIN: usize = 1 << 20;
+
 type SendFuture = Box<
     dyn Future<
             Output = wasmtime_wasi_http::Result<(
@@ -144,11 +173,27 @@ impl WasiHttpHooks for HostAllowList {
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let allowed = uri.host().is_some_and(|host| {
             let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-            HostAllowList::allows(&self.patterns, host.trim_start_matches('[').trim_end_matches(']'), port)
+            HostAllowList::allows(
+                &self.patterns,
+                host.trim_start_matches('[').trim_end_matches(']'),
+                port,
+            )
         });
         if !allowed {
             tracing::warn!(plugin = %self.plugin, uri = %uri, "outgoing HTTP request denied: host not in allow_hosts");
-            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+            // Take the body the guest is writing (and drop it) so that the guest
+            // sees the denial on the response rather than a broken body stream.
+            return Box::new(async move {
+                let mut body = request.into_body();
+                let mut taken = 0usize;
+                while let Some(Ok(frame)) = body.frame().await {
+                    taken += frame.data_ref().map_or(0, |d| d.len());
+                    if taken > DENIED_BODY_DRAIN {
+                        break;
+                    }
+                }
+                Err(wasmtime_wasi_http::Error::HttpRequestDenied)
+            });
         }
         tracing::debug!(plugin = %self.plugin, uri = %uri, method = %request.method(), "outgoing HTTP request");
         Box::new(async move {
@@ -176,7 +221,11 @@ impl IsTerminal for LogStream {
 
 impl StdoutStream for LogStream {
     fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
-        Box::new(LineLogger { plugin: self.plugin.clone(), stream: self.stream, pending: Vec::new() })
+        Box::new(LineLogger {
+            plugin: self.plugin.clone(),
+            stream: self.stream,
+            pending: Vec::new(),
+        })
     }
 }
 
@@ -209,7 +258,11 @@ impl LineLogger {
 }
 
 impl AsyncWrite for LineLogger {
-    fn poll_write(mut self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         self.pending.extend_from_slice(buf);
         self.flush_lines();
         Poll::Ready(Ok(buf.len()))
@@ -239,7 +292,11 @@ mod tests {
 
     #[test]
     fn host_patterns() {
-        let p = vec!["api.example.test".to_string(), "*.svc.test".into(), "127.0.0.1:8080".into()];
+        let p = vec![
+            "api.example.test".to_string(),
+            "*.svc.test".into(),
+            "127.0.0.1:8080".into(),
+        ];
         assert!(HostAllowList::allows(&p, "api.example.test", 443));
         assert!(HostAllowList::allows(&p, "API.example.test", 80));
         assert!(!HostAllowList::allows(&p, "evil.example.test", 443));

@@ -13,12 +13,26 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::config::{DirGrant, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
 
-const ECHO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/target/wasm32-wasip2/release/echo.wasm");
-const FAULTY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/target/wasm32-wasip2/release/faulty.wasm");
-const WRONGWORLD: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/plugins/target/wasm32-wasip2/release/wrongworld.wasm");
-const HASH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/target/wasm32-wasip2/release/hash.wasm");
-const JSON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/target/wasm32-wasip2/release/json.wasm");
+const ECHO: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/plugins/target/wasm32-wasip2/release/echo.wasm"
+);
+const FAULTY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/plugins/target/wasm32-wasip2/release/faulty.wasm"
+);
+const WRONGWORLD: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/plugins/target/wasm32-wasip2/release/wrongworld.wasm"
+);
+const HASH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/plugins/target/wasm32-wasip2/release/hash.wasm"
+);
+const JSON: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/plugins/target/wasm32-wasip2/release/json.wasm"
+);
 
 /// How long a test waits for an event before it fails.
 const EVENT_WAIT: Duration = Duration::from_secs(60);
@@ -28,7 +42,10 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new() -> TempDir {
-        let dir = std::env::temp_dir().join(format!("wasmgate-plugin-test-{}", uuid::Uuid::new_v4().simple()));
+        let dir = std::env::temp_dir().join(format!(
+            "wasmgate-plugin-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir.canonicalize().unwrap())
     }
@@ -71,7 +88,9 @@ fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
 
 async fn start(config: &PluginsConfig) -> (Arc<PluginHost>, mpsc::UnboundedReceiver<PluginEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let host = PluginHost::start(config, &[], tx).await.expect("host starts");
+    let host = PluginHost::start(config, &[], tx)
+        .await
+        .expect("host starts");
     (host, rx)
 }
 
@@ -85,7 +104,11 @@ async fn start_one(entry: PluginConfig) -> Arc<PluginHost> {
 }
 
 fn ctx() -> CallContext {
-    CallContext { timeout: Duration::from_secs(30), progress: None, trace_id: "test".into() }
+    CallContext {
+        timeout: Duration::from_secs(30),
+        progress: None,
+        trace_id: "test".into(),
+    }
 }
 
 fn ctx_timeout(timeout: Duration) -> CallContext {
@@ -93,7 +116,9 @@ fn ctx_timeout(timeout: Duration) -> CallContext {
 }
 
 fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {result}"))
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {result}"))
 }
 
 fn is_error(result: &Value) -> bool {
@@ -101,14 +126,22 @@ fn is_error(result: &Value) -> bool {
 }
 
 async fn next_event(rx: &mut mpsc::UnboundedReceiver<PluginEvent>) -> PluginEvent {
-    tokio::time::timeout(EVENT_WAIT, rx.recv()).await.expect("event in time").expect("event channel open")
+    tokio::time::timeout(EVENT_WAIT, rx.recv())
+        .await
+        .expect("event in time")
+        .expect("event channel open")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loads_lists_and_calls_echo() {
     let (host, mut rx) = start(&config(vec![entry("echo", Some(ECHO))])).await;
     match rx.try_recv().unwrap() {
-        PluginEvent::Loaded { name, tools, compile_ms, .. } => {
+        PluginEvent::Loaded {
+            name,
+            tools,
+            compile_ms,
+            ..
+        } => {
             assert_eq!(name, "echo");
             assert_eq!(tools, 14);
             assert!(compile_ms.is_some(), "no cache configured: compiled");
@@ -127,7 +160,10 @@ async fn loads_lists_and_calls_echo() {
     let kinds = info.tools.iter().find(|t| t["name"] == "kinds").unwrap();
     assert!(kinds["outputSchema"].is_object());
 
-    let result = host.call("echo", "echo", json!({"text": "hello"}), ctx()).await.unwrap();
+    let result = host
+        .call("echo", "echo", json!({"text": "hello"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&result), "hello");
     assert!(!is_error(&result));
     assert_eq!(host.plugins()[0].calls, 1);
@@ -143,7 +179,9 @@ async fn every_content_kind_and_structured_output() {
     assert_eq!(content[0], json!({"type": "text", "text": "text item"}));
     assert_eq!(content[1]["type"], "image");
     assert_eq!(content[1]["mimeType"], "image/png");
-    let png = base64::engine::general_purpose::STANDARD.decode(content[1]["data"].as_str().unwrap()).unwrap();
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(content[1]["data"].as_str().unwrap())
+        .unwrap();
     assert_eq!(&png[1..4], b"PNG");
     assert_eq!(content[2]["type"], "audio");
     assert_eq!(content[2]["mimeType"], "audio/wav");
@@ -163,23 +201,37 @@ async fn every_content_kind_and_structured_output() {
 async fn call_errors_map_to_the_gateway() {
     let host = start_one(entry("echo", Some(ECHO))).await;
     match host.call("echo", "bad_args", json!({}), ctx()).await {
-        Err(PluginCallError::InvalidArguments { message, .. }) => assert_eq!(message, "bad_args: rejected"),
+        Err(PluginCallError::InvalidArguments { message, .. }) => {
+            assert_eq!(message, "bad_args: rejected")
+        }
         other => panic!("{other:?}"),
     }
     assert!(matches!(
         host.call("echo", "nope", json!({}), ctx()).await,
         Err(PluginCallError::UnknownTool { .. })
     ));
-    assert!(matches!(host.call("none", "echo", json!({}), ctx()).await, Err(PluginCallError::NotFound(_))));
+    assert!(matches!(
+        host.call("none", "echo", json!({}), ctx()).await,
+        Err(PluginCallError::NotFound(_))
+    ));
     let failed = host.call("echo", "fail", json!({}), ctx()).await.unwrap();
     assert!(is_error(&failed));
     assert_eq!(text(&failed), "fail: requested failure");
-    let reported = host.call("echo", "is_error", json!({}), ctx()).await.unwrap();
+    let reported = host
+        .call("echo", "is_error", json!({}), ctx())
+        .await
+        .unwrap();
     assert!(is_error(&reported));
     assert_eq!(text(&reported), "is_error: reported error");
-    let printed = host.call("echo", "stdout", json!({"text": "to the log"}), ctx()).await.unwrap();
+    let printed = host
+        .call("echo", "stdout", json!({"text": "to the log"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&printed), "printed");
-    let logged = host.call("echo", "log", json!({"message": "to the log"}), ctx()).await.unwrap();
+    let logged = host
+        .call("echo", "log", json!({"message": "to the log"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&logged), "logged");
 }
 
@@ -189,8 +241,14 @@ async fn progress_reaches_the_sink() {
     let seen: Arc<StdMutex<Vec<(f64, Option<f64>, Option<String>)>>> = Arc::default();
     let sink_seen = seen.clone();
     let sink: ProgressSink = Arc::new(move |p, t, m| sink_seen.lock().unwrap().push((p, t, m)));
-    let ctx = CallContext { progress: Some(sink), ..ctx() };
-    let result = host.call("echo", "progress", json!({"steps": 3}), ctx).await.unwrap();
+    let ctx = CallContext {
+        progress: Some(sink),
+        ..ctx()
+    };
+    let result = host
+        .call("echo", "progress", json!({"steps": 3}), ctx)
+        .await
+        .unwrap();
     assert_eq!(text(&result), "done 3");
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 3);
@@ -202,9 +260,15 @@ async fn config_values() {
     let mut e = entry("echo", Some(ECHO));
     e.config.insert("greeting".into(), "hi there".into());
     let host = start_one(e).await;
-    let set = host.call("echo", "config", json!({"key": "greeting"}), ctx()).await.unwrap();
+    let set = host
+        .call("echo", "config", json!({"key": "greeting"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&set), "hi there");
-    let unset = host.call("echo", "config", json!({"key": "other"}), ctx()).await.unwrap();
+    let unset = host
+        .call("echo", "config", json!({"key": "other"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&unset), "unset");
 }
 
@@ -213,10 +277,16 @@ async fn env_only_as_granted() {
     let mut e = entry("echo", Some(ECHO));
     e.allow_env = vec!["PATH".into()];
     let host = start_one(e).await;
-    let path = host.call("echo", "env", json!({"name": "PATH"}), ctx()).await.unwrap();
+    let path = host
+        .call("echo", "env", json!({"name": "PATH"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&path), std::env::var("PATH").unwrap());
     assert!(std::env::var("HOME").is_ok());
-    let home = host.call("echo", "env", json!({"name": "HOME"}), ctx()).await.unwrap();
+    let home = host
+        .call("echo", "env", json!({"name": "HOME"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&home), "unset");
 }
 
@@ -234,8 +304,16 @@ async fn directory_grants() {
 
     let mut e = entry("echo", Some(ECHO));
     e.allow_dirs = vec![
-        DirGrant { host: ro.clone(), guest: "/data".into(), read_only: true },
-        DirGrant { host: rw.clone(), guest: "/out".into(), read_only: false },
+        DirGrant {
+            host: ro.clone(),
+            guest: "/data".into(),
+            read_only: true,
+        },
+        DirGrant {
+            host: rw.clone(),
+            guest: "/out".into(),
+            read_only: false,
+        },
     ];
     let host = start_one(e).await;
     let call = |tool: &'static str, args: Value| {
@@ -245,7 +323,13 @@ async fn directory_grants() {
 
     let read = call("read", json!({"path": "/data/hello.txt"})).await;
     assert_eq!(text(&read), "hello from ro");
-    for path in ["/secret.txt", "/data/../secret.txt", "/data/link", "/data/rel-link", "/etc/passwd"] {
+    for path in [
+        "/secret.txt",
+        "/data/../secret.txt",
+        "/data/link",
+        "/data/rel-link",
+        "/etc/passwd",
+    ] {
         let denied = call("read", json!({"path": path})).await;
         assert!(is_error(&denied), "read {path} must fail: {denied}");
     }
@@ -257,7 +341,10 @@ async fn directory_grants() {
 
     let written = call("write", json!({"path": "/out/new.txt", "text": "fresh"})).await;
     assert_eq!(text(&written), "wrote 5");
-    assert_eq!(std::fs::read_to_string(rw.join("new.txt")).unwrap(), "fresh");
+    assert_eq!(
+        std::fs::read_to_string(rw.join("new.txt")).unwrap(),
+        "fresh"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,8 +352,15 @@ async fn http_to_a_host_not_allowed_is_denied() {
     let mut e = entry("echo", Some(ECHO));
     e.allow_hosts = vec!["allowed.example.test".into()];
     let host = start_one(e).await;
-    for url in ["http://example.com/", "http://127.0.0.1:9/", "https://evil.allowed.example.test/"] {
-        let result = host.call("echo", "http", json!({"url": url}), ctx()).await.unwrap();
+    for url in [
+        "http://example.com/",
+        "http://127.0.0.1:9/",
+        "https://evil.allowed.example.test/",
+    ] {
+        let result = host
+            .call("echo", "http", json!({"url": url}), ctx())
+            .await
+            .unwrap();
         assert!(is_error(&result), "{result}");
         assert!(text(&result).to_lowercase().contains("denied"), "{result}");
     }
@@ -295,7 +389,15 @@ async fn http_to_an_allowed_host() {
     let mut e = entry("echo", Some(ECHO));
     e.allow_hosts = vec![format!("127.0.0.1:{port}")];
     let host = start_one(e).await;
-    let result = host.call("echo", "http", json!({"url": format!("http://127.0.0.1:{port}/path")}), ctx()).await.unwrap();
+    let result = host
+        .call(
+            "echo",
+            "http",
+            json!({"url": format!("http://127.0.0.1:{port}/path")}),
+            ctx(),
+        )
+        .await
+        .unwrap();
     assert!(!is_error(&result), "{result}");
     assert_eq!(result["structuredContent"]["status"], 200);
     assert_eq!(result["structuredContent"]["body"], "hello");
@@ -305,27 +407,56 @@ async fn http_to_an_allowed_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_times_out_while_other_calls_are_served() {
-    let (host, _rx) = start(&config(vec![entry("faulty", Some(FAULTY)), entry("echo", Some(ECHO))])).await;
+    let (host, _rx) = start(&config(vec![
+        entry("faulty", Some(FAULTY)),
+        entry("echo", Some(ECHO)),
+    ]))
+    .await;
     let started = Instant::now();
     let spinner = {
         let host = host.clone();
-        tokio::spawn(async move { host.call("faulty", "spin", json!({}), ctx_timeout(Duration::from_secs(2))).await })
+        tokio::spawn(async move {
+            host.call(
+                "faulty",
+                "spin",
+                json!({}),
+                ctx_timeout(Duration::from_secs(2)),
+            )
+            .await
+        })
     };
     // Both workers may be running guests: the spinner must yield, so these
     // calls finish long before its deadline.
     for i in 0..5 {
-        let echoed = host.call("echo", "echo", json!({"text": format!("n{i}")}), ctx()).await.unwrap();
+        let echoed = host
+            .call("echo", "echo", json!({"text": format!("n{i}")}), ctx())
+            .await
+            .unwrap();
         assert_eq!(text(&echoed), format!("n{i}"));
         let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
         assert_eq!(text(&ok), "ok");
     }
-    assert!(started.elapsed() < Duration::from_millis(1500), "served while spinning: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "served while spinning: {:?}",
+        started.elapsed()
+    );
     let result = spinner.await.unwrap().unwrap();
     let elapsed = started.elapsed();
     assert!(is_error(&result));
-    assert_eq!(text(&result), "plugin `faulty` exceeded its time limit of 2s");
-    assert!(elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(4), "{elapsed:?}");
-    let info = host.plugins().into_iter().find(|p| p.name == "faulty").unwrap();
+    assert_eq!(
+        text(&result),
+        "plugin `faulty` exceeded its time limit of 2s"
+    );
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+    let info = host
+        .plugins()
+        .into_iter()
+        .find(|p| p.name == "faulty")
+        .unwrap();
     assert_eq!(info.failures, 1);
     assert!(info.last_error.unwrap().contains("time limit"));
 }
@@ -336,7 +467,10 @@ async fn plugin_time_limit_bounds_the_call_timeout() {
     e.limits.timeout = Duration::from_millis(300);
     let host = start_one(e).await;
     let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
-    assert_eq!(text(&result), "plugin `faulty` exceeded its time limit of 300ms");
+    assert_eq!(
+        text(&result),
+        "plugin `faulty` exceeded its time limit of 300ms"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,7 +478,10 @@ async fn hog_is_stopped_by_the_plugin_memory_limit() {
     let host = start_one(entry("faulty", Some(FAULTY))).await;
     let result = host.call("faulty", "hog", json!({}), ctx()).await.unwrap();
     assert!(is_error(&result));
-    assert_eq!(text(&result), "plugin `faulty` ran out of memory (limit 64 MiB)");
+    assert_eq!(
+        text(&result),
+        "plugin `faulty` ran out of memory (limit 64 MiB)"
+    );
     let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
     assert_eq!(text(&ok), "ok");
 }
@@ -354,7 +491,10 @@ async fn trap_then_the_plugin_still_works() {
     let host = start_one(entry("faulty", Some(FAULTY))).await;
     let result = host.call("faulty", "trap", json!({}), ctx()).await.unwrap();
     assert!(is_error(&result));
-    assert!(text(&result).starts_with("plugin `faulty` trapped: "), "{result}");
+    assert!(
+        text(&result).starts_with("plugin `faulty` trapped: "),
+        "{result}"
+    );
     let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
     assert_eq!(text(&ok), "ok");
 }
@@ -367,7 +507,10 @@ async fn fuel_limit() {
     let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
     assert_eq!(text(&ok), "ok");
     let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
-    assert_eq!(text(&result), "plugin `faulty` ran out of fuel (limit 5000000)");
+    assert_eq!(
+        text(&result),
+        "plugin `faulty` ran out of fuel (limit 5000000)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -379,7 +522,10 @@ async fn list_tools_that_never_returns_is_refused() {
     match rx.try_recv().unwrap() {
         PluginEvent::LoadFailed { name, reason } => {
             assert_eq!(name, "faulty");
-            assert!(reason.contains("list-tools failed") && reason.contains("time limit"), "{reason}");
+            assert!(
+                reason.contains("list-tools failed") && reason.contains("time limit"),
+                "{reason}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -414,11 +560,25 @@ async fn refuses_what_is_not_a_plugin() {
     }
     assert!(host.plugins().is_empty());
     assert_eq!(reasons.len(), 4, "{reasons:?}");
-    assert!(reasons["random"].contains("random.wasm") && reasons["random"].contains("not a WebAssembly file"));
+    assert!(
+        reasons["random"].contains("random.wasm")
+            && reasons["random"].contains("not a WebAssembly file")
+    );
     assert!(reasons["core"].contains("core.wasm") && reasons["core"].contains("not a component"));
-    assert!(reasons["truncated"].contains("truncated.wasm") && reasons["truncated"].contains("not a valid component"));
-    assert!(reasons["wrongworld"].contains("wrongworld.wasm"), "{}", reasons["wrongworld"]);
-    assert!(reasons["wrongworld"].contains("wasmgate:plugin"), "{}", reasons["wrongworld"]);
+    assert!(
+        reasons["truncated"].contains("truncated.wasm")
+            && reasons["truncated"].contains("not a valid component")
+    );
+    assert!(
+        reasons["wrongworld"].contains("wrongworld.wasm"),
+        "{}",
+        reasons["wrongworld"]
+    );
+    assert!(
+        reasons["wrongworld"].contains("wasmgate:plugin"),
+        "{}",
+        reasons["wrongworld"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -437,36 +597,66 @@ async fn cache_skips_compilation_and_survives_damage() {
     drop(first);
 
     let (second, mut rx) = start(&cfg).await;
-    assert_eq!(compile_ms(rx.try_recv().unwrap()), None, "second start loads from the cache");
-    let result = second.call("echo", "echo", json!({"text": "cached"}), ctx()).await.unwrap();
+    assert_eq!(
+        compile_ms(rx.try_recv().unwrap()),
+        None,
+        "second start loads from the cache"
+    );
+    let result = second
+        .call("echo", "echo", json!({"text": "cached"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&result), "cached");
     second.shutdown().await;
 
     // Damage every entry: it is recompiled and rewritten, never loaded.
-    let entries: Vec<PathBuf> =
-        std::fs::read_dir(tmp.path().join("cache")).unwrap().map(|e| e.unwrap().path()).collect();
+    let entries: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let mut bytes = std::fs::read(&entries[0]).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&entries[0], &bytes).unwrap();
     let (third, mut rx) = start(&cfg).await;
-    assert!(compile_ms(rx.try_recv().unwrap()).is_some(), "damaged entry recompiled");
-    assert_eq!(text(&third.call("echo", "echo", json!({"text": "again"}), ctx()).await.unwrap()), "again");
+    assert!(
+        compile_ms(rx.try_recv().unwrap()).is_some(),
+        "damaged entry recompiled"
+    );
+    assert_eq!(
+        text(
+            &third
+                .call("echo", "echo", json!({"text": "again"}), ctx())
+                .await
+                .unwrap()
+        ),
+        "again"
+    );
     third.shutdown().await;
 
     std::fs::write(&entries[0], b"short").unwrap();
     let (fourth, mut rx) = start(&cfg).await;
-    assert!(compile_ms(rx.try_recv().unwrap()).is_some(), "truncated entry recompiled");
+    assert!(
+        compile_ms(rx.try_recv().unwrap()).is_some(),
+        "truncated entry recompiled"
+    );
     fourth.shutdown().await;
     let (fifth, mut rx) = start(&cfg).await;
-    assert_eq!(compile_ms(rx.try_recv().unwrap()), None, "rewritten entry used");
+    assert_eq!(
+        compile_ms(rx.try_recv().unwrap()),
+        None,
+        "rewritten entry used"
+    );
     fifth.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconfigure_applies_only_what_changed() {
-    let mut cfg = config(vec![entry("echo", Some(ECHO)), entry("faulty", Some(FAULTY))]);
+    let mut cfg = config(vec![
+        entry("echo", Some(ECHO)),
+        entry("faulty", Some(FAULTY)),
+    ]);
     let (host, mut rx) = start(&cfg).await;
     assert!(matches!(rx.try_recv().unwrap(), PluginEvent::Loaded { .. }));
     assert!(matches!(rx.try_recv().unwrap(), PluginEvent::Loaded { .. }));
@@ -474,9 +664,18 @@ async fn reconfigure_applies_only_what_changed() {
     host.reconfigure(&cfg).await;
     assert!(rx.try_recv().is_err(), "nothing changed, nothing happens");
 
-    cfg.plugins.get_mut("echo").unwrap().config.insert("greeting".into(), "new".into());
+    cfg.plugins
+        .get_mut("echo")
+        .unwrap()
+        .config
+        .insert("greeting".into(), "new".into());
     cfg.plugins.get_mut("echo").unwrap().tool_filter = ToolFilter {
-        deny: Some(globset::GlobSetBuilder::new().add(globset::Glob::new("k*").unwrap()).build().unwrap()),
+        deny: Some(
+            globset::GlobSetBuilder::new()
+                .add(globset::Glob::new("k*").unwrap())
+                .build()
+                .unwrap(),
+        ),
         deny_patterns: vec!["k*".into()],
         ..ToolFilter::default()
     };
@@ -486,13 +685,26 @@ async fn reconfigure_applies_only_what_changed() {
     events.sort_by_key(|e| format!("{e:?}"));
     assert_eq!(
         events[0],
-        PluginEvent::Reloaded { name: "echo".into(), tools: 13, compile_ms: None, total_ms: match &events[0] {
-            PluginEvent::Reloaded { total_ms, .. } => *total_ms,
-            _ => 0,
-        } }
+        PluginEvent::Reloaded {
+            name: "echo".into(),
+            tools: 13,
+            compile_ms: None,
+            total_ms: match &events[0] {
+                PluginEvent::Reloaded { total_ms, .. } => *total_ms,
+                _ => 0,
+            }
+        }
     );
-    assert_eq!(events[1], PluginEvent::Unloaded { name: "faulty".into() });
-    let greeting = host.call("echo", "config", json!({"key": "greeting"}), ctx()).await.unwrap();
+    assert_eq!(
+        events[1],
+        PluginEvent::Unloaded {
+            name: "faulty".into()
+        }
+    );
+    let greeting = host
+        .call("echo", "config", json!({"key": "greeting"}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&greeting), "new");
     assert!(matches!(
         host.call("echo", "kinds", json!({}), ctx()).await,
@@ -530,8 +742,14 @@ async fn hot_reload_of_a_plugin_directory() {
         PluginEvent::Loaded { name, tools, .. } => assert_eq!((name.as_str(), tools), ("tools", 4)),
         other => panic!("{other:?}"),
     }
-    let sha = host.call("tools", "sha256", json!({"text": "abc"}), ctx()).await.unwrap();
-    assert_eq!(text(&sha), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    let sha = host
+        .call("tools", "sha256", json!({"text": "abc"}), ctx())
+        .await
+        .unwrap();
+    assert_eq!(
+        sha["structuredContent"]["sha256"],
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
 
     replace(&plugin, &std::fs::read(JSON).unwrap());
     match next_event(&mut rx).await {
@@ -539,9 +757,14 @@ async fn hot_reload_of_a_plugin_directory() {
         other => panic!("{other:?}"),
     }
     let info = host.plugins().into_iter().next().unwrap();
-    assert!(info.tools.iter().all(|t| t["name"] != "sha256"), "new tools: {:?}", info.tools);
+    assert!(
+        info.tools.iter().all(|t| t["name"] != "sha256"),
+        "new tools: {:?}",
+        info.tools
+    );
     assert!(matches!(
-        host.call("tools", "sha256", json!({"text": "abc"}), ctx()).await,
+        host.call("tools", "sha256", json!({"text": "abc"}), ctx())
+            .await,
         Err(PluginCallError::UnknownTool { .. })
     ));
 
@@ -556,10 +779,19 @@ async fn hot_reload_of_a_plugin_directory() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(host.plugins()[0].digest, info.digest, "old version still serves");
+    assert_eq!(
+        host.plugins()[0].digest,
+        info.digest,
+        "old version still serves"
+    );
 
     std::fs::remove_file(&plugin).unwrap();
-    assert_eq!(next_event(&mut rx).await, PluginEvent::Unloaded { name: "tools".into() });
+    assert_eq!(
+        next_event(&mut rx).await,
+        PluginEvent::Unloaded {
+            name: "tools".into()
+        }
+    );
     assert!(host.plugins().is_empty());
     host.shutdown().await;
 }
@@ -583,7 +815,10 @@ async fn calls_during_reloads_never_fail() {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let t = format!("c{c} n{n}");
-                let result = host.call("echo", "echo", json!({"text": t}), ctx()).await.unwrap();
+                let result = host
+                    .call("echo", "echo", json!({"text": t}), ctx())
+                    .await
+                    .unwrap();
                 assert_eq!(text(&result), t);
                 n += 1;
             }
@@ -594,7 +829,9 @@ async fn calls_during_reloads_never_fail() {
     for round in 0..3u8 {
         replace(&plugin, &variant_of(ECHO, round));
         match next_event(&mut rx).await {
-            PluginEvent::Reloaded { name, tools, .. } => assert_eq!((name.as_str(), tools), ("echo", 14)),
+            PluginEvent::Reloaded { name, tools, .. } => {
+                assert_eq!((name.as_str(), tools), ("echo", 14))
+            }
             other => panic!("{other:?}"),
         }
         digests.insert(host.plugins()[0].digest.clone());
@@ -619,7 +856,10 @@ async fn measure() {
     let mut cfg = config(vec![entry("echo", Some(ECHO))]);
     cfg.cache_dir = Some(tmp.path().to_path_buf());
     let (first, mut rx) = start(&cfg).await;
-    println!("echo.wasm: {} KB", std::fs::metadata(ECHO).unwrap().len() / 1024);
+    println!(
+        "echo.wasm: {} KB",
+        std::fs::metadata(ECHO).unwrap().len() / 1024
+    );
     println!("first load: {:?}", rx.try_recv().unwrap());
     first.shutdown().await;
     drop(first);
@@ -628,18 +868,25 @@ async fn measure() {
 
     const N: u32 = 500;
     for _ in 0..20 {
-        host.call("echo", "echo", json!({"text": "warm"}), ctx()).await.unwrap();
+        host.call("echo", "echo", json!({"text": "warm"}), ctx())
+            .await
+            .unwrap();
     }
     let started = Instant::now();
     for _ in 0..N {
-        host.call("echo", "echo", json!({"text": "x"}), ctx()).await.unwrap();
+        host.call("echo", "echo", json!({"text": "x"}), ctx())
+            .await
+            .unwrap();
     }
     let per_call = started.elapsed() / N;
     println!("host.call (fresh store + instantiate + call): {per_call:?}");
 
     let version = host.slots.load()["echo"].current.load_full();
     let new_store = || {
-        let mut store = Store::new(&host.engine, StoreState::new(&version.name, &version.settings).unwrap());
+        let mut store = Store::new(
+            &host.engine,
+            StoreState::new(&version.name, &version.settings).unwrap(),
+        );
         store.limiter(|s| &mut s.memory);
         limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
         store
@@ -648,18 +895,144 @@ async fn measure() {
     for _ in 0..N {
         let _store = new_store();
     }
-    println!("  of which Store::new + WASI ctx: {:?}", started.elapsed() / N);
+    println!(
+        "  of which Store::new + WASI ctx: {:?}",
+        started.elapsed() / N
+    );
     let started = Instant::now();
     let mut ready = Vec::new();
     for _ in 0..100 {
         let mut store = new_store();
-        let instance = version.code.pre.instantiate_async(&mut store).await.unwrap();
+        let instance = version
+            .code
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .unwrap();
         ready.push((store, instance));
     }
-    println!("  of which instantiate_async: {:?}", started.elapsed() / 100);
+    println!(
+        "  of which instantiate_async: {:?}",
+        started.elapsed() / 100
+    );
     let started = Instant::now();
     for (mut store, instance) in ready {
-        instance.wasmgate_plugin_tool().call_call_tool(&mut store, "echo", r#"{"text":"x"}"#).await.unwrap().unwrap();
+        instance
+            .wasmgate_plugin_tool()
+            .call_call_tool(&mut store, "echo", r#"{"text":"x"}"#)
+            .await
+            .unwrap()
+            .unwrap();
     }
     println!("call on a ready instance: {:?}", started.elapsed() / 100);
+
+    // Sequential calls through the pool: each takes a ready instance while
+    // the refill runs beside it.
+    let started = Instant::now();
+    for _ in 0..N {
+        host.call("echo", "echo", json!({"text": "x"}), ctx())
+            .await
+            .unwrap();
+    }
+    println!(
+        "host.call with the ready pool (sequential): {:?}",
+        started.elapsed() / N
+    );
+    // Bursts that outrun the refill fall back to instantiating on the spot.
+    let started = Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..N {
+        let host = host.clone();
+        calls.spawn(async move {
+            host.call("echo", "echo", json!({"text": "x"}), ctx())
+                .await
+                .unwrap()
+        });
+    }
+    while calls.join_next().await.is_some() {}
+    println!(
+        "host.call, {N} concurrent: {:?} per call",
+        started.elapsed() / N
+    );
+}
+
+/// Latency of sparse calls (the usual case: a model calls a tool now and
+/// then), with and without ready instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_pool_latency() {
+    let host = start_one(entry("echo", Some(ECHO))).await;
+    for pool in [false, true, false, true] {
+        host.ready_pool.store(pool, Ordering::Relaxed);
+        let mut samples = Vec::new();
+        for _ in 0..300 {
+            let started = Instant::now();
+            host.call("echo", "echo", json!({"text": "x"}), ctx())
+                .await
+                .unwrap();
+            samples.push(started.elapsed());
+            // Idle time between calls, in which the pool refills.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        samples.sort();
+        println!(
+            "pool {pool}: median {:?}, p90 {:?}",
+            samples[samples.len() / 2],
+            samples[samples.len() * 9 / 10]
+        );
+    }
+}
+
+/// The cost of enabling fuel for every plugin (`consume_fuel` is engine-wide).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_fuel() {
+    for fuel in [None, Some(u64::MAX / 2)] {
+        let mut e = entry("json", Some(JSON));
+        e.limits.fuel = fuel;
+        let host = start_one(e).await;
+        let doc = json!({"a": (0..2000).map(|i| json!({"k": i, "v": format!("value {i}")})).collect::<Vec<_>>()});
+        let tools: Vec<String> = host.plugins()[0]
+            .tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        let tool = tools
+            .iter()
+            .find(|t| t.contains("format") || t.contains("pretty"))
+            .cloned()
+            .unwrap_or(tools[0].clone());
+        let args = json!({"json": doc.to_string(), "text": doc.to_string()});
+        for _ in 0..5 {
+            host.call("json", &tool, args.clone(), ctx()).await.unwrap();
+        }
+        let started = Instant::now();
+        for _ in 0..50 {
+            host.call("json", &tool, args.clone(), ctx()).await.unwrap();
+        }
+        println!(
+            "fuel {:?}: json.{tool} on a {} KB document: {:?}",
+            fuel.is_some(),
+            doc.to_string().len() / 1024,
+            started.elapsed() / 50
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_instances_report_to_their_own_call() {
+    let host = start_one(entry("echo", Some(ECHO))).await;
+    for call in 0..6u32 {
+        let seen: Arc<StdMutex<Vec<f64>>> = Arc::default();
+        let sink_seen = seen.clone();
+        let sink: ProgressSink = Arc::new(move |p, _, _| sink_seen.lock().unwrap().push(p));
+        let ctx = CallContext { progress: Some(sink), ..ctx() };
+        let steps = call + 1;
+        let result = host.call("echo", "progress", json!({"steps": steps}), ctx).await.unwrap();
+        assert_eq!(text(&result), format!("done {steps}"));
+        assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
+        // No progress sink: reports are dropped, not sent to an earlier call's sink.
+        host.call("echo", "progress", json!({"steps": 2}), super::tests::ctx()).await.unwrap();
+        assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
+    }
 }

@@ -17,22 +17,27 @@ pub const DEBOUNCE: Duration = Duration::from_millis(75);
 /// Starts watching `dirs` (non-recursively); changed paths arrive on the
 /// returned receiver, not yet debounced. Directories that cannot be watched
 /// are logged and skipped.
-pub fn watch(dirs: &[PathBuf]) -> anyhow::Result<(RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>)> {
+pub fn watch(
+    dirs: &[PathBuf],
+) -> anyhow::Result<(RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>)> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-        Ok(event) => {
-            if is_change(&event.kind) {
-                for path in event.paths {
-                    let _ = tx.send(path);
+    let mut watcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            Ok(event) => {
+                if is_change(&event.kind) {
+                    for path in event.paths {
+                        let _ = tx.send(path);
+                    }
                 }
             }
-        }
-        Err(e) => tracing::warn!(error = %e, "plugin file watcher error"),
-    })?;
+            Err(e) => tracing::warn!(error = %e, "plugin file watcher error"),
+        })?;
     for dir in dirs {
         match watcher.watch(dir, RecursiveMode::NonRecursive) {
             Ok(()) => tracing::debug!(dir = %dir.display(), "watching for plugin changes"),
-            Err(e) => tracing::warn!(dir = %dir.display(), error = %e, "cannot watch plugin directory"),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch plugin directory")
+            }
         }
     }
     Ok((watcher, rx))
@@ -84,7 +89,10 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// The directories to watch for a set of plugin files and an optional plugin directory.
-pub fn dirs_to_watch<'a>(dir: Option<&'a Path>, files: impl Iterator<Item = &'a Path>) -> Vec<PathBuf> {
+pub fn dirs_to_watch<'a>(
+    dir: Option<&'a Path>,
+    files: impl Iterator<Item = &'a Path>,
+) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = dir.into_iter().map(Path::to_path_buf).collect();
     for file in files {
         if let Some(parent) = file.parent() {

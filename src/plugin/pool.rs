@@ -1,0 +1,62 @@
+//! Instances made ahead of their call: a few per plugin version, each used for
+//! exactly one call and then dropped, refilled in the background. Filled only
+//! once a version is called, so an idle plugin holds no instance (and no RSS).
+//!
+//! Instantiation is most of a call's cost (measured on `echo`: ~100 µs of
+//! ~180 µs), and it moves off the request path this way.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::OwnedSemaphorePermit;
+use wasmtime::Store;
+
+use super::bindings::Plugin;
+use super::sandbox::StoreState;
+
+/// Ready instances kept per plugin version.
+pub const READY_PER_VERSION: usize = 2;
+
+/// An instance nobody has called yet, with the store it lives in and its
+/// share of the host's instance budget.
+pub struct Ready {
+    pub store: Store<StoreState>,
+    pub instance: Plugin,
+    pub permit: OwnedSemaphorePermit,
+}
+
+#[derive(Default)]
+pub struct ReadyPool {
+    ready: Mutex<Vec<Ready>>,
+    filling: AtomicBool,
+}
+
+impl ReadyPool {
+    pub fn take(&self) -> Option<Ready> {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    pub fn missing(&self) -> usize {
+        READY_PER_VERSION.saturating_sub(self.ready.lock().unwrap_or_else(|e| e.into_inner()).len())
+    }
+
+    pub fn put(&self, ready: Ready) {
+        self.ready
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ready);
+    }
+
+    /// Claims the right to refill; `false` when a refill is already running.
+    pub fn start_filling(&self) -> bool {
+        !self.filling.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn done_filling(&self) {
+        self.filling.store(false, Ordering::Release);
+    }
+
+    pub fn clear(&self) {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}

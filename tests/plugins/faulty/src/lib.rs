@@ -1,0 +1,72 @@
+//! `faulty`: the misbehaving test fixture. Each tool breaks one limit the
+//! host must enforce, and `ok` shows the plugin still answers afterwards
+//! (every call runs in a fresh instance, so a trap leaves nothing behind).
+//!
+//! With config `spin_in_list_tools = "true"`, `list-tools` itself never
+//! returns: the host must refuse to load such a version.
+
+use plugin_kit::{CallResult, Guest, ToolInfo, host, text, tool, unknown_tool};
+use serde_json::json;
+use std::hint::black_box;
+
+struct Faulty;
+
+impl Guest for Faulty {
+    fn list_tools() -> Vec<ToolInfo> {
+        if host::config("spin_in_list_tools").as_deref() == Some("true") {
+            spin();
+        }
+        let none = json!({});
+        vec![
+            tool(
+                "spin",
+                "Loops forever: stopped only by the host's timeout (epochs or fuel).",
+                none.clone(),
+                &[],
+            ),
+            tool(
+                "hog",
+                "Allocates 1 MiB blocks forever, writing each: stopped by the memory limit.",
+                none.clone(),
+                &[],
+            ),
+            tool(
+                "trap",
+                "Panics, which is a wasm trap (`unreachable`) after the panic message \
+                 goes to stderr.",
+                none.clone(),
+                &[],
+            ),
+            tool("ok", "Returns \"ok\".", none, &[]),
+        ]
+    }
+
+    fn call_tool(name: String, _arguments: String) -> CallResult {
+        match name.as_str() {
+            "spin" => spin(),
+            "hog" => hog(),
+            "trap" => panic!("faulty.trap: requested panic"),
+            "ok" => Ok(text("ok")),
+            _ => Err(unknown_tool(&name)),
+        }
+    }
+}
+
+fn spin() -> ! {
+    let mut n = 0u64;
+    loop {
+        // black_box: a loop the optimiser cannot prove pointless or remove.
+        n = black_box(n.wrapping_add(1));
+    }
+}
+
+fn hog() -> ! {
+    let mut blocks = Vec::new();
+    loop {
+        // vec![1; n] writes every byte, so the pages are really used, and
+        // black_box keeps the optimiser from eliding the allocation.
+        blocks.push(black_box(vec![1u8; 1 << 20]));
+    }
+}
+
+plugin_kit::export!(Faulty);

@@ -99,4 +99,6 @@ pub enum BackendEvent {
     Notification { server: String, method: String, params: Option<Value> },
     /// A request from the server to the client (sampling, elicitation, roots).
     Request { server: String, method: String, params: Option<Value>, reply: process::Responder },
+    /// Answered once every event sent before it has been handled.
+    Barrier { done: tokio::sync::oneshot::Sender<()> },
 }

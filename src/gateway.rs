@@ -33,6 +33,8 @@ pub struct Gateway {
     /// Gateway progress token -> the session and the token its client chose.
     progress: Mutex<HashMap<String, (Weak<Session>, Value)>>,
     next_token: AtomicU64,
+    /// Every server present at start has left `Starting` and the catalog shows it.
+    startup_settled: std::sync::atomic::AtomicBool,
     /// URI -> sessions subscribed to it.
     subscriptions: Mutex<HashMap<String, Vec<Weak<Session>>>>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
@@ -61,6 +63,7 @@ impl Gateway {
             sessions: Mutex::new(Vec::new()),
             progress: Mutex::new(HashMap::new()),
             next_token: AtomicU64::new(1),
+            startup_settled: std::sync::atomic::AtomicBool::new(false),
             subscriptions: Mutex::new(HashMap::new()),
             to_gateway,
             rebuild: Mutex::new(()),
@@ -109,15 +112,19 @@ impl Gateway {
         if *loading.borrow() {
             let _ = tokio::time::timeout_at(deadline, loading.wait_for(|l| !*l)).await;
         }
-        let starting: Vec<_> = self.process_backends().into_iter().filter(|b| b.state() == BackendState::Starting).collect();
-        if starting.is_empty() {
+        if self.startup_settled.load(Ordering::Acquire) {
             return;
         }
-        for backend in &starting {
+        let backends = self.process_backends();
+        for backend in &backends {
             backend.wait_started(deadline).await;
         }
-        // The hub rebuilds on its own too; doing it here means the caller sees the new lists now.
+        // A server that has just left `Starting` is in the catalog only once the hub has
+        // handled its event, so rebuild now (even if none was starting at this call).
         self.rebuild_catalog();
+        if backends.iter().all(|b| b.state() != BackendState::Starting) {
+            self.startup_settled.store(true, Ordering::Release);
+        }
     }
 
     pub fn register_session(&self, session: &Arc<Session>) {
@@ -200,7 +207,13 @@ impl Gateway {
         ours
     }
 
-    pub fn forget_progress(&self, token: &str) {
+    /// Called once the answer is in: progress the server sent before its answer may still
+    /// be queued for the hub, so wait until the hub has passed it on, then forget the token.
+    pub async fn forget_progress(&self, token: &str) {
+        let (done, handled) = tokio::sync::oneshot::channel();
+        if self.to_gateway.send(BackendEvent::Barrier { done }).is_ok() {
+            let _ = handled.await;
+        }
         self.progress.lock().unwrap().remove(token);
     }
 
@@ -337,6 +350,9 @@ async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<
         let Some(gateway) = gateway.upgrade() else { return };
         match event {
             BackendEvent::Changed { .. } => gateway.rebuild_catalog(),
+            BackendEvent::Barrier { done } => {
+                let _ = done.send(());
+            }
             BackendEvent::Notification { server, method, params } => gateway.on_notification(&server, &method, params),
             BackendEvent::Request { server, method, params, reply } => {
                 tokio::spawn(async move {

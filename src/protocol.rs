@@ -119,8 +119,8 @@ pub fn parse_message(value: Value) -> Result<Message, RpcError> {
     }
     let params = obj.remove("params");
     if let Some(p) = &params {
-        if !p.is_object() && !p.is_array() {
-            return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: params must be an object or an array"));
+        if !p.is_object() {
+            return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: params must be an object"));
         }
     }
     match obj.remove("method") {

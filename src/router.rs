@@ -117,7 +117,7 @@ impl Gateway {
                 let (params, token) = self.map_progress(context, params);
                 let result = backend.request("tools/call", Some(params), route.timeout).await;
                 if let Some(token) = token {
-                    self.forget_progress(&token);
+                    self.forget_progress(&token).await;
                 }
                 result.map_err(|e| e.to_rpc())
             }
@@ -200,7 +200,7 @@ impl Gateway {
                 let (params, token) = self.map_progress(context, params);
                 let result = backend.request(method, Some(params), backend.timeout_for(None)).await;
                 if let Some(token) = token {
-                    self.forget_progress(&token);
+                    self.forget_progress(&token).await;
                 }
                 result.map_err(|e: BackendError| e.to_rpc())
             }
@@ -279,14 +279,19 @@ impl Gateway {
         if !LEVELS.contains(&level) {
             return Err(RpcError::invalid_params(format!("Unknown log level `{level}`; one of {}", LEVELS.join(", "))));
         }
+        let mut forwards = Vec::new();
         for backend in self.process_backends().into_iter().filter(|b| b.discovered().has_capability("logging")) {
             let params = params.clone();
-            tokio::spawn(async move {
+            forwards.push(tokio::spawn(async move {
                 let timeout = backend.timeout_for(None).min(Duration::from_secs(10));
                 if let Err(err) = backend.request("logging/setLevel", Some(params), timeout).await {
                     tracing::debug!(server = %backend.name(), "logging/setLevel: {err}");
                 }
-            });
+            }));
+        }
+        // Answer once the servers have the new level, so that what the client does next is logged by it.
+        for forward in forwards {
+            let _ = forward.await;
         }
         Ok(json!({}))
     }

@@ -89,7 +89,7 @@ pub struct Catalog {
     resource_routes: HashMap<String, Target>,
     pub templates: Vec<Value>,
     template_routes: Vec<(UriTemplate, Target)>,
-    /// Names or URIs claimed by two backends: the first (in config order) keeps them.
+    /// Names or URIs claimed by two backends: the first (servers by key, then plugins) keeps them.
     pub conflicts: Vec<String>,
 }
 

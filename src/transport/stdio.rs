@@ -30,9 +30,14 @@ where
         if reader.read_until(b'\n', &mut line).await? == 0 {
             break;
         }
-        // Invalid UTF-8 becomes replacement characters, then a parse error for the client.
-        let text = String::from_utf8_lossy(&line);
-        session.handle_line(text.trim_end_matches(['\n', '\r']));
+        // JSON text is UTF-8 (RFC 8259): other bytes are a parse error, wherever they are.
+        match std::str::from_utf8(&line) {
+            Ok(text) => session.handle_line(text.trim_end_matches(['\n', '\r'])),
+            Err(err) => session.send(crate::protocol::error_response(
+                serde_json::Value::Null,
+                &crate::protocol::RpcError::new(crate::protocol::PARSE_ERROR, format!("Parse error: not UTF-8 ({err})")),
+            )),
+        }
     }
     let deadline = tokio::time::Instant::now() + DRAIN;
     while session.in_flight() > 0 && tokio::time::Instant::now() < deadline {

@@ -1,0 +1,16 @@
+//! Integration tests of wasmgate: the real binary, driven over its stdin/stdout as an MCP
+//! client drives it, with the example MCP server (and, when installed, real third-party
+//! servers) behind it. Each test starts its own gateway in its own temp folder.
+
+mod harness;
+
+mod cli;
+mod events;
+mod faults;
+mod lifecycle;
+mod notifications;
+mod plugins;
+mod protocol;
+mod reload;
+mod routing;
+mod third_party;

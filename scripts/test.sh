@@ -17,9 +17,9 @@ step "third-party MCP servers and componentize-py (into $tools)"
 if [ ! -x "$tools/py/bin/python" ]; then
   python3 -m venv "$tools/py"
 fi
-"$tools/py/bin/pip" install --quiet --disable-pip-version-check mcp-server-time componentize-py >&2
+"$tools/py/bin/pip" install --quiet --disable-pip-version-check mcp-server-time==2026.10.19 componentize-py==0.25.1 >&2
 if [ ! -x "$tools/node/node_modules/.bin/mcp-server-everything" ]; then
-  npm install --silent --no-audit --no-fund --prefix "$tools/node" @modelcontextprotocol/server-everything >&2
+  npm install --silent --no-audit --no-fund --prefix "$tools/node" @modelcontextprotocol/server-everything@2026.8.31 >&2
 fi
 export WASMGATE_TIME_SERVER="$tools/py/bin/mcp-server-time"
 export WASMGATE_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"

@@ -283,6 +283,8 @@ struct Control {
     bundled: &'static [(&'static str, &'static [u8])],
     watcher: Option<notify::RecommendedWatcher>,
     watched: Vec<PathBuf>,
+    /// Bumped by every new watch, so that a stale poll for missing folders stops.
+    watch_generation: u64,
 }
 
 pub struct PluginHost {
@@ -343,6 +345,7 @@ impl PluginHost {
                 bundled,
                 watcher: None,
                 watched: Vec::new(),
+                watch_generation: 0,
             }),
             ready_pool: std::sync::atomic::AtomicBool::new(true),
             this: this.clone(),
@@ -860,9 +863,13 @@ impl PluginHost {
         if dirs.is_empty() {
             return;
         }
+        control.watch_generation += 1;
         match watch::watch(&dirs) {
-            Ok((watcher, rx)) => {
+            Ok((watcher, rx, missing)) => {
                 control.watcher = Some(watcher);
+                if !missing.is_empty() {
+                    tokio::spawn(wait_for_folders(self.this.clone(), control.watch_generation, missing));
+                }
                 let host = self.this.clone();
                 tokio::spawn(watch::debounce(rx, move |path| {
                     let host = host.clone();
@@ -881,6 +888,17 @@ impl PluginHost {
                 tracing::warn!(error = %e, "cannot start the plugin file watcher; hot reload is off")
             }
         }
+    }
+
+    /// A folder that was missing now exists: watch it and load what it holds.
+    async fn folder_appeared(&self, generation: u64) {
+        let mut control = self.control.lock().await;
+        if control.watch_generation != generation {
+            return;
+        }
+        control.watched.clear();
+        self.apply(&mut control).await;
+        self.rewatch(&mut control);
     }
 
     /// A watched file settled: load, reload or unload the plugin it belongs to.
@@ -1024,4 +1042,23 @@ fn ms(since: Instant) -> u64 {
 
 fn wasm_err(e: wasmtime::Error) -> anyhow::Error {
     anyhow::anyhow!(limits::chain(&e))
+}
+
+/// How often folders that do not exist yet are looked for: `notify` cannot watch
+/// what is not there, and a plugin's build folder often appears only after the first build.
+const MISSING_FOLDER_POLL: Duration = Duration::from_millis(500);
+
+async fn wait_for_folders(host: Weak<PluginHost>, generation: u64, missing: Vec<PathBuf>) {
+    loop {
+        tokio::time::sleep(MISSING_FOLDER_POLL).await;
+        let Some(host) = host.upgrade() else { return };
+        if host.control.lock().await.watch_generation != generation {
+            return;
+        }
+        if missing.iter().any(|dir| dir.is_dir()) {
+            tracing::info!("a plugin folder appeared; watching it");
+            host.folder_appeared(generation).await;
+            return;
+        }
+    }
 }

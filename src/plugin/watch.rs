@@ -15,11 +15,11 @@ use tokio::time::Instant;
 pub const DEBOUNCE: Duration = Duration::from_millis(75);
 
 /// Starts watching `dirs` (non-recursively); changed paths arrive on the
-/// returned receiver, not yet debounced. Directories that cannot be watched
-/// are logged and skipped.
+/// returned receiver, not yet debounced. Directories that do not exist yet are
+/// returned, for the caller to look for again; others that cannot be watched are logged.
 pub fn watch(
     dirs: &[PathBuf],
-) -> anyhow::Result<(RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>)> {
+) -> anyhow::Result<(RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>, Vec<PathBuf>)> {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
@@ -32,7 +32,13 @@ pub fn watch(
             }
             Err(e) => tracing::warn!(error = %e, "plugin file watcher error"),
         })?;
+    let mut missing = Vec::new();
     for dir in dirs {
+        if !dir.is_dir() {
+            tracing::info!(dir = %dir.display(), "plugin folder does not exist yet; it will be watched once it does");
+            missing.push(dir.clone());
+            continue;
+        }
         match watcher.watch(dir, RecursiveMode::NonRecursive) {
             Ok(()) => tracing::debug!(dir = %dir.display(), "watching for plugin changes"),
             Err(e) => {
@@ -40,7 +46,7 @@ pub fn watch(
             }
         }
     }
-    Ok((watcher, rx))
+    Ok((watcher, rx, missing))
 }
 
 /// Opening or reading a file (as the host itself does when loading) is not a change.

@@ -140,6 +140,12 @@ impl Gateway {
     /// Rebuilds the catalog from every backend's lists and swaps it in; tells clients
     /// which lists changed. Serialised, so two rebuilds never race to store an older one.
     pub fn rebuild_catalog(&self) {
+        self.rebuild_catalog_announcing(false)
+    }
+
+    /// `new_code`: a plugin's code was swapped, which clients hear about even when the
+    /// tool definitions read the same (their behaviour may not be).
+    pub fn rebuild_catalog_announcing(&self, new_code: bool) {
         let _one_at_a_time = self.rebuild.lock().unwrap();
         let config = self.config.load();
         let backends = self.process_backends();
@@ -180,7 +186,7 @@ impl Gateway {
         let next = Catalog::build(&config.gateway.separator, crate::builtin::tool_definitions(), &sources);
         let previous = self.catalog.load_full();
         let changed = [
-            (previous.tools != next.tools, "notifications/tools/list_changed"),
+            (new_code || previous.tools != next.tools, "notifications/tools/list_changed"),
             (previous.prompts != next.prompts, "notifications/prompts/list_changed"),
             (previous.resources != next.resources || previous.templates != next.templates, "notifications/resources/list_changed"),
         ];
@@ -313,6 +319,7 @@ impl Gateway {
 async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<PluginEvent>) {
     while let Some(event) = rx.recv().await {
         let Some(gateway) = gateway.upgrade() else { return };
+        let new_code = matches!(event, PluginEvent::Reloaded { .. });
         let (event_type, name, status, fields) = match event {
             PluginEvent::Loaded { name, tools, compile_ms, total_ms } => {
                 ("plugin.loaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
@@ -325,7 +332,7 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
             PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
         };
         gateway.events.emit(event_type, &name, status, fields);
-        gateway.rebuild_catalog();
+        gateway.rebuild_catalog_announcing(new_code);
     }
 }
 

@@ -140,9 +140,10 @@ pub fn failed(err: impl Display) -> CallError {
     CallError::Failed(err.to_string())
 }
 
-/// The answer for a name that `list-tools` did not announce.
+/// The answer for a name that `list-tools` did not announce; it carries the
+/// name, and the gateway words the message.
 pub fn unknown_tool(name: &str) -> CallError {
-    CallError::UnknownTool(format!("no tool named {name:?}"))
+    CallError::UnknownTool(name.into())
 }
 
 /// A value of the plugin's `[plugins.NAME.config]` table, or `default`.

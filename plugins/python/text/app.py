@@ -113,7 +113,7 @@ class Tool(exports.Tool):
     def call_tool(self, name, arguments):
         handler = HANDLERS.get(name)
         if handler is None:
-            raise Err(CallError_UnknownTool(f"no tool named {name!r}"))
+            raise Err(CallError_UnknownTool(name))
         host.log(host.Level.DEBUG, f"{name} called")
         # The host validated `arguments` against the input schema.
         return handler(json.loads(arguments))

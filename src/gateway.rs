@@ -271,9 +271,12 @@ impl Gateway {
 
     pub async fn shutdown(&self) {
         self.events.emit("gateway.stopping", "wasmgate", Status::Success, Value::Null);
-        let backends = self.process_backends();
-        let stops = backends.iter().map(|b| b.stop());
-        futures_join_all(stops).await;
+        // In parallel: each server has its own grace period.
+        let mut stops = tokio::task::JoinSet::new();
+        for backend in self.process_backends() {
+            stops.spawn(async move { backend.stop().await });
+        }
+        stops.join_all().await;
         if let Some(host) = self.plugin_host() {
             host.shutdown().await;
         }
@@ -336,20 +339,6 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
     }
 }
 
-
-/// Awaits every future concurrently (servers stop in parallel, each with its own grace period).
-async fn futures_join_all<F: std::future::Future<Output = ()>>(futures: impl IntoIterator<Item = F>) {
-    let mut set = Vec::new();
-    for f in futures {
-        set.push(f);
-    }
-    let mut pinned: Vec<_> = set.into_iter().map(Box::pin).collect();
-    std::future::poll_fn(|cx| {
-        pinned.retain_mut(|f| f.as_mut().poll(cx).is_pending());
-        if pinned.is_empty() { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
-    })
-    .await
-}
 
 /// Turns what backends report into catalog swaps and client messages.
 async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<BackendEvent>) {

@@ -12,6 +12,7 @@ pub struct Resolved {
     pub full: PathBuf,
     /// `full` for messages.
     pub shown: String,
+    root: PathBuf,
 }
 
 impl Resolved {
@@ -22,12 +23,20 @@ impl Resolved {
         Ok(Self {
             shown: full.display().to_string(),
             full,
+            root,
         })
     }
 
-    /// The failure of `op` on this path, with the OS message.
+    /// The failure of `op` on this path, with the OS message, and a hint when
+    /// the cause is the likeliest mistake: no directory granted at the root.
     pub fn error(&self, op: &str, err: io::Error) -> CallError {
-        failed(format!("{op} {}: {err}", self.shown))
+        let mut message = format!("{op} {}: {err}", self.shown);
+        if err.kind() == io::ErrorKind::NotFound && !self.root.exists() {
+            let root = self.root.display();
+            message +=
+                &format!(" ({root} is not there: grant a directory at {root} with allow_dirs)");
+        }
+        failed(message)
     }
 }
 

@@ -25,7 +25,7 @@ const SKIP_VAR: &str = "WASMGATE_SKIP_PLUGIN_BUILD";
 fn main() {
     let root = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
-    println!("cargo:rerun-if-changed=wit");
+    println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-env-changed={SKIP_VAR}");
 
     let plugins = root.join("plugins");

@@ -1,14 +1,21 @@
-//! Outbound HTTP GET through the host's `wasi:http/outgoing-handler`.
+//! Outbound HTTP GET through the host's `wasi:http/outgoing-handler`, on the
+//! `wasip2` crate's bindings (the ones Rust's std is built on).
 //!
 //! The host links that interface only for plugins with an `allow_hosts` grant
-//! and refuses requests to other hosts; the refusal comes back from `handle`
-//! as a wasi:http error code, which ends up in the `failed` message. `wstd`
-//! supplies the wasi:http bindings and a small executor.
+//! and refuses requests to other hosts; the refusal is the wasi:http error
+//! code (`HttpRequestDenied`) in the `failed` message.
+//!
+//! The request never asks for an outgoing body. A GET has none, and a body
+//! once asked for is a stream the host must send (chunked), which a server
+//! that answers and hangs up before reading it turns into "connection reset",
+//! hiding the real answer, or the real error.
 
 use crate::{CallError, failed};
 use serde::Serialize;
 use serde_json::{Value, json};
-use wstd::http::{Body, BodyExt as _, Client, Error, Request};
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{Fields, IncomingResponse, Method, OutgoingRequest, Scheme};
+use wasip2::io::streams::{InputStream, StreamError};
 
 /// What a GET brought back.
 #[derive(Serialize)]
@@ -22,12 +29,9 @@ pub struct Page {
     pub truncated: bool,
 }
 
-/// GETs `url`, keeping at most `max_bytes` of the body. Blocks the call
-/// until the response is in: a plugin call is synchronous.
+/// GETs `url`, keeping at most `max_bytes` of the body.
 pub fn get(url: &str, max_bytes: usize) -> Result<Page, CallError> {
-    wstd::runtime::block_on(fetch(url, max_bytes))
-        // `:#` prints the whole chain, down to the wasi:http error code.
-        .map_err(|e| failed(format!("GET {url}: {e:#}")))
+    fetch(url, max_bytes).map_err(|e| failed(format!("GET {url}: {e}")))
 }
 
 /// JSON Schema of [`Page`], for a tool's output schema.
@@ -45,36 +49,59 @@ pub fn page_schema() -> Value {
     })
 }
 
-async fn fetch(url: &str, max_bytes: usize) -> Result<Page, Error> {
-    let request = Request::get(url).body(Body::empty())?;
-    let response = Client::new().send(request).await?;
-    let header = |name: &str| {
-        let value = response.headers().get(name)?;
-        value.to_str().ok().map(str::to_owned)
-    };
-    let content_type = header("content-type");
-    let location = header("location");
-    let status = response.status().as_u16();
+fn fetch(url: &str, max_bytes: usize) -> Result<Page, String> {
+    let target = Target::parse(url)?;
+    let request = OutgoingRequest::new(Fields::new());
+    let refused = |part: &str| format!("the request refused the {part}");
+    request
+        .set_method(&Method::Get)
+        .map_err(|()| refused("method"))?;
+    request
+        .set_scheme(Some(&target.scheme))
+        .map_err(|()| refused("scheme"))?;
+    request
+        .set_authority(Some(target.authority))
+        .map_err(|()| refused("authority"))?;
+    request
+        .set_path_with_query(Some(&target.path))
+        .map_err(|()| refused("path"))?;
 
-    // Read frame by frame and stop at the limit, rather than collecting a
-    // body of unknown size first.
-    let mut body = response.into_body().into_boxed_body();
-    let mut bytes = Vec::new();
-    let mut truncated = false;
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame?.into_data() else {
-            continue;
-        }; // trailers
-        let room = max_bytes - bytes.len();
-        if data.len() > room {
-            bytes.extend_from_slice(&data[..room]);
-            truncated = true;
-            break;
-        }
-        bytes.extend_from_slice(&data);
-    }
+    let pending = outgoing_handler::handle(request, None).map_err(|e| e.to_string())?;
+    pending.subscribe().block();
+    let response = match pending.get() {
+        Some(Ok(result)) => result.map_err(|e| e.to_string())?,
+        // Neither happens after `block`, on the first `get`.
+        Some(Err(())) | None => return Err("the response was not ready".into()),
+    };
+    read_page(&response, max_bytes)
+}
+
+/// Reads status, headers and up to `max_bytes` of the body. Child resources
+/// (headers, body, stream) are dropped here, before `response` is, as the
+/// wasi:http resource rules require.
+fn read_page(response: &IncomingResponse, max_bytes: usize) -> Result<Page, String> {
+    let (content_type, location) = {
+        let headers = response.headers();
+        let first = |name: &str| {
+            let values = headers.get(name);
+            values
+                .into_iter()
+                .next()
+                .map(|v| String::from_utf8_lossy(&v).into_owned())
+        };
+        (first("content-type"), first("location"))
+    };
+    let body = response
+        .consume()
+        .map_err(|()| "the response body was taken")?;
+    let (bytes, truncated) = {
+        let stream = body
+            .stream()
+            .map_err(|()| "the response body stream was taken")?;
+        read_at_most(&stream, max_bytes)?
+    };
     Ok(Page {
-        status,
+        status: response.status(),
         content_type,
         location,
         body: utf8_text(bytes),
@@ -82,20 +109,93 @@ async fn fetch(url: &str, max_bytes: usize) -> Result<Page, Error> {
     })
 }
 
+/// Reads until the stream ends or `max` bytes are in; `true` if more was left.
+fn read_at_most(stream: &InputStream, max: usize) -> Result<(Vec<u8>, bool), String> {
+    const CHUNK: usize = 64 * 1024;
+    let mut bytes = Vec::new();
+    loop {
+        // At the limit, ask for one byte more only to learn whether any is left.
+        let want = (max - bytes.len()).clamp(1, CHUNK);
+        match stream.blocking_read(want as u64) {
+            Ok(chunk) if bytes.len() == max => return Ok((bytes, !chunk.is_empty())),
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(StreamError::Closed) => return Ok((bytes, false)),
+            Err(StreamError::LastOperationFailed(e)) => {
+                let cause = wasip2::http::types::http_error_code(&e);
+                return Err(cause.map_or_else(|| e.to_debug_string(), |code| code.to_string()));
+            }
+        }
+    }
+}
+
+/// The parts of an http(s) URL that a wasi:http request takes.
+struct Target<'a> {
+    scheme: Scheme,
+    authority: &'a str,
+    path: String,
+}
+
+impl<'a> Target<'a> {
+    fn parse(url: &'a str) -> Result<Self, String> {
+        let bad = || format!("not an http or https URL: {url:?}");
+        let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "http" => Scheme::Http,
+            "https" => Scheme::Https,
+            _ => return Err(bad()),
+        };
+        // The fragment is the client's business, never sent.
+        let rest = rest.split('#').next().unwrap_or_default();
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(end);
+        if authority.is_empty() || authority.contains(char::is_whitespace) {
+            return Err(bad());
+        }
+        // An origin-form request target starts with `/`, even for a bare query.
+        let path = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            format!("/{path}")
+        };
+        Ok(Target {
+            scheme,
+            authority,
+            path,
+        })
+    }
+}
+
 /// Text of `bytes`, without a replacement character for a code point that
 /// the truncation cut in half.
 fn utf8_text(mut bytes: Vec<u8>) -> String {
-    if let Err(e) = std::str::from_utf8(&bytes) {
-        if e.error_len().is_none() {
-            bytes.truncate(e.valid_up_to());
-        }
+    if let Err(e) = std::str::from_utf8(&bytes)
+        && e.error_len().is_none()
+    {
+        bytes.truncate(e.valid_up_to());
     }
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::utf8_text;
+    use super::{Scheme, Target, utf8_text};
+
+    #[test]
+    fn splits_urls() {
+        let t = Target::parse("https://example.com:8443/a/b?q=1#frag").unwrap();
+        assert!(matches!(t.scheme, Scheme::Https));
+        assert_eq!(
+            (t.authority, t.path.as_str()),
+            ("example.com:8443", "/a/b?q=1")
+        );
+        let t = Target::parse("HTTP://127.0.0.1?x").unwrap();
+        assert!(matches!(t.scheme, Scheme::Http));
+        assert_eq!((t.authority, t.path.as_str()), ("127.0.0.1", "/?x"));
+        assert_eq!(Target::parse("http://h").unwrap().path, "/");
+        for bad in ["ftp://h/", "http:///x", "no scheme", "http://a b/"] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn drops_a_code_point_cut_in_half() {

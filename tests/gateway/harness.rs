@@ -188,35 +188,7 @@ pub struct Client {
 impl Client {
     /// Starts the binary with `args`; its stderr goes to `gateway.stderr` in `dir`.
     pub fn spawn(args: &[&str], dir: TestDir) -> Client {
-        let stderr = File::create(dir.join("gateway.stderr")).expect("stderr file");
-        let log = std::env::var("WASMGATE_TEST_LOG").unwrap_or_else(|_| "info".into());
-        let mut child = Command::new(wasmgate())
-            .args(args)
-            .env_remove("WASMGATE_CONFIG")
-            .env_remove("RUST_LOG")
-            .env("WASMGATE_LOG", log)
-            .current_dir(&dir.path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("start wasmgate");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, lines) = mpsc::channel();
-        let violations = Arc::new(Mutex::new(Vec::new()));
-        let seen = violations.clone();
-        let reader = std::thread::spawn(move || read_stdout(stdout, tx, seen));
-        Client {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            buffer: VecDeque::new(),
-            stdout_closed: false,
-            reader: Some(reader),
-            violations,
-            next_id: 1,
-            dir,
-        }
+        Client::spawn_with_env(args, dir, &[])
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -671,8 +643,6 @@ pub fn run_cli(args: &[&str], dir: &Path, timeout: Duration) -> Output {
     };
     Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
 }
-
-// ---- Added for plugins.rs: starting the gateway with extra environment variables ----
 
 impl Client {
     /// Like [`Client::spawn`], with `env` added to the gateway's environment (the

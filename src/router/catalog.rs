@@ -53,6 +53,9 @@ impl ToolRoute {
                 .ok()
         });
         let Some(validator) = validator else { return Ok(()) };
+        if validator.is_valid(arguments) {
+            return Ok(());
+        }
         let errors: Vec<String> = validator
             .iter_errors(arguments)
             .take(5)

@@ -586,7 +586,7 @@ async fn ready(name: &'static str, tool: &'static str, pipe: Result<McpPipe>) ->
     let mut pipe = pipe?;
     pipe.initialize().await?;
     // A plugin may still be compiling when the first list is answered: ask again for a while.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let names = pipe.tool_names().await?;
         if names.iter().any(|n| n == tool) {
@@ -786,7 +786,10 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
             }
         }
     } else {
-        let why = format!("{} not built", paths.plugin.display());
+        let why = format!(
+            "{} does not exist (build the test plugins)",
+            paths.plugin.display()
+        );
         println!("wasm plugin target skipped: {why}");
         wasm_note = Some(why);
     }

@@ -102,7 +102,8 @@ async fn serve(config: Config) -> Result<()> {
     let watch_path = config.source.clone();
     let gateway = Gateway::start(config);
     let _watcher = watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path));
-    let stdio = crate::transport::stdio::serve(gateway.clone(), tokio::io::stdin(), tokio::io::stdout());
+    let (input, output) = crate::transport::stdio::std_streams();
+    let stdio = crate::transport::stdio::serve(gateway.clone(), input, output);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
     tokio::select! {
         result = stdio => result.context("stdio")?,

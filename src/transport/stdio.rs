@@ -48,6 +48,23 @@ where
     Ok(())
 }
 
+/// The process's stdin and stdout. When they are pipes (as MCP clients start servers),
+/// they are read and written by the async reactor: tokio's own `stdin()`/`stdout()` hand
+/// every read and flush to a blocking thread, which costs more than the rest of a call.
+pub fn std_streams() -> (Box<dyn AsyncRead + Unpin + Send>, Box<dyn AsyncWrite + Unpin + Send>) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin().as_fd().try_clone_to_owned().map(pipe::Receiver::from_owned_fd) {
+        Ok(Ok(pipe)) => Box::new(pipe),
+        _ => Box::new(tokio::io::stdin()),
+    };
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout().as_fd().try_clone_to_owned().map(pipe::Sender::from_owned_fd) {
+        Ok(Ok(pipe)) => Box::new(pipe),
+        _ => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
+
 async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut out = BufWriter::with_capacity(64 * 1024, output);
     while let Some(line) = rx.recv().await {

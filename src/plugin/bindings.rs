@@ -9,5 +9,5 @@ wasmtime::component::bindgen!({
 });
 
 pub use exports::wasmgate::plugin::tool::{CallError, ToolInfo, ToolOutput};
-pub use wasmgate::plugin::host::Level;
-pub use wasmgate::plugin::types::{Blob, Content, EmbeddedResource};
+pub use self::wasmgate::plugin::host::Level;
+pub use self::wasmgate::plugin::types::{Blob, Content, EmbeddedResource};

@@ -47,10 +47,13 @@ impl fmt::Display for Diagnostic {
 pub enum ConfigError {
     /// The file could not be read.
     #[error("{}: cannot read the configuration: {error} (check the path and its permissions)", path.display())]
-    Read { path: PathBuf, error: std::io::Error },
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     /// Not valid TOML or JSON, or a value of the wrong shape; the parser stops at the first.
     #[error("{0}")]
-    Syntax(Diagnostic),
+    Syntax(Box<Diagnostic>),
     /// Well-formed, but with values that cannot work; all of them, in file order.
     #[error("{}", render_all(.0))]
     Invalid(Vec<Diagnostic>),
@@ -61,7 +64,7 @@ impl ConfigError {
     pub fn diagnostics(&self) -> &[Diagnostic] {
         match self {
             ConfigError::Read { .. } => &[],
-            ConfigError::Syntax(d) => std::slice::from_ref(d),
+            ConfigError::Syntax(d) => std::slice::from_ref(&**d),
             ConfigError::Invalid(ds) => ds,
         }
     }
@@ -140,8 +143,10 @@ fn find_key(text: &str, from: usize, key: &str) -> Option<usize> {
         }
         let before = text[..at].chars().next_back();
         let quoted = matches!(before, Some('"' | '\''));
-        let boundary_before =
-            matches!(before, None | Some(' ' | '\t' | '\n' | '\r' | '[' | '.' | '{' | ',' | '"' | '\''));
+        let boundary_before = matches!(
+            before,
+            None | Some(' ' | '\t' | '\n' | '\r' | '[' | '.' | '{' | ',' | '"' | '\'')
+        );
         if !boundary_before {
             continue;
         }
@@ -182,7 +187,8 @@ mod tests {
         let toml = "# servers.time is below\n[servers.other]\ntime = 1\n[servers.time]\nenv = { A = \"x\", TOKEN = \"${T}\" }\n";
         let at = locate(toml, &["servers", "time", "env", "TOKEN"], None).unwrap();
         assert_eq!(line_col(toml, at).0, 5);
-        let json = "{\n \"mcpServers\": {\n  \"time\": {\n   \"args\": [\"a\",\n    \"${X}\"]\n  }\n }\n}";
+        let json =
+            "{\n \"mcpServers\": {\n  \"time\": {\n   \"args\": [\"a\",\n    \"${X}\"]\n  }\n }\n}";
         let at = locate(json, &["mcpServers", "time", "args"], Some("${X}")).unwrap();
         assert_eq!(line_col(json, at), (5, 6));
         // A missing key falls back to the deepest one found.

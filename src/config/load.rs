@@ -22,29 +22,49 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 
 /// `load` with the environment given, so tests and `check` can control it.
 pub fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| ConfigError::Read { path: path.to_path_buf(), error })?;
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let absolute = absolute.canonicalize().unwrap_or(absolute);
-    let base_dir = absolute.parent().map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+    let base_dir = absolute
+        .parent()
+        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
     let format = match path.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("toml") => Format::Toml,
         Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
         _ if text.trim_start().starts_with('{') => Format::Json,
         _ => Format::Toml,
     };
-    let source = Source { file: path, text: &text, format, base_dir: &base_dir, source: Some(absolute.clone()) };
+    let source = Source {
+        file: path,
+        text: &text,
+        format,
+        base_dir: &base_dir,
+        source: Some(absolute.clone()),
+    };
     parse(&source, env)
 }
 
 /// Loads TOML text. `path` names the file in messages; relative paths in the config are
 /// resolved against `base_dir` (made absolute against the working directory if needed).
-pub fn from_toml_str(text: &str, path: &Path, base_dir: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+pub fn from_toml_str(
+    text: &str,
+    path: &Path,
+    base_dir: &Path,
+    env: EnvLookup<'_>,
+) -> Result<Config, ConfigError> {
     from_str(text, Format::Toml, path, base_dir, env)
 }
 
 /// Loads `mcpServers` JSON text; see `from_toml_str`.
-pub fn from_json_str(text: &str, path: &Path, base_dir: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+pub fn from_json_str(
+    text: &str,
+    path: &Path,
+    base_dir: &Path,
+    env: EnvLookup<'_>,
+) -> Result<Config, ConfigError> {
     from_str(text, Format::Json, path, base_dir, env)
 }
 
@@ -57,7 +77,13 @@ fn from_str(
 ) -> Result<Config, ConfigError> {
     let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
     let source = std::path::absolute(base_dir.join(path)).ok();
-    let source = Source { file: path, text, format, base_dir: &base_dir, source };
+    let source = Source {
+        file: path,
+        text,
+        format,
+        base_dir: &base_dir,
+        source,
+    };
     parse(&source, env)
 }
 
@@ -68,7 +94,8 @@ fn parse(src: &Source<'_>, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
             validate::from_toml(raw, src, env)
         }
         Format::Json => {
-            let raw: raw::ClientFile = serde_json::from_str(src.text).map_err(|e| json_error(src, &e))?;
+            let raw: raw::ClientFile =
+                serde_json::from_str(src.text).map_err(|e| json_error(src, &e))?;
             validate::from_client(raw, src, env)
         }
     }
@@ -107,7 +134,14 @@ fn toml_error(src: &Source<'_>, e: &toml::de::Error) -> ConfigError {
     };
     let message = e.message().trim_end().to_owned();
     let fix = syntax_fix(&message, "TOML");
-    ConfigError::Syntax(Diagnostic { file: src.file.to_path_buf(), line, column, key: None, message, fix })
+    ConfigError::Syntax(Box::new(Diagnostic {
+        file: src.file.to_path_buf(),
+        line,
+        column,
+        key: None,
+        message,
+        fix,
+    }))
 }
 
 fn json_error(src: &Source<'_>, e: &serde_json::Error) -> ConfigError {
@@ -117,13 +151,27 @@ fn json_error(src: &Source<'_>, e: &serde_json::Error) -> ConfigError {
         Some(i) if e.line() > 0 => full[..i].to_owned(),
         _ => full,
     };
-    let (line, column) = if e.line() > 0 { (Some(e.line()), Some(e.column())) } else { (None, None) };
+    let (line, column) = if e.line() > 0 {
+        (Some(e.line()), Some(e.column()))
+    } else {
+        (None, None)
+    };
     let fix = if e.is_syntax() || e.is_eof() {
-        Some("fix the JSON syntax here: a missing comma, quote or brace, or a trailing comma?".to_owned())
+        Some(
+            "fix the JSON syntax here: a missing comma, quote or brace, or a trailing comma?"
+                .to_owned(),
+        )
     } else {
         syntax_fix(&message, "JSON")
     };
-    ConfigError::Syntax(Diagnostic { file: src.file.to_path_buf(), line, column, key: None, message, fix })
+    ConfigError::Syntax(Box::new(Diagnostic {
+        file: src.file.to_path_buf(),
+        line,
+        column,
+        key: None,
+        message,
+        fix,
+    }))
 }
 
 /// A hint for the parser's own messages; ours already say what to write.
@@ -136,7 +184,10 @@ fn syntax_fix(message: &str, format: &str) -> Option<String> {
         "use one of the values listed"
     } else if message.contains("invalid type") {
         "change the value to the type expected"
-    } else if message.contains("; write") || message.contains("must be") || message.contains("needs a unit") {
+    } else if message.contains("; write")
+        || message.contains("must be")
+        || message.contains("needs a unit")
+    {
         return None;
     } else if format == "TOML" {
         "fix the TOML syntax at this position"

@@ -150,7 +150,15 @@ pub struct Plugins {
 }
 
 /// The scalar keys of `[plugins]`, for error messages.
-pub const PLUGINS_KEYS: &[&str] = &["dir", "watch", "cache_dir", "bundled", "memory", "timeout", "fuel"];
+pub const PLUGINS_KEYS: &[&str] = &[
+    "dir",
+    "watch",
+    "cache_dir",
+    "bundled",
+    "memory",
+    "timeout",
+    "fuel",
+];
 
 /// `[plugins.NAME]`.
 #[derive(Debug, Default, Deserialize)]
@@ -235,10 +243,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// GiB) are powers of 1024, decimal ones (KB, MB, GB) powers of 1000; case is ignored.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let bad = |why: &str| {
-        format!("invalid size \"{text}\": {why}; write a number of bytes or a number with a unit, like \"64MiB\", \"512KiB\" or \"1GiB\"")
+        format!(
+            "invalid size \"{text}\": {why}; write a number of bytes or a number with a unit, like \"64MiB\", \"512KiB\" or \"1GiB\""
+        )
     };
     let trimmed = text.trim();
-    let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
     let (digits, unit) = trimmed.split_at(split);
     if digits.is_empty() {
         return Err(bad("it does not start with a number"));
@@ -254,7 +266,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "gb" => 1_000_000_000,
         _ => return Err(bad(&format!("unknown unit \"{}\"", unit.trim()))),
     };
-    number.checked_mul(multiplier).ok_or_else(|| bad("it is too large"))
+    number
+        .checked_mul(multiplier)
+        .ok_or_else(|| bad("it is too large"))
 }
 
 /// Implements `Deserialize` for a newtype through a visitor that sees strings and
@@ -295,7 +309,9 @@ macro_rules! scalar_deserialize {
 fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = parse_duration(text)?;
     if d.is_zero() {
-        return Err(format!("\"{text}\" is zero; a timeout must be greater than zero"));
+        return Err(format!(
+            "\"{text}\" is zero; a timeout must be greater than zero"
+        ));
     }
     Ok(d)
 }
@@ -306,17 +322,25 @@ fn duration_needs_unit(n: i128) -> String {
 
 fn positive_int(n: i128, what: &str) -> Result<u64, String> {
     if n <= 0 {
-        return Err(format!("{n} is not allowed; {what} must be greater than zero"));
+        return Err(format!(
+            "{n} is not allowed; {what} must be greater than zero"
+        ));
     }
     u64::try_from(n).map_err(|_| format!("{n} is too large"))
 }
 
-scalar_deserialize!(Timeout, "a duration like \"30s\"", |s| positive_duration(s).map(Timeout), |n| Err(
-    duration_needs_unit(n)
-));
-scalar_deserialize!(Grace, "a duration like \"2s\"", |s| parse_duration(s).map(Grace), |n| Err(
-    duration_needs_unit(n)
-));
+scalar_deserialize!(
+    Timeout,
+    "a duration like \"30s\"",
+    |s| positive_duration(s).map(Timeout),
+    |n| Err(duration_needs_unit(n))
+);
+scalar_deserialize!(
+    Grace,
+    "a duration like \"2s\"",
+    |s| parse_duration(s).map(Grace),
+    |n| Err(duration_needs_unit(n))
+);
 scalar_deserialize!(
     ClientTimeout,
     "a duration like \"30s\" or a number",
@@ -327,7 +351,9 @@ scalar_deserialize!(
     Bytes,
     "a size like \"64MiB\"",
     |s| match parse_size(s)? {
-        0 => Err(format!("\"{s}\" is zero; a memory limit must be greater than zero")),
+        0 => Err(format!(
+            "\"{s}\" is zero; a memory limit must be greater than zero"
+        )),
         n => Ok(Bytes(n)),
     },
     |n| positive_int(n, "a memory limit").map(Bytes)
@@ -335,13 +361,17 @@ scalar_deserialize!(
 scalar_deserialize!(
     Fuel,
     "a positive integer",
-    |s| Err(format!("\"{s}\" is a string; write fuel as an integer, like fuel = 1000000")),
+    |s| Err(format!(
+        "\"{s}\" is a string; write fuel as an integer, like fuel = 1000000"
+    )),
     |n| positive_int(n, "fuel").map(Fuel)
 );
 scalar_deserialize!(
     AtLeastOne,
     "an integer of at least 1",
-    |s| Err(format!("\"{s}\" is a string; write an integer of at least 1")),
+    |s| Err(format!(
+        "\"{s}\" is a string; write an integer of at least 1"
+    )),
     |n| positive_int(n, "the value")
         .and_then(|v| usize::try_from(v).map_err(|_| format!("{n} is too large")))
         .map(AtLeastOne)
@@ -386,7 +416,10 @@ impl<'de> Deserialize<'de> for Plugins {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Plugins, A::Error> {
                 let mut plugins = Plugins::default();
                 while let Some(key) = map.next_key::<String>()? {
-                    map.next_value_seed(Item { key, plugins: &mut plugins })?;
+                    map.next_value_seed(Item {
+                        key,
+                        plugins: &mut plugins,
+                    })?;
                 }
                 Ok(plugins)
             }

@@ -22,7 +22,11 @@ impl Config {
         }
         let g = &self.gateway;
         writeln!(out, "gateway:")?;
-        writeln!(out, "  name {}, tool names {{namespace}}{}{{tool}}", g.name, g.separator)?;
+        writeln!(
+            out,
+            "  name {}, tool names {{namespace}}{}{{tool}}",
+            g.name, g.separator
+        )?;
         writeln!(
             out,
             "  timeout {}, startup timeout {}, page size {}",
@@ -33,20 +37,40 @@ impl Config {
         writeln!(
             out,
             "  events {} (last {} kept in memory), log level {}",
-            g.events_file.as_ref().map_or("not written to a file".into(), |p| p.display().to_string()),
+            g.events_file
+                .as_ref()
+                .map_or("not written to a file".into(), |p| p.display().to_string()),
             g.event_buffer,
             g.log_level
         )?;
-        writeln!(out, "  max restarts {}, shutdown grace {}", g.max_restarts, dur(g.shutdown_grace))?;
+        writeln!(
+            out,
+            "  max restarts {}, shutdown grace {}",
+            g.max_restarts,
+            dur(g.shutdown_grace)
+        )?;
 
         writeln!(out, "servers ({}):", self.servers.len())?;
         for s in self.servers.values() {
             let state = if s.disabled { " [disabled]" } else { "" };
-            writeln!(out, "  {}{state}: {}", s.name, command_line(&s.command, &s.args))?;
-            writeln!(out, "    namespace {}, timeout {}", shown_namespace(&s.namespace), dur(s.timeout))?;
+            writeln!(
+                out,
+                "  {}{state}: {}",
+                s.name,
+                command_line(&s.command, &s.args)
+            )?;
+            writeln!(
+                out,
+                "    namespace {}, timeout {}",
+                shown_namespace(&s.namespace),
+                dur(s.timeout)
+            )?;
             if !s.tool_timeouts.is_empty() {
-                let per_tool: Vec<String> =
-                    s.tool_timeouts.iter().map(|(tool, t)| format!("{tool} {}", dur(*t))).collect();
+                let per_tool: Vec<String> = s
+                    .tool_timeouts
+                    .iter()
+                    .map(|(tool, t)| format!("{tool} {}", dur(*t)))
+                    .collect();
                 writeln!(out, "    tool timeouts: {}", per_tool.join(", "))?;
             }
             if let Some(cwd) = &s.cwd {
@@ -62,34 +86,80 @@ impl Config {
         let p = &self.plugins;
         writeln!(out, "plugins ({} configured):", p.plugins.len())?;
         match &p.dir {
-            Some(dir) => writeln!(out, "  dir {}{}", dir.display(), if p.watch { " (watched)" } else { "" })?,
-            None => writeln!(out, "  no plugin dir{}", if p.watch { "; plugin files watched" } else { "" })?,
+            Some(dir) => writeln!(
+                out,
+                "  dir {}{}",
+                dir.display(),
+                if p.watch { " (watched)" } else { "" }
+            )?,
+            None => writeln!(
+                out,
+                "  no plugin dir{}",
+                if p.watch {
+                    "; plugin files watched"
+                } else {
+                    ""
+                }
+            )?,
         }
         writeln!(
             out,
             "  bundled plugins {}, compile cache {}",
             if p.bundled { "served" } else { "not served" },
-            p.cache_dir.as_ref().map_or("off".into(), |d| d.display().to_string())
+            p.cache_dir
+                .as_ref()
+                .map_or("off".into(), |d| d.display().to_string())
         )?;
         writeln!(out, "  default limits: {}", limits(&p.limits))?;
         for plugin in p.plugins.values() {
             let state = if plugin.disabled { " [disabled]" } else { "" };
             let path = match (&plugin.path, &p.dir) {
                 (Some(path), _) => path.display().to_string(),
-                (None, Some(dir)) => dir.join(format!("{}.wasm", plugin.name)).display().to_string(),
+                (None, Some(dir)) => dir
+                    .join(format!("{}.wasm", plugin.name))
+                    .display()
+                    .to_string(),
                 (None, None) => format!("{}.wasm", plugin.name),
             };
             writeln!(out, "  {}{state}: {path}", plugin.name)?;
-            writeln!(out, "    namespace {}, {}", shown_namespace(&plugin.namespace), limits(&plugin.limits))?;
-            let hosts = if plugin.allow_hosts.is_empty() { "none".into() } else { plugin.allow_hosts.join(", ") };
+            writeln!(
+                out,
+                "    namespace {}, {}",
+                shown_namespace(&plugin.namespace),
+                limits(&plugin.limits)
+            )?;
+            let hosts = if plugin.allow_hosts.is_empty() {
+                "none".into()
+            } else {
+                plugin.allow_hosts.join(", ")
+            };
             writeln!(out, "    may reach hosts: {hosts}")?;
             let dirs: Vec<String> = plugin
                 .allow_dirs
                 .iter()
-                .map(|d| format!("{} as {} ({})", d.host.display(), d.guest, if d.read_only { "ro" } else { "rw" }))
+                .map(|d| {
+                    format!(
+                        "{} as {} ({})",
+                        d.host.display(),
+                        d.guest,
+                        if d.read_only { "ro" } else { "rw" }
+                    )
+                })
                 .collect();
-            writeln!(out, "    may open: {}", if dirs.is_empty() { "nothing".into() } else { dirs.join(", ") })?;
-            let env = if plugin.allow_env.is_empty() { "none".into() } else { plugin.allow_env.join(", ") };
+            writeln!(
+                out,
+                "    may open: {}",
+                if dirs.is_empty() {
+                    "nothing".into()
+                } else {
+                    dirs.join(", ")
+                }
+            )?;
+            let env = if plugin.allow_env.is_empty() {
+                "none".into()
+            } else {
+                plugin.allow_env.join(", ")
+            };
             writeln!(out, "    may read env: {env}")?;
             if !plugin.config.is_empty() {
                 let keys: Vec<&str> = plugin.config.keys().map(String::as_str).collect();
@@ -119,7 +189,11 @@ fn write_filter(out: &mut String, filter: &ToolFilter) -> std::fmt::Result {
 }
 
 fn shown_namespace(ns: &str) -> String {
-    if ns.is_empty() { "none (tools keep their own names)".into() } else { ns.to_owned() }
+    if ns.is_empty() {
+        "none (tools keep their own names)".into()
+    } else {
+        ns.to_owned()
+    }
 }
 
 fn command_line(command: &str, args: &[String]) -> String {
@@ -130,12 +204,22 @@ fn command_line(command: &str, args: &[String]) -> String {
             s.to_owned()
         }
     };
-    std::iter::once(command).chain(args.iter().map(String::as_str)).map(quote).collect::<Vec<_>>().join(" ")
+    std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .map(quote)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn limits(l: &PluginLimits) -> String {
-    let fuel = l.fuel.map_or("no fuel limit".into(), |f| format!("fuel {f}"));
-    format!("memory {}, timeout {}, {fuel}", bytes(l.memory), dur(l.timeout))
+    let fuel = l
+        .fuel
+        .map_or("no fuel limit".into(), |f| format!("fuel {f}"));
+    format!(
+        "memory {}, timeout {}, {fuel}",
+        bytes(l.memory),
+        dur(l.timeout)
+    )
 }
 
 fn dur(d: Duration) -> String {
@@ -145,7 +229,7 @@ fn dur(d: Duration) -> String {
 pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     for (size, unit) in UNITS {
-        if n >= size && n % size == 0 {
+        if n >= size && n.is_multiple_of(size) {
             return format!("{} {unit}", n / size);
         }
     }

@@ -8,16 +8,27 @@ use std::time::Duration;
 use super::*;
 
 fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-    move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
+    move |name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_owned())
+    }
 }
 
-const ENV: &[(&str, &str)] = &[("HOME", "/home/ada"), ("MY_TOKEN", "s3cret"), ("XDG_CACHE_HOME", "/xdg/cache")];
+const ENV: &[(&str, &str)] = &[
+    ("HOME", "/home/ada"),
+    ("MY_TOKEN", "s3cret"),
+    ("XDG_CACHE_HOME", "/xdg/cache"),
+];
 
 /// A fresh directory under the system temp dir, with a `data` subdirectory.
 fn scratch() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir()
-        .join(format!("wasmgate-config-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let dir = std::env::temp_dir().join(format!(
+        "wasmgate-config-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::create_dir_all(dir.join("data")).unwrap();
     dir.canonicalize().unwrap()
 }
@@ -27,7 +38,12 @@ fn toml(text: &str, base: &Path) -> Result<Config, ConfigError> {
 }
 
 fn json(text: &str, base: &Path) -> Result<Config, ConfigError> {
-    from_json_str(text, Path::new("claude_desktop_config.json"), base, &env_of(ENV))
+    from_json_str(
+        text,
+        Path::new("claude_desktop_config.json"),
+        base,
+        &env_of(ENV),
+    )
 }
 
 fn only_error(result: Result<Config, ConfigError>) -> Diagnostic {
@@ -98,18 +114,36 @@ fn full_toml_example_parses_to_the_expected_model() {
     let config = toml(FULL, &base).unwrap();
     let g = &config.gateway;
     assert_eq!((g.name.as_str(), g.separator.as_str()), ("wasmgate", "__"));
-    assert_eq!((g.timeout, g.startup_timeout), (Duration::from_secs(60), Duration::from_secs(10)));
-    assert_eq!((g.page_size, g.event_buffer, g.max_restarts), (100, 1000, 5));
-    assert_eq!(g.events_file.as_deref(), Some(base.join("wasmgate-events.jsonl").as_path()));
-    assert_eq!((g.log_level.as_str(), g.shutdown_grace), ("info", Duration::from_secs(2)));
+    assert_eq!(
+        (g.timeout, g.startup_timeout),
+        (Duration::from_secs(60), Duration::from_secs(10))
+    );
+    assert_eq!(
+        (g.page_size, g.event_buffer, g.max_restarts),
+        (100, 1000, 5)
+    );
+    assert_eq!(
+        g.events_file.as_deref(),
+        Some(base.join("wasmgate-events.jsonl").as_path())
+    );
+    assert_eq!(
+        (g.log_level.as_str(), g.shutdown_grace),
+        ("info", Duration::from_secs(2))
+    );
 
     let time = &config.servers["time"];
     assert_eq!(time.name, "time");
-    assert_eq!((time.command.as_str(), time.args.as_slice()), ("uvx", &["mcp-server-time".to_owned()][..]));
+    assert_eq!(
+        (time.command.as_str(), time.args.as_slice()),
+        ("uvx", &["mcp-server-time".to_owned()][..])
+    );
     assert_eq!(time.env["TZ"], "UTC");
     assert_eq!(time.env["TOKEN"], "s3cret");
     assert_eq!(time.cwd.as_deref(), Some(base.as_path()));
-    assert_eq!((time.namespace.as_str(), time.timeout), ("t", Duration::from_secs(30)));
+    assert_eq!(
+        (time.namespace.as_str(), time.timeout),
+        ("t", Duration::from_secs(30))
+    );
     assert_eq!(time.tool_timeouts["slow_tool"], Duration::from_secs(5));
     assert!(time.tool_filter.allows("get_time") && !time.tool_filter.allows("convert_time"));
     assert!(!time.tool_filter.allows("get_danger"));
@@ -118,21 +152,54 @@ fn full_toml_example_parses_to_the_expected_model() {
     let p = &config.plugins;
     assert_eq!(p.dir.as_deref(), Some(base.join("plugins").as_path()));
     assert!(p.watch && !p.bundled);
-    assert_eq!(p.cache_dir.as_deref(), Some(Path::new("/home/ada/.cache/wasmgate")));
-    assert_eq!(p.limits, PluginLimits { memory: 64 << 20, timeout: Duration::from_secs(10), fuel: Some(1_000_000) });
+    assert_eq!(
+        p.cache_dir.as_deref(),
+        Some(Path::new("/home/ada/.cache/wasmgate"))
+    );
+    assert_eq!(
+        p.limits,
+        PluginLimits {
+            memory: 64 << 20,
+            timeout: Duration::from_secs(10),
+            fuel: Some(1_000_000)
+        }
+    );
     let fetch = &p.plugins["fetch"];
-    assert_eq!(fetch.path.as_deref(), Some(base.join("plugins/fetch.wasm").as_path()));
+    assert_eq!(
+        fetch.path.as_deref(),
+        Some(base.join("plugins/fetch.wasm").as_path())
+    );
     assert_eq!(fetch.namespace, "web");
-    assert_eq!(fetch.limits, PluginLimits { memory: 32 << 20, timeout: Duration::from_secs(2), fuel: Some(5_000_000) });
-    assert_eq!(fetch.allow_hosts, ["api.example.test", "*.example.org", "localhost:8080"]);
-    assert_eq!(fetch.allow_dirs, [DirGrant { host: base.join("data"), guest: "/data".into(), read_only: true }]);
+    assert_eq!(
+        fetch.limits,
+        PluginLimits {
+            memory: 32 << 20,
+            timeout: Duration::from_secs(2),
+            fuel: Some(5_000_000)
+        }
+    );
+    assert_eq!(
+        fetch.allow_hosts,
+        ["api.example.test", "*.example.org", "localhost:8080"]
+    );
+    assert_eq!(
+        fetch.allow_dirs,
+        [DirGrant {
+            host: base.join("data"),
+            guest: "/data".into(),
+            read_only: true
+        }]
+    );
     assert_eq!(fetch.allow_env, ["HOME"]);
     assert_eq!(fetch.config["user_agent"], "wasmgate");
     assert_eq!(fetch.config["retries"], "3");
     assert_eq!(fetch.tool_filter.allow_patterns, ["get"]);
     assert!(fetch.tool_filter.deny.is_none());
     assert!(fetch.tool_filter.allows("get") && !fetch.tool_filter.allows("post"));
-    assert_eq!(config.source.as_deref(), Some(base.join("gateway.toml").as_path()));
+    assert_eq!(
+        config.source.as_deref(),
+        Some(base.join("gateway.toml").as_path())
+    );
 }
 
 #[test]
@@ -140,31 +207,68 @@ fn an_empty_file_gives_every_default() {
     let base = scratch();
     let config = toml("", &base).unwrap();
     let g = &config.gateway;
-    assert_eq!((g.name.as_str(), g.separator.as_str(), g.log_level.as_str()), ("wasmgate", "__", "info"));
-    assert_eq!((g.timeout, g.startup_timeout, g.shutdown_grace), (
-        Duration::from_secs(60),
-        Duration::from_secs(10),
-        Duration::from_secs(2)
-    ));
-    assert_eq!((g.page_size, g.event_buffer, g.max_restarts, g.events_file.clone()), (100, 1000, 5, None));
-    assert!(config.servers.is_empty() && config.plugins.plugins.is_empty() && config.warnings.is_empty());
+    assert_eq!(
+        (g.name.as_str(), g.separator.as_str(), g.log_level.as_str()),
+        ("wasmgate", "__", "info")
+    );
+    assert_eq!(
+        (g.timeout, g.startup_timeout, g.shutdown_grace),
+        (
+            Duration::from_secs(60),
+            Duration::from_secs(10),
+            Duration::from_secs(2)
+        )
+    );
+    assert_eq!(
+        (
+            g.page_size,
+            g.event_buffer,
+            g.max_restarts,
+            g.events_file.clone()
+        ),
+        (100, 1000, 5, None)
+    );
+    assert!(
+        config.servers.is_empty()
+            && config.plugins.plugins.is_empty()
+            && config.warnings.is_empty()
+    );
     let p = &config.plugins;
     assert!(p.watch && !p.bundled && p.dir.is_none());
-    assert_eq!(p.cache_dir.as_deref(), Some(Path::new("/xdg/cache/wasmgate")));
+    assert_eq!(
+        p.cache_dir.as_deref(),
+        Some(Path::new("/xdg/cache/wasmgate"))
+    );
     assert_eq!(p.limits, PluginLimits::default());
 
     // A server with only a command: namespace from its key, timeout from the gateway.
-    let config = toml("[gateway]\ntimeout = \"45s\"\n[servers.every-thing]\ncommand = \"npx\"", &base).unwrap();
+    let config = toml(
+        "[gateway]\ntimeout = \"45s\"\n[servers.every-thing]\ncommand = \"npx\"",
+        &base,
+    )
+    .unwrap();
     let s = &config.servers["every-thing"];
-    assert_eq!((s.namespace.as_str(), s.timeout), ("every-thing", Duration::from_secs(45)));
+    assert_eq!(
+        (s.namespace.as_str(), s.timeout),
+        ("every-thing", Duration::from_secs(45))
+    );
     assert!(s.tool_filter.allow.is_none() && s.tool_filter.allows("anything"));
 }
 
 #[test]
 fn cache_dir_falls_back_from_xdg_to_home_to_none() {
     let base = scratch();
-    let home_only = from_toml_str("", Path::new("g.toml"), &base, &env_of(&[("HOME", "/home/bo")])).unwrap();
-    assert_eq!(home_only.plugins.cache_dir.as_deref(), Some(Path::new("/home/bo/.cache/wasmgate")));
+    let home_only = from_toml_str(
+        "",
+        Path::new("g.toml"),
+        &base,
+        &env_of(&[("HOME", "/home/bo")]),
+    )
+    .unwrap();
+    assert_eq!(
+        home_only.plugins.cache_dir.as_deref(),
+        Some(Path::new("/home/bo/.cache/wasmgate"))
+    );
     let neither = from_toml_str("", Path::new("g.toml"), &base, &env_of(&[])).unwrap();
     assert_eq!(neither.plugins.cache_dir, None);
 }
@@ -174,7 +278,10 @@ fn embedded_default_serves_bundled_plugins_and_nothing_else() {
     let config = load::embedded_default_with_env(&env_of(&[("HOME", "/home/ada")]));
     assert!(config.servers.is_empty() && config.source.is_none() && config.warnings.is_empty());
     assert!(config.plugins.bundled && !config.plugins.watch && config.plugins.dir.is_none());
-    assert_eq!(config.plugins.cache_dir.as_deref(), Some(Path::new("/home/ada/.cache/wasmgate")));
+    assert_eq!(
+        config.plugins.cache_dir.as_deref(),
+        Some(Path::new("/home/ada/.cache/wasmgate"))
+    );
     assert_eq!(config.gateway.separator, "__");
     assert_eq!(config.gateway.timeout, Duration::from_secs(60));
     assert!(embedded_default().plugins.bundled);
@@ -212,7 +319,10 @@ const CLAUDE: &str = r#"{
 fn claude_desktop_json_with_client_keys_and_remote_entries() {
     let base = scratch();
     let config = json(CLAUDE, &base).unwrap();
-    assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["filesystem", "git", "time"]);
+    assert_eq!(
+        config.servers.keys().collect::<Vec<_>>(),
+        ["filesystem", "git", "time"]
+    );
     let fs = &config.servers["filesystem"];
     assert_eq!(fs.args[2], "/home/ada/Desktop");
     assert_eq!(fs.env["TOKEN"], "s3cret");
@@ -220,18 +330,31 @@ fn claude_desktop_json_with_client_keys_and_remote_entries() {
     let git = &config.servers["git"];
     assert!(git.disabled);
     assert_eq!(git.namespace, "g");
-    assert_eq!(git.timeout, Duration::from_secs(60), "a numeric timeout is another client's and is ignored");
+    assert_eq!(
+        git.timeout,
+        Duration::from_secs(60),
+        "a numeric timeout is another client's and is ignored"
+    );
     assert!(git.tool_filter.allows("git_status") && !git.tool_filter.allows("git_push"));
     let time = &config.servers["time"];
-    assert_eq!((time.timeout, time.tool_timeouts["convert"]), (Duration::from_secs(5), Duration::from_secs(1)));
+    assert_eq!(
+        (time.timeout, time.tool_timeouts["convert"]),
+        (Duration::from_secs(5), Duration::from_secs(1))
+    );
     assert!(
         config.warnings.contains(
-            &"server `docs` is remote (url); remote servers are not supported yet, skipped".to_owned()
+            &"server `docs` is remote (url); remote servers are not supported yet, skipped"
+                .to_owned()
         ),
         "{:?}",
         config.warnings
     );
-    assert!(config.warnings.iter().any(|w| w.starts_with("server `events` is remote (type \"sse\")")));
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("server `events` is remote (type \"sse\")"))
+    );
 }
 
 #[test]
@@ -243,9 +366,15 @@ fn json_can_set_gateway_and_plugins() {
       "mcpServers": {}
     }"#;
     let config = json(text, &base).unwrap();
-    assert_eq!((config.gateway.separator.as_str(), config.gateway.page_size), ("-", 20));
+    assert_eq!(
+        (config.gateway.separator.as_str(), config.gateway.page_size),
+        ("-", 20)
+    );
     assert_eq!(config.gateway.timeout, Duration::from_secs(15));
-    assert_eq!(config.plugins.dir.as_deref(), Some(base.join("wasm").as_path()));
+    assert_eq!(
+        config.plugins.dir.as_deref(),
+        Some(base.join("wasm").as_path())
+    );
     assert!(!config.plugins.watch);
     assert_eq!(config.plugins.plugins["echo"].limits.memory, 16 << 20);
     assert_eq!(config.plugins.plugins["echo"].path, None);
@@ -256,25 +385,50 @@ fn unknown_key_in_an_mcp_servers_entry_is_an_error_with_its_line() {
     let text = "{\n  \"mcpServers\": {\n    \"time\": {\n      \"command\": \"uvx\",\n      \"comand\": \"x\"\n    }\n  }\n}";
     let d = only_error(json(text, &scratch()));
     assert_eq!((d.line, d.column.is_some()), (Some(5), true));
-    assert!(d.message.contains("unknown field `comand`"), "{}", d.message);
+    assert!(
+        d.message.contains("unknown field `comand`"),
+        "{}",
+        d.message
+    );
     assert!(d.fix.as_deref().unwrap().contains("spelling"));
-    assert!(d.to_string().starts_with("claude_desktop_config.json:5:"), "{d}");
+    assert!(
+        d.to_string().starts_with("claude_desktop_config.json:5:"),
+        "{d}"
+    );
 }
 
 #[test]
 fn json_syntax_errors_name_line_and_column() {
-    let d = only_error(json("{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", }\n  }\n}", &scratch()));
+    let d = only_error(json(
+        "{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", }\n  }\n}",
+        &scratch(),
+    ));
     assert_eq!(d.line, Some(3));
     assert!(d.fix.as_deref().unwrap().contains("trailing comma"));
 }
 
 #[test]
 fn unknown_toml_key_names_line_column_and_fix() {
-    let d = only_error(toml("[gateway]\nname = \"gw\"\ntimout = \"5s\"\n", &scratch()));
+    let d = only_error(toml(
+        "[gateway]\nname = \"gw\"\ntimout = \"5s\"\n",
+        &scratch(),
+    ));
     assert_eq!((d.line, d.column), (Some(3), Some(1)));
-    assert!(d.message.contains("unknown field `timout`"), "{}", d.message);
-    assert!(d.to_string().starts_with("gateway.toml:3:1: unknown field `timout`"), "{d}");
-    assert!(d.to_string().ends_with("docs/configuration.md lists every key)"), "{d}");
+    assert!(
+        d.message.contains("unknown field `timout`"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.to_string()
+            .starts_with("gateway.toml:3:1: unknown field `timout`"),
+        "{d}"
+    );
+    assert!(
+        d.to_string()
+            .ends_with("docs/configuration.md lists every key)"),
+        "{d}"
+    );
 }
 
 #[test]
@@ -282,23 +436,41 @@ fn bad_durations_and_sizes_are_reported_at_their_value() {
     let base = scratch();
     let d = only_error(toml("[gateway]\n\ntimeout = \"30 parsecs\"\n", &base));
     assert_eq!((d.line, d.column), (Some(3), Some(11)));
-    assert!(d.message.contains("invalid duration \"30 parsecs\""), "{}", d.message);
+    assert!(
+        d.message.contains("invalid duration \"30 parsecs\""),
+        "{}",
+        d.message
+    );
     assert!(d.message.contains("\"500ms\""));
 
     let d = only_error(toml("[servers.a]\ncommand = \"x\"\ntimeout = 30\n", &base));
     assert_eq!(d.line, Some(3));
     assert!(d.message.contains("write \"30s\""), "{}", d.message);
 
-    let d = only_error(toml("[servers.a]\ncommand = \"x\"\ntimeout = \"0s\"\n", &base));
+    let d = only_error(toml(
+        "[servers.a]\ncommand = \"x\"\ntimeout = \"0s\"\n",
+        &base,
+    ));
     assert!(d.message.contains("greater than zero"), "{}", d.message);
 
     let d = only_error(toml("[plugins]\ndir = \"p\"\nmemory = \"64MB2\"\n", &base));
     assert_eq!((d.line, d.column), (Some(3), Some(10)));
-    assert!(d.message.contains("invalid size \"64MB2\""), "{}", d.message);
+    assert!(
+        d.message.contains("invalid size \"64MB2\""),
+        "{}",
+        d.message
+    );
 
-    let d = only_error(toml("[plugins.x]\npath = \"x.wasm\"\nmemory = \"12 parsecs\"\n", &base));
+    let d = only_error(toml(
+        "[plugins.x]\npath = \"x.wasm\"\nmemory = \"12 parsecs\"\n",
+        &base,
+    ));
     assert_eq!(d.line, Some(3));
-    assert!(d.message.contains("unknown unit \"parsecs\""), "{}", d.message);
+    assert!(
+        d.message.contains("unknown unit \"parsecs\""),
+        "{}",
+        d.message
+    );
 
     let d = only_error(toml("[gateway]\npage_size = 0\n", &base));
     assert_eq!(d.line, Some(2));
@@ -313,7 +485,11 @@ fn sizes_parse_with_binary_and_decimal_units() {
     assert_eq!(parse_size("1GiB"), Ok(1 << 30));
     assert_eq!(parse_size("1000000"), Ok(1_000_000));
     assert_eq!(parse_size("10mb"), Ok(10_000_000));
-    assert!(parse_size("MiB").is_err() && parse_size("1.5GiB").is_err() && parse_size("99999999999GiB").is_err());
+    assert!(
+        parse_size("MiB").is_err()
+            && parse_size("1.5GiB").is_err()
+            && parse_size("99999999999GiB").is_err()
+    );
 }
 
 #[test]
@@ -322,23 +498,48 @@ fn plugins_table_mixes_settings_and_entries() {
     let text = "[plugins]\ndir = \"p\"\nfuel = 7\n[plugins.timeout]\nnamespace = \"tmo\"\n[plugins.echo]\n";
     let config = toml(text, &base).unwrap();
     assert_eq!(config.plugins.limits.fuel, Some(7));
-    assert_eq!(config.plugins.plugins.keys().collect::<Vec<_>>(), ["echo", "timeout"]);
+    assert_eq!(
+        config.plugins.plugins.keys().collect::<Vec<_>>(),
+        ["echo", "timeout"]
+    );
     assert_eq!(config.plugins.plugins["timeout"].namespace, "tmo");
-    assert_eq!(config.plugins.plugins["echo"].limits.fuel, Some(7), "entries inherit the defaults");
+    assert_eq!(
+        config.plugins.plugins["echo"].limits.fuel,
+        Some(7),
+        "entries inherit the defaults"
+    );
 
     let d = only_error(toml("[plugins]\ndir = \"p\"\nwach = true\n", &base));
     assert_eq!(d.line, Some(3));
-    assert!(d.message.contains("unknown key `plugins.wach`"), "{}", d.message);
+    assert!(
+        d.message.contains("unknown key `plugins.wach`"),
+        "{}",
+        d.message
+    );
     assert!(d.message.contains("[plugins.wach] table"));
 
     let d = only_error(toml("[plugins]\nwatch = \"yes\"\n", &base));
-    assert!(d.message.contains("`plugins.watch` must be true or false"), "{}", d.message);
+    assert!(
+        d.message.contains("`plugins.watch` must be true or false"),
+        "{}",
+        d.message
+    );
 
-    let d = only_error(toml("[plugins.echo]\npath = \"e.wasm\"\nallow_host = []\n", &base));
+    let d = only_error(toml(
+        "[plugins.echo]\npath = \"e.wasm\"\nallow_host = []\n",
+        &base,
+    ));
     assert_eq!(d.line, Some(3));
-    assert!(d.message.contains("unknown field `allow_host`"), "{}", d.message);
+    assert!(
+        d.message.contains("unknown field `allow_host`"),
+        "{}",
+        d.message
+    );
 
-    let d = only_error(toml("[plugins.echo]\npath = \"e.wasm\"\nallow_dirs = [{ host = \".\", guest = \"/\", mode = \"rx\" }]\n", &base));
+    let d = only_error(toml(
+        "[plugins.echo]\npath = \"e.wasm\"\nallow_dirs = [{ host = \".\", guest = \"/\", mode = \"rx\" }]\n",
+        &base,
+    ));
     assert!(d.message.contains("unknown variant `rx`"), "{}", d.message);
 }
 
@@ -354,15 +555,29 @@ cwd = "${HOME}/work"
 "#;
     let s = toml(text, &base).unwrap().servers.remove("s").unwrap();
     assert_eq!(s.command, "/home/ada/bin/server");
-    assert_eq!(s.args, ["--token", "s3cret", "--level", "warn", "cost: $$5", "${LITERAL}"]);
-    assert_eq!((s.env["A"].as_str(), s.env["B"].as_str()), ("s3cret", "dflt"));
+    assert_eq!(
+        s.args,
+        [
+            "--token",
+            "s3cret",
+            "--level",
+            "warn",
+            "cost: $$5",
+            "${LITERAL}"
+        ]
+    );
+    assert_eq!(
+        (s.env["A"].as_str(), s.env["B"].as_str()),
+        ("s3cret", "dflt")
+    );
     assert_eq!(s.cwd.as_deref(), Some(Path::new("/home/ada/work")));
 }
 
 #[test]
 fn an_unset_variable_names_the_variable_the_server_and_the_line() {
     let base = scratch();
-    let text = "[servers.time]\ncommand = \"uvx\"\nenv = { TZ = \"UTC\", TOKEN = \"${NOT_SET}\" }\n";
+    let text =
+        "[servers.time]\ncommand = \"uvx\"\nenv = { TZ = \"UTC\", TOKEN = \"${NOT_SET}\" }\n";
     let d = only_error(toml(text, &base));
     assert_eq!(
         d.to_string(),
@@ -370,16 +585,28 @@ fn an_unset_variable_names_the_variable_the_server_and_the_line() {
          (set it, or write ${NOT_SET:-default})"
     );
     // In args the position is the argument itself.
-    let text = "[servers.time]\ncommand = \"uvx\"\nargs = [\n  \"a\",\n  \"--key=${NOT_SET}\",\n]\n";
+    let text =
+        "[servers.time]\ncommand = \"uvx\"\nargs = [\n  \"a\",\n  \"--key=${NOT_SET}\",\n]\n";
     let d = only_error(toml(text, &base));
-    assert_eq!((d.line, d.column, d.key.as_deref()), (Some(5), Some(4), Some("servers.time.args")));
+    assert_eq!(
+        (d.line, d.column, d.key.as_deref()),
+        (Some(5), Some(4), Some("servers.time.args"))
+    );
     // A disabled server only warns.
-    let text = "[servers.time]\ncommand = \"uvx\"\ndisabled = true\nenv = { TOKEN = \"${NOT_SET}\" }\n";
+    let text =
+        "[servers.time]\ncommand = \"uvx\"\ndisabled = true\nenv = { TOKEN = \"${NOT_SET}\" }\n";
     let config = toml(text, &base).unwrap();
     assert!(config.servers["time"].disabled);
-    assert!(config.warnings[0].contains("NOT_SET is not set"), "{:?}", config.warnings);
+    assert!(
+        config.warnings[0].contains("NOT_SET is not set"),
+        "{:?}",
+        config.warnings
+    );
     // References other clients use are errors with a fix.
-    let d = only_error(json(r#"{"mcpServers": {"a": {"command": "x", "env": {"K": "${input:key}"}}}}"#, &base));
+    let d = only_error(json(
+        r#"{"mcpServers": {"a": {"command": "x", "env": {"K": "${input:key}"}}}}"#,
+        &base,
+    ));
     assert!(d.message.contains("`${input:key}`"), "{}", d.message);
     assert_eq!(d.key.as_deref(), Some("mcpServers.a.env.K"));
 }
@@ -404,33 +631,85 @@ allow_dirs = [{ host = "plugins/./shared", guest = "/shared", mode = "rw" }, { h
     let home = base.to_str().unwrap().to_owned().leak();
     let env = move |name: &str| (name == "HOME").then(|| home.to_owned());
     let config = from_toml_str(text, Path::new("gateway.toml"), &base, &env).unwrap();
-    assert_eq!(config.gateway.events_file, Some(base.join("logs/events.jsonl")));
+    assert_eq!(
+        config.gateway.events_file,
+        Some(base.join("logs/events.jsonl"))
+    );
     assert_eq!(config.servers["s"].cwd, Some(base.join("data")));
     assert_eq!(config.plugins.dir, Some(base.join("plugins")));
     assert_eq!(config.plugins.cache_dir, Some(base.join("cache")));
-    assert_eq!(config.plugins.plugins["p"].path, Some(base.join("../elsewhere/p.wasm")));
+    assert_eq!(
+        config.plugins.plugins["p"].path,
+        Some(base.join("../elsewhere/p.wasm"))
+    );
     let grants = &config.plugins.plugins["p"].allow_dirs;
-    assert_eq!(grants[0], DirGrant { host: base.join("plugins/shared"), guest: "/shared".into(), read_only: false });
-    assert_eq!(grants[1], DirGrant { host: base.clone(), guest: "/home".into(), read_only: true });
+    assert_eq!(
+        grants[0],
+        DirGrant {
+            host: base.join("plugins/shared"),
+            guest: "/shared".into(),
+            read_only: false
+        }
+    );
+    assert_eq!(
+        grants[1],
+        DirGrant {
+            host: base.clone(),
+            guest: "/home".into(),
+            read_only: true
+        }
+    );
 }
 
 #[test]
 fn load_picks_the_format_and_resolves_against_the_files_directory() {
     let base = scratch();
-    std::fs::write(base.join("gw.toml"), "[servers.a]\ncommand = \"x\"\ncwd = \"data\"\n").unwrap();
-    std::fs::write(base.join("mcp.json"), r#"{"mcpServers": {"b": {"command": "y"}}}"#).unwrap();
-    std::fs::write(base.join("config"), "  \n{\"mcpServers\": {\"c\": {\"command\": \"z\"}}}").unwrap();
+    std::fs::write(
+        base.join("gw.toml"),
+        "[servers.a]\ncommand = \"x\"\ncwd = \"data\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("mcp.json"),
+        r#"{"mcpServers": {"b": {"command": "y"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("config"),
+        "  \n{\"mcpServers\": {\"c\": {\"command\": \"z\"}}}",
+    )
+    .unwrap();
     std::fs::write(base.join("gateway.conf"), "[servers.d]\ncommand = \"w\"\n").unwrap();
     let env = env_of(ENV);
     let a = load_with_env(&base.join("gw.toml"), &env).unwrap();
     assert_eq!(a.servers["a"].cwd, Some(base.join("data")));
     assert_eq!(a.source, Some(base.join("gw.toml")));
-    assert!(load_with_env(&base.join("mcp.json"), &env).unwrap().servers.contains_key("b"));
-    assert!(load_with_env(&base.join("config"), &env).unwrap().servers.contains_key("c"));
-    assert!(load_with_env(&base.join("gateway.conf"), &env).unwrap().servers.contains_key("d"));
+    assert!(
+        load_with_env(&base.join("mcp.json"), &env)
+            .unwrap()
+            .servers
+            .contains_key("b")
+    );
+    assert!(
+        load_with_env(&base.join("config"), &env)
+            .unwrap()
+            .servers
+            .contains_key("c")
+    );
+    assert!(
+        load_with_env(&base.join("gateway.conf"), &env)
+            .unwrap()
+            .servers
+            .contains_key("d")
+    );
     let missing = load_with_env(&base.join("nope.toml"), &env).unwrap_err();
     assert!(matches!(missing, ConfigError::Read { .. }));
-    assert!(missing.to_string().contains("nope.toml: cannot read the configuration"), "{missing}");
+    assert!(
+        missing
+            .to_string()
+            .contains("nope.toml: cannot read the configuration"),
+        "{missing}"
+    );
 }
 
 #[test]
@@ -439,11 +718,20 @@ fn duplicate_namespaces_name_both_owners() {
     let text = "[servers.time]\ncommand = \"x\"\nnamespace = \"t\"\n\n[plugins.clock]\npath = \"c.wasm\"\nnamespace = \"t\"\n";
     let d = only_error(toml(text, &base));
     assert_eq!(d.line, Some(7));
-    assert!(d.message.contains("used by both server `time` and plugin `clock`"), "{}", d.message);
+    assert!(
+        d.message
+            .contains("used by both server `time` and plugin `clock`"),
+        "{}",
+        d.message
+    );
     assert!(d.fix.as_deref().unwrap().contains("another namespace"));
     // A server and a plugin with the same key collide through their default namespaces.
     let text = "[servers.fetch]\ncommand = \"x\"\n[plugins.fetch]\npath = \"f.wasm\"\n";
-    assert!(only_error(toml(text, &base)).message.contains("namespace \"fetch\""));
+    assert!(
+        only_error(toml(text, &base))
+            .message
+            .contains("namespace \"fetch\"")
+    );
     // Empty namespaces, and disabled entries, do not collide.
     let text = "[servers.a]\ncommand = \"x\"\nnamespace = \"\"\n[servers.b]\ncommand = \"y\"\nnamespace = \"\"\n\
                 [servers.c]\ncommand = \"z\"\nnamespace = \"a\"\ndisabled = true\n";
@@ -454,8 +742,15 @@ fn duplicate_namespaces_name_both_owners() {
 fn a_bad_glob_is_named_with_its_line() {
     let text = "[servers.s]\ncommand = \"x\"\ntools = [\"get_*\",\n  \"[unclosed\"]\n";
     let d = only_error(toml(text, &scratch()));
-    assert_eq!((d.line, d.key.as_deref()), (Some(4), Some("servers.s.tools")));
-    assert!(d.message.contains("invalid glob \"[unclosed\""), "{}", d.message);
+    assert_eq!(
+        (d.line, d.key.as_deref()),
+        (Some(4), Some("servers.s.tools"))
+    );
+    assert!(
+        d.message.contains("invalid glob \"[unclosed\""),
+        "{}",
+        d.message
+    );
     assert!(d.fix.as_deref().unwrap().contains("[abc]"));
 }
 
@@ -463,25 +758,39 @@ fn a_bad_glob_is_named_with_its_line() {
 fn tool_filter_allows_and_denies() {
     let base = scratch();
     let text = "[servers.s]\ncommand = \"x\"\ntools = [\"read_*\", \"list\"]\ndisabled_tools = [\"*_secret\", \"list\"]\n";
-    let f = toml(text, &base).unwrap().servers.remove("s").unwrap().tool_filter;
-    assert!(f.allows("read_file"));
-    assert!(!f.allows("write_file"), "not in the allow list");
-    assert!(!f.allows("read_secret"), "deny wins");
-    assert!(!f.allows("list"));
-    let f = toml("[servers.s]\ncommand = \"x\"\ntools = []\ndisabled_tools = [\"rm\"]\n", &base)
+    let f = toml(text, &base)
         .unwrap()
         .servers
         .remove("s")
         .unwrap()
         .tool_filter;
-    assert!(f.allows("ls") && !f.allows("rm"), "an empty allow list filters nothing");
+    assert!(f.allows("read_file"));
+    assert!(!f.allows("write_file"), "not in the allow list");
+    assert!(!f.allows("read_secret"), "deny wins");
+    assert!(!f.allows("list"));
+    let f = toml(
+        "[servers.s]\ncommand = \"x\"\ntools = []\ndisabled_tools = [\"rm\"]\n",
+        &base,
+    )
+    .unwrap()
+    .servers
+    .remove("s")
+    .unwrap()
+    .tool_filter;
+    assert!(
+        f.allows("ls") && !f.allows("rm"),
+        "an empty allow list filters nothing"
+    );
     assert!(ToolFilter::default().allows("anything"));
 }
 
 #[test]
 fn a_server_without_command_is_an_error() {
     let d = only_error(toml("[servers.a]\nargs = [\"x\"]\n", &scratch()));
-    assert_eq!((d.line, d.key.as_deref()), (Some(1), Some("servers.a.command")));
+    assert_eq!(
+        (d.line, d.key.as_deref()),
+        (Some(1), Some("servers.a.command"))
+    );
     assert!(d.message.contains("server `a` has no command"));
     assert!(d.fix.as_deref().unwrap().contains("command = "));
 }
@@ -491,22 +800,48 @@ fn separator_rules() {
     let base = scratch();
     let config = toml("[gateway]\nseparator = \":\"\n", &base).unwrap();
     assert_eq!(config.gateway.separator, ":");
-    assert!(config.warnings[0].contains("some clients reject"), "{:?}", config.warnings);
-    assert!(toml("[gateway]\nseparator = \"-\"\n", &base).unwrap().warnings.is_empty());
+    assert!(
+        config.warnings[0].contains("some clients reject"),
+        "{:?}",
+        config.warnings
+    );
+    assert!(
+        toml("[gateway]\nseparator = \"-\"\n", &base)
+            .unwrap()
+            .warnings
+            .is_empty()
+    );
     let d = only_error(toml("[gateway]\nseparator = \"/\"\n", &base));
     assert_eq!(d.line, Some(2));
     assert!(d.message.contains("contains `/`"));
-    assert!(only_error(toml("[gateway]\nseparator = \"\"\n", &base)).message.contains("empty"));
+    assert!(
+        only_error(toml("[gateway]\nseparator = \"\"\n", &base))
+            .message
+            .contains("empty")
+    );
 }
 
 #[test]
 fn namespaces_must_be_tool_name_safe() {
     let base = scratch();
-    let d = only_error(toml("[servers.a]\ncommand = \"x\"\nnamespace = \"my.ns\"\n", &base));
-    assert_eq!((d.line, d.key.as_deref()), (Some(3), Some("servers.a.namespace")));
+    let d = only_error(toml(
+        "[servers.a]\ncommand = \"x\"\nnamespace = \"my.ns\"\n",
+        &base,
+    ));
+    assert_eq!(
+        (d.line, d.key.as_deref()),
+        (Some(3), Some("servers.a.namespace"))
+    );
     // A key that is not a valid namespace gets a safe one, with a warning.
-    let config = json(r#"{"mcpServers": {"github.com tools": {"command": "x"}}}"#, &base).unwrap();
-    assert_eq!(config.servers["github.com tools"].namespace, "github_com_tools");
+    let config = json(
+        r#"{"mcpServers": {"github.com tools": {"command": "x"}}}"#,
+        &base,
+    )
+    .unwrap();
+    assert_eq!(
+        config.servers["github.com tools"].namespace,
+        "github_com_tools"
+    );
     assert!(config.warnings[0].contains("\"github_com_tools\""));
 }
 
@@ -517,22 +852,43 @@ fn plugin_grants_are_checked() {
         "[plugins.p]\npath = \"p.wasm\"\nallow_dirs = [\n  { host = \"./missing\", guest = \"/m\" },\n]\n",
         &base,
     ));
-    assert_eq!((d.line, d.key.as_deref()), (Some(4), Some("plugins.p.allow_dirs")));
+    assert_eq!(
+        (d.line, d.key.as_deref()),
+        (Some(4), Some("plugins.p.allow_dirs"))
+    );
     assert!(d.message.contains("missing"), "{}", d.message);
     assert!(d.fix.as_deref().unwrap().contains("create the directory"));
 
-    let d = only_error(toml("[plugins.p]\npath = \"p.wasm\"\nallow_dirs = [{ host = \"data\", guest = \"data\" }]\n", &base));
+    let d = only_error(toml(
+        "[plugins.p]\npath = \"p.wasm\"\nallow_dirs = [{ host = \"data\", guest = \"data\" }]\n",
+        &base,
+    ));
     assert!(d.message.contains("must be absolute"), "{}", d.message);
 
-    let d = only_error(toml("[plugins.p]\npath = \"p.wasm\"\nallow_hosts = [\"https://api.test/v1\"]\n", &base));
+    let d = only_error(toml(
+        "[plugins.p]\npath = \"p.wasm\"\nallow_hosts = [\"https://api.test/v1\"]\n",
+        &base,
+    ));
     assert!(d.message.contains("leave out the scheme"), "{}", d.message);
 
-    let d = only_error(toml("[plugins.p]\npath = \"p.wasm\"\nallow_env = [\"MY-VAR\"]\n", &base));
-    assert!(d.message.contains("\"MY-VAR\" is not an environment variable name"), "{}", d.message);
+    let d = only_error(toml(
+        "[plugins.p]\npath = \"p.wasm\"\nallow_env = [\"MY-VAR\"]\n",
+        &base,
+    ));
+    assert!(
+        d.message
+            .contains("\"MY-VAR\" is not an environment variable name"),
+        "{}",
+        d.message
+    );
 
     let d = only_error(toml("[plugins.p]\nnamespace = \"p\"\n", &base));
     assert_eq!(d.line, Some(1));
-    assert!(d.message.contains("plugin `p` has no path"), "{}", d.message);
+    assert!(
+        d.message.contains("plugin `p` has no path"),
+        "{}",
+        d.message
+    );
     // With a dir, the path may be left out.
     assert!(toml("[plugins]\ndir = \"plugins\"\n[plugins.p]\n", &base).is_ok());
 }
@@ -544,7 +900,11 @@ fn every_validation_error_is_reported_in_file_order() {
     let err = toml(text, &base).unwrap_err();
     let lines: Vec<Option<usize>> = err.diagnostics().iter().map(|d| d.line).collect();
     assert_eq!(lines, [Some(2), Some(4), Some(7), Some(8)], "{err}");
-    assert!(err.to_string().starts_with("4 problems in the configuration:\n  gateway.toml:2:"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("4 problems in the configuration:\n  gateway.toml:2:"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -555,11 +915,28 @@ fn remote_and_self_referencing_servers_are_skipped_with_warnings() {
                 [servers.other]\ncommand = \"wasmgate\"\nargs = [\"serve\", \"--config\", \"team.toml\"]\n";
     let config = toml(text, &base).unwrap();
     assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["other"]);
-    assert!(config.warnings.iter().any(|w| w.contains("`docs` is remote (url)")));
-    assert!(config.warnings.iter().any(|w| w.contains("`me` runs wasmgate with this same configuration")));
-    let config = json(r#"{"mcpServers": {"a": {"command": "x", "envFile": ".env"}}}"#, &base).unwrap();
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.contains("`docs` is remote (url)"))
+    );
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.contains("`me` runs wasmgate with this same configuration"))
+    );
+    let config = json(
+        r#"{"mcpServers": {"a": {"command": "x", "envFile": ".env"}}}"#,
+        &base,
+    )
+    .unwrap();
     assert!(config.warnings[0].contains("envFile \".env\" is not read"));
-    let d = only_error(json(r#"{"mcpServers": {"a": {"type": "pipe", "command": "x"}}}"#, &base));
+    let d = only_error(json(
+        r#"{"mcpServers": {"a": {"type": "pipe", "command": "x"}}}"#,
+        &base,
+    ));
     assert!(d.message.contains("unknown transport \"pipe\""));
 }
 
@@ -582,7 +959,10 @@ fn summary_shows_settings_without_secrets() {
         "as /data (ro)",
         "may read env: HOME",
     ] {
-        assert!(summary.contains(expected), "missing {expected:?} in\n{summary}");
+        assert!(
+            summary.contains(expected),
+            "missing {expected:?} in\n{summary}"
+        );
     }
     assert!(!summary.contains("s3cret"), "{summary}");
     assert!(embedded_default().summary().contains("built-in default"));
@@ -591,9 +971,14 @@ fn summary_shows_settings_without_secrets() {
 #[test]
 fn the_shipped_examples_load() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let env = env_of(&[("HOME", "/home/ada"), ("GITHUB_TOKEN", "ghp_x"), ("BRAVE_API_KEY", "b")]);
+    let env = env_of(&[
+        ("HOME", "/home/ada"),
+        ("GITHUB_TOKEN", "ghp_x"),
+        ("BRAVE_API_KEY", "b"),
+    ]);
     for file in ["gateway.toml", "claude_desktop_config.json"] {
-        let config = load_with_env(&examples.join(file), &env).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let config =
+            load_with_env(&examples.join(file), &env).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(!config.servers.is_empty(), "{file}");
     }
 }

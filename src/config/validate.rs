@@ -58,7 +58,11 @@ pub(crate) fn default_cache_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
         .or_else(|| absolute("HOME").map(|home| home.join(".cache").join("wasmgate")))
 }
 
-pub(crate) fn from_toml(raw: raw::TomlFile, src: &Source<'_>, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+pub(crate) fn from_toml(
+    raw: raw::TomlFile,
+    src: &Source<'_>,
+    env: EnvLookup<'_>,
+) -> Result<Config, ConfigError> {
     let mut cx = Ctx::new(src, env);
     let gateway = cx.gateway(raw.gateway);
     let servers = raw.servers.into_iter().filter_map(|(name, server)| {
@@ -70,7 +74,11 @@ pub(crate) fn from_toml(raw: raw::TomlFile, src: &Source<'_>, env: EnvLookup<'_>
     cx.finish(gateway, servers, plugins)
 }
 
-pub(crate) fn from_client(raw: raw::ClientFile, src: &Source<'_>, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+pub(crate) fn from_client(
+    raw: raw::ClientFile,
+    src: &Source<'_>,
+    env: EnvLookup<'_>,
+) -> Result<Config, ConfigError> {
     let mut cx = Ctx::new(src, env);
     if raw.mcp_servers.is_none() && raw.servers.is_some() {
         cx.warnings.push(
@@ -82,7 +90,10 @@ pub(crate) fn from_client(raw: raw::ClientFile, src: &Source<'_>, env: EnvLookup
     let gateway = cx.gateway(raw.wasmgate.unwrap_or_default());
     let mut servers = BTreeMap::new();
     for (name, entry) in raw.mcp_servers.unwrap_or_default() {
-        if let Some(server) = cx.client_server(&name, entry).and_then(|s| cx.server(&name, s, &gateway)) {
+        if let Some(server) = cx
+            .client_server(&name, entry)
+            .and_then(|s| cx.server(&name, s, &gateway))
+        {
             servers.insert(name, server);
         }
     }
@@ -106,7 +117,12 @@ struct Claim {
 
 impl<'a> Ctx<'a> {
     fn new(src: &'a Source<'a>, env: EnvLookup<'a>) -> Self {
-        Ctx { src, env, errors: Vec::new(), warnings: Vec::new() }
+        Ctx {
+            src,
+            env,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
     }
 
     /// `[gateway]` is `"wasmgate"` in JSON, `[servers]` is `"mcpServers"`.
@@ -124,7 +140,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn error(&mut self, key: &[&str], needle: Option<&str>, message: impl Into<String>, fix: impl Into<String>) {
+    fn error(
+        &mut self,
+        key: &[&str],
+        needle: Option<&str>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
         let (line, column) = match locate(self.src.text, key, needle) {
             Some(offset) => {
                 let (line, column) = line_col(self.src.text, offset);
@@ -178,27 +200,45 @@ impl<'a> Ctx<'a> {
     /// Expands variables and `~`, and makes the path absolute against the config's directory.
     fn path(&mut self, text: &str, key: &[&str], strict: bool) -> Option<PathBuf> {
         if text.trim().is_empty() {
-            self.error(key, None, "the path is empty", "write a path, or remove the key");
+            self.error(
+                key,
+                None,
+                "the path is empty",
+                "write a path, or remove the key",
+            );
             return None;
         }
         let expanded = self.expand(text, key, strict);
-        let path = match self.tilde(&expanded, key) {
-            Some(path) => path,
-            None => return None,
+        let path = self.tilde(&expanded, key)?;
+        let absolute = if path.is_absolute() {
+            path
+        } else {
+            self.src.base_dir.join(path)
         };
-        let absolute = if path.is_absolute() { path } else { self.src.base_dir.join(path) };
-        Some(absolute.components().filter(|c| *c != Component::CurDir).collect())
+        Some(
+            absolute
+                .components()
+                .filter(|c| *c != Component::CurDir)
+                .collect(),
+        )
     }
 
     fn tilde(&mut self, text: &str, key: &[&str]) -> Option<PathBuf> {
         let rest = match text.strip_prefix('~') {
-            Some(rest) if rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\') => rest,
+            Some(rest) if rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\') => {
+                rest
+            }
             _ => return Some(PathBuf::from(text)),
         };
         match (self.env)("HOME").filter(|h| !h.is_empty()) {
             Some(home) => Some(PathBuf::from(format!("{home}{rest}"))),
             None => {
-                self.error(key, Some(text), "cannot expand `~`: HOME is not set", "write an absolute path");
+                self.error(
+                    key,
+                    Some(text),
+                    "cannot expand `~`: HOME is not set",
+                    "write an absolute path",
+                );
                 None
             }
         }
@@ -209,15 +249,28 @@ impl<'a> Ctx<'a> {
         let mut out = default_gateway();
         if let Some(name) = raw.name {
             if name.trim().is_empty() {
-                self.error(&[g, "name"], None, "the name is empty", "write a name, or remove the key for \"wasmgate\"");
+                self.error(
+                    &[g, "name"],
+                    None,
+                    "the name is empty",
+                    "write a name, or remove the key for \"wasmgate\"",
+                );
             } else {
                 out.name = name;
             }
         }
         if let Some(separator) = raw.separator {
             if separator.is_empty() {
-                self.error(&[g, "separator"], None, "the separator is empty", "write \"__\" (the default)");
-            } else if let Some(bad) = separator.chars().find(|c| !(c.is_ascii_alphanumeric() || "_.:-".contains(*c))) {
+                self.error(
+                    &[g, "separator"],
+                    None,
+                    "the separator is empty",
+                    "write \"__\" (the default)",
+                );
+            } else if let Some(bad) = separator
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || "_.:-".contains(*c)))
+            {
                 self.error(
                     &[g, "separator"],
                     None,
@@ -273,12 +326,22 @@ impl<'a> Ctx<'a> {
     /// An `mcpServers` entry to our server schema; `None` when it is skipped.
     fn client_server(&mut self, name: &str, entry: raw::ClientServer) -> Option<raw::Server> {
         let s = self.servers_key();
-        let transport = entry.transport.as_deref().or(entry.transport_type.as_deref());
+        let transport = entry
+            .transport
+            .as_deref()
+            .or(entry.transport_type.as_deref());
         let remote = match transport {
             None | Some("stdio") => false,
-            Some("http" | "sse" | "streamable-http" | "streamableHttp" | "streamable_http" | "ws" | "websocket") => true,
+            Some(
+                "http" | "sse" | "streamable-http" | "streamableHttp" | "streamable_http" | "ws"
+                | "websocket",
+            ) => true,
             Some(other) => {
-                let field = if entry.transport.is_some() { "type" } else { "transportType" };
+                let field = if entry.transport.is_some() {
+                    "type"
+                } else {
+                    "transportType"
+                };
                 self.error(
                     &[s, name, field],
                     None,
@@ -302,7 +365,9 @@ impl<'a> Ctx<'a> {
             return None;
         }
         if entry.url.is_some() {
-            self.warnings.push(format!("server `{name}`: `url` is ignored because the entry has a `command`"));
+            self.warnings.push(format!(
+                "server `{name}`: `url` is ignored because the entry has a `command`"
+            ));
         }
         if let Some(file) = &entry.env_file {
             self.warnings.push(format!(
@@ -330,7 +395,12 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    fn server(&mut self, name: &str, raw: raw::Server, gateway: &GatewayConfig) -> Option<ServerConfig> {
+    fn server(
+        &mut self,
+        name: &str,
+        raw: raw::Server,
+        gateway: &GatewayConfig,
+    ) -> Option<ServerConfig> {
         let s = self.servers_key();
         if raw.url.is_some() || raw.headers.is_some() {
             self.warnings.push(format!(
@@ -355,7 +425,11 @@ impl<'a> Ctx<'a> {
                 "set command to the program that starts the MCP server, e.g. command = \"uvx\"",
             );
         }
-        let args: Vec<String> = raw.args.iter().map(|a| self.expand(a, &[s, name, "args"], strict)).collect();
+        let args: Vec<String> = raw
+            .args
+            .iter()
+            .map(|a| self.expand(a, &[s, name, "args"], strict))
+            .collect();
         if self.runs_this_config(&command, &args) {
             self.warnings.push(format!(
                 "server `{name}` runs wasmgate with this same configuration; skipped, as it would start itself forever"
@@ -376,7 +450,10 @@ impl<'a> Ctx<'a> {
             let value = self.expand(value, &[s, name, "env", key], strict);
             env.insert(key.clone(), value);
         }
-        let cwd = raw.cwd.as_deref().and_then(|cwd| self.path(cwd, &[s, name, "cwd"], strict));
+        let cwd = raw
+            .cwd
+            .as_deref()
+            .and_then(|cwd| self.path(cwd, &[s, name, "cwd"], strict));
         if let Some(cwd) = &cwd
             && !cwd.is_dir()
         {
@@ -410,12 +487,20 @@ impl<'a> Ctx<'a> {
     fn runs_this_config(&self, command: &str, args: &[String]) -> bool {
         let program = command.rsplit(['/', '\\']).next().unwrap_or(command);
         let program = program.strip_suffix(".exe").unwrap_or(program);
-        let Some(this) = self.src.file.file_name() else { return false };
+        let Some(this) = self.src.file.file_name() else {
+            return false;
+        };
         program == "wasmgate" && args.iter().any(|a| Path::new(a).file_name() == Some(this))
     }
 
     /// An explicit namespace must be valid; a default one (the key) is made valid.
-    fn namespace(&mut self, name: &str, explicit: Option<String>, table: &[&str], kind: &str) -> String {
+    fn namespace(
+        &mut self,
+        name: &str,
+        explicit: Option<String>,
+        table: &[&str],
+        kind: &str,
+    ) -> String {
         match explicit {
             Some(ns) => {
                 if !valid_namespace(&ns) {
@@ -431,8 +516,16 @@ impl<'a> Ctx<'a> {
             }
             None if valid_namespace(name) => name.to_owned(),
             None => {
-                let fixed: String =
-                    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+                let fixed: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
                 self.warnings.push(format!(
                     "{kind} `{name}`: its name is not a valid namespace, so its tools are prefixed \"{fixed}\"; set `namespace` to choose another"
                 ));
@@ -447,7 +540,9 @@ impl<'a> Ctx<'a> {
         let deny_key: Vec<&str> = table.iter().copied().chain(["disabled_tools"]).collect();
         ToolFilter {
             allow: allow.and_then(|patterns| self.globs(patterns, &allow_key)),
-            deny: (!deny.is_empty()).then(|| self.globs(deny, &deny_key)).flatten(),
+            deny: (!deny.is_empty())
+                .then(|| self.globs(deny, &deny_key))
+                .flatten(),
             allow_patterns: allow.map(<[String]>::to_vec).unwrap_or_default(),
             deny_patterns: deny.to_vec(),
         }
@@ -478,7 +573,12 @@ impl<'a> Ctx<'a> {
         match builder.build() {
             Ok(set) => Some(set),
             Err(e) => {
-                self.error(key, None, format!("the patterns do not compile: {e}"), "simplify the patterns");
+                self.error(
+                    key,
+                    None,
+                    format!("the patterns do not compile: {e}"),
+                    "simplify the patterns",
+                );
                 None
             }
         }
@@ -486,7 +586,10 @@ impl<'a> Ctx<'a> {
 
     fn plugins(&mut self, raw: raw::Plugins) -> PluginsConfig {
         let p = "plugins";
-        let dir = raw.dir.as_deref().and_then(|d| self.path(d, &[p, "dir"], true));
+        let dir = raw
+            .dir
+            .as_deref()
+            .and_then(|d| self.path(d, &[p, "dir"], true));
         if let Some(dir) = &dir
             && !dir.is_dir()
         {
@@ -530,13 +633,20 @@ impl<'a> Ctx<'a> {
         let table = ["plugins", name];
         let key = |k: &'static str| [table[0], table[1], k];
         let strict = !raw.disabled;
-        let path = raw.path.as_deref().and_then(|path| self.path(path, &key("path"), strict));
+        let path = raw
+            .path
+            .as_deref()
+            .and_then(|path| self.path(path, &key("path"), strict));
         if raw.path.is_none() && dir.is_none() {
             self.error(
                 &table,
                 None,
-                format!("plugin `{name}` has no path, and [plugins] sets no dir to find {name}.wasm in"),
-                format!("set path = \"plugins/{name}.wasm\" here, or dir = \"plugins\" in [plugins]"),
+                format!(
+                    "plugin `{name}` has no path, and [plugins] sets no dir to find {name}.wasm in"
+                ),
+                format!(
+                    "set path = \"plugins/{name}.wasm\" here, or dir = \"plugins\" in [plugins]"
+                ),
             );
         }
         if let Some(path) = &path
@@ -607,7 +717,12 @@ impl<'a> Ctx<'a> {
         let host = match host.canonicalize() {
             Ok(host) if host.is_dir() => host,
             Ok(_) => {
-                self.error(key, Some(&raw.host), format!("{} is not a directory", host.display()), "grant a directory");
+                self.error(
+                    key,
+                    Some(&raw.host),
+                    format!("{} is not a directory", host.display()),
+                    "grant a directory",
+                );
                 return None;
             }
             Err(e) => {
@@ -630,7 +745,11 @@ impl<'a> Ctx<'a> {
             );
             return None;
         }
-        Some(DirGrant { host, guest: raw.guest, read_only: raw.mode == raw::DirMode::Ro })
+        Some(DirGrant {
+            host,
+            guest: raw.guest,
+            read_only: raw.mode == raw::DirMode::Ro,
+        })
     }
 
     fn finish(
@@ -648,11 +767,17 @@ impl<'a> Ctx<'a> {
                 owner: format!("server `{}`", server.name),
                 key: vec![s.into(), server.name.clone()],
             })
-            .chain(plugins.plugins.values().filter(|plugin| !plugin.disabled).map(|plugin| Claim {
-                namespace: plugin.namespace.clone(),
-                owner: format!("plugin `{}`", plugin.name),
-                key: vec!["plugins".into(), plugin.name.clone()],
-            }));
+            .chain(
+                plugins
+                    .plugins
+                    .values()
+                    .filter(|plugin| !plugin.disabled)
+                    .map(|plugin| Claim {
+                        namespace: plugin.namespace.clone(),
+                        owner: format!("plugin `{}`", plugin.name),
+                        key: vec!["plugins".into(), plugin.name.clone()],
+                    }),
+            );
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         for claim in claims.collect::<Vec<_>>() {
             if claim.namespace.is_empty() {
@@ -665,7 +790,12 @@ impl<'a> Ctx<'a> {
                 );
                 let mut key: Vec<&str> = claim.key.iter().map(String::as_str).collect();
                 key.push("namespace");
-                self.error(&key, None, message, "give one of them another namespace = \"...\"");
+                self.error(
+                    &key,
+                    None,
+                    message,
+                    "give one of them another namespace = \"...\"",
+                );
             } else {
                 seen.insert(claim.namespace, claim.owner);
             }
@@ -674,17 +804,26 @@ impl<'a> Ctx<'a> {
             self.errors.sort_by_key(|d| d.line.unwrap_or(usize::MAX));
             return Err(ConfigError::Invalid(self.errors));
         }
-        Ok(Config { gateway, servers, plugins, source: self.src.source.clone(), warnings: self.warnings })
+        Ok(Config {
+            gateway,
+            servers,
+            plugins,
+            source: self.src.source.clone(),
+            warnings: self.warnings,
+        })
     }
 }
 
 pub(crate) fn valid_namespace(ns: &str) -> bool {
-    ns.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    ns.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -703,7 +842,9 @@ fn check_host(host: &str) -> Result<(), String> {
         return Err("leave out the path".into());
     }
     let (name, port) = if let Some(v6) = host.strip_prefix('[') {
-        let (addr, rest) = v6.split_once(']').ok_or("an IPv6 address needs its closing ]")?;
+        let (addr, rest) = v6
+            .split_once(']')
+            .ok_or("an IPv6 address needs its closing ]")?;
         if addr.is_empty() || !addr.chars().all(|c| c.is_ascii_hexdigit() || c == ':') {
             return Err("not an IPv6 address".into());
         }
@@ -724,7 +865,11 @@ fn check_host(host: &str) -> Result<(), String> {
         return Err("the port must be a number up to 65535".into());
     }
     let name = name.strip_prefix("*.").unwrap_or(name);
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    {
         return Err("a host name has letters, digits, - and . (and * only as a leading *.)".into());
     }
     Ok(())
@@ -765,7 +910,10 @@ fn expand_vars(text: &str, env: EnvLookup<'_>) -> Result<String, ExpandError> {
         if !valid_env_name(name) {
             return Err(ExpandError::Malformed(reference.to_owned()));
         }
-        match (env(name).filter(|v| !v.is_empty() || default.is_none()), default) {
+        match (
+            env(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
             (Some(value), _) => out.push_str(&value),
             (None, Some(default)) => out.push_str(default),
             (None, None) => return Err(ExpandError::Unset(name.to_owned())),
@@ -795,18 +943,44 @@ mod tests {
         assert_eq!(expand_vars("${NOPE:-fallback}", &env).unwrap(), "fallback");
         assert_eq!(expand_vars("${EMPTY:-fallback}", &env).unwrap(), "fallback");
         assert_eq!(expand_vars("${EMPTY}", &env).unwrap(), "");
-        assert_eq!(expand_vars("$${TOKEN} $HOME 5$", &env).unwrap(), "${TOKEN} $HOME 5$");
-        assert_eq!(expand_vars("${NOPE}", &env), Err(ExpandError::Unset("NOPE".into())));
-        assert_eq!(expand_vars("${input:key}", &env), Err(ExpandError::Malformed("${input:key}".into())));
-        assert_eq!(expand_vars("x ${OPEN", &env), Err(ExpandError::Malformed("${OPEN".into())));
+        assert_eq!(
+            expand_vars("$${TOKEN} $HOME 5$", &env).unwrap(),
+            "${TOKEN} $HOME 5$"
+        );
+        assert_eq!(
+            expand_vars("${NOPE}", &env),
+            Err(ExpandError::Unset("NOPE".into()))
+        );
+        assert_eq!(
+            expand_vars("${input:key}", &env),
+            Err(ExpandError::Malformed("${input:key}".into()))
+        );
+        assert_eq!(
+            expand_vars("x ${OPEN", &env),
+            Err(ExpandError::Malformed("${OPEN".into()))
+        );
     }
 
     #[test]
     fn host_patterns() {
-        for ok in ["api.example.test", "*.example.org", "localhost:8080", "[::1]:80", "10.0.0.1", "*"] {
+        for ok in [
+            "api.example.test",
+            "*.example.org",
+            "localhost:8080",
+            "[::1]:80",
+            "10.0.0.1",
+            "*",
+        ] {
             assert_eq!(check_host(ok), Ok(()), "{ok}");
         }
-        for bad in ["https://x.test", "x.test/path", "x.test:http", "a*.test", "", "[::1"] {
+        for bad in [
+            "https://x.test",
+            "x.test/path",
+            "x.test:http",
+            "a*.test",
+            "",
+            "[::1",
+        ] {
             assert!(check_host(bad).is_err(), "{bad}");
         }
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use crate::backend::BackendError;
+use crate::backend::process::ProcessBackend;
 use crate::gateway::Gateway;
 use crate::protocol::{self, RpcError};
 use crate::session::RequestContext;
@@ -114,12 +115,7 @@ impl Gateway {
             Target::Builtin => crate::builtin::call(self, &route.name, &arguments),
             Target::Process(backend) => {
                 params["name"] = Value::String(route.name.clone());
-                let (params, token) = self.map_progress(context, params);
-                let result = backend.request("tools/call", Some(params), route.timeout).await;
-                if let Some(token) = token {
-                    self.forget_progress(&token).await;
-                }
-                result.map_err(|e| e.to_rpc())
+                self.forward_to_process(context, backend, "tools/call", params, route.timeout).await
             }
             Target::Wasm(plugin) => self.call_plugin(context, plugin, &route.name, arguments, route.timeout, &params).await,
         };
@@ -196,18 +192,28 @@ impl Gateway {
 
     async fn forward(&self, context: &RequestContext, target: &Target, method: &str, params: Value) -> Result<Value, RpcError> {
         match target {
-            Target::Process(backend) => {
-                let (params, token) = self.map_progress(context, params);
-                let result = backend.request(method, Some(params), backend.timeout_for(None)).await;
-                if let Some(token) = token {
-                    self.forget_progress(&token).await;
-                }
-                result.map_err(|e: BackendError| e.to_rpc())
-            }
+            Target::Process(backend) => self.forward_to_process(context, backend, method, params, backend.timeout_for(None)).await,
             Target::Builtin | Target::Wasm(_) => {
                 Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("{method} is not supported by `{}`", target.server())))
             }
         }
+    }
+
+    /// Sends a request to a server with the client's progress token mapped for the time of the call.
+    async fn forward_to_process(
+        &self,
+        context: &RequestContext,
+        backend: &ProcessBackend,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, RpcError> {
+        let (params, token) = self.map_progress(context, params);
+        let result = backend.request(method, Some(params), timeout).await;
+        if let Some(token) = token {
+            self.forget_progress(&token).await;
+        }
+        result.map_err(|e: BackendError| e.to_rpc())
     }
 
     async fn get_prompt(&self, context: &RequestContext, mut params: Value) -> Result<Value, RpcError> {

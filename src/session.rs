@@ -44,6 +44,8 @@ pub struct Session {
     in_flight: Mutex<HashMap<String, oneshot::Sender<()>>>,
     forwarded: Mutex<HashMap<u64, Forwarded>>,
     next_request_id: AtomicU64,
+    /// Woken whenever a request in flight ends, for the drain after the client left.
+    request_ended: tokio::sync::Notify,
 }
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -59,6 +61,7 @@ impl Session {
             in_flight: Mutex::new(HashMap::new()),
             forwarded: Mutex::new(HashMap::new()),
             next_request_id: AtomicU64::new(1),
+            request_ended: tokio::sync::Notify::new(),
         });
         session.gateway.register_session(&session);
         session
@@ -79,12 +82,21 @@ impl Session {
         self.client.lock().unwrap().capabilities.get(capability).is_some_and(|c| !c.is_null())
     }
 
-    pub fn protocol_version(&self) -> String {
-        self.client.lock().unwrap().protocol_version.clone()
-    }
 
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.lock().unwrap().len()
+    /// Resolves when no request is in flight, or at `deadline`.
+    pub async fn drained(&self, deadline: tokio::time::Instant) {
+        loop {
+            let ended = self.request_ended.notified();
+            tokio::pin!(ended);
+            // Registered before the check, so an end between the check and the wait is not missed.
+            ended.as_mut().enable();
+            if self.in_flight.lock().unwrap().is_empty() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Handles one line from the client. Requests run concurrently; answers are sent as they complete.
@@ -121,6 +133,7 @@ impl Session {
                         _ = cancel_rx => None,
                     };
                     session.in_flight.lock().unwrap().remove(&key);
+                    session.request_ended.notify_waiters();
                     if let Some(answer) = answer {
                         session.send(protocol::response(id, answer));
                     }

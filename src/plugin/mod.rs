@@ -622,6 +622,23 @@ impl PluginHost {
     /// compiled code when only settings changed, does nothing when neither
     /// changed (`force_read` re-reads and re-hashes the file even then, as the
     /// watcher does).
+    /// Installs a new version that keeps the running code (only the settings or the
+    /// file's place changed), announced as a reload that compiled nothing.
+    fn reuse_code(
+        &self,
+        name: String,
+        name_arc: Arc<str>,
+        source: Source,
+        old: &Version,
+        settings: Arc<Settings>,
+        started: Instant,
+    ) {
+        let version = Version::new(name_arc, source, old.code.clone(), settings);
+        let tools = version.tools.len();
+        self.install(&name, version);
+        self.emit(PluginEvent::Reloaded { name, tools, compile_ms: None, total_ms: ms(started) });
+    }
+
     async fn update(
         &self,
         name: String,
@@ -637,15 +654,7 @@ impl PluginHost {
                 if old.settings.same_as(&settings) {
                     return;
                 }
-                let version = Version::new(name_arc, source, old.code.clone(), settings);
-                let tools = version.tools.len();
-                self.install(&name, version);
-                self.emit(PluginEvent::Reloaded {
-                    name,
-                    tools,
-                    compile_ms: None,
-                    total_ms: ms(started),
-                });
+                self.reuse_code(name, name_arc, source, old, settings, started);
                 return;
             }
         }
@@ -658,15 +667,7 @@ impl PluginHost {
                 if let Some(old) = existing
                     .filter(|old| !old.settings.same_as(&settings) || !old.source.same_as(&source))
                 {
-                    let version = Version::new(name_arc, source, old.code.clone(), settings);
-                    let tools = version.tools.len();
-                    self.install(&name, version);
-                    self.emit(PluginEvent::Reloaded {
-                        name,
-                        tools,
-                        compile_ms: None,
-                        total_ms: ms(started),
-                    });
+                    self.reuse_code(name, name_arc, source, &old, settings, started);
                 }
             }
             Ok(Some((code, compile_ms))) => {

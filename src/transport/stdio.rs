@@ -39,10 +39,7 @@ where
             )),
         }
     }
-    let deadline = tokio::time::Instant::now() + DRAIN;
-    while session.in_flight() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    session.drained(tokio::time::Instant::now() + DRAIN).await;
     drop(session);
     let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
     Ok(())

@@ -72,7 +72,7 @@ pub fn run(cli: Cli) -> ExitCode {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("cannot start the async runtime: {err}");

@@ -2,6 +2,8 @@
 //! and the error codes. Payloads stay `serde_json::Value` so that fields the gateway
 //! does not know pass through untouched.
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -142,6 +144,90 @@ pub fn parse_message(value: Value) -> Result<Message, RpcError> {
     }
 }
 
+/// A result on its way to a client: one the gateway built, or a server's JSON text passed
+/// through as it came (only the envelope around it is rewritten), which spares parsing and
+/// re-serialising every server answer and keeps its bytes exactly.
+#[derive(Debug)]
+pub enum Reply {
+    Built(Value),
+    Raw(Box<RawValue>),
+}
+
+impl From<Value> for Reply {
+    fn from(value: Value) -> Self {
+        Reply::Built(value)
+    }
+}
+
+impl Reply {
+    pub fn into_value(self) -> Value {
+        match self {
+            Reply::Built(value) => value,
+            Reply::Raw(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+        }
+    }
+
+    /// `isError: true` of a `tools/call` result, read without building the whole result.
+    pub fn is_error_result(&self) -> bool {
+        #[derive(Deserialize)]
+        struct Flag {
+            #[serde(rename = "isError", default)]
+            is_error: Option<bool>,
+        }
+        match self {
+            Reply::Built(value) => value.get("isError").and_then(Value::as_bool) == Some(true),
+            Reply::Raw(raw) => serde_json::from_str::<Flag>(raw.get()).ok().and_then(|f| f.is_error) == Some(true),
+        }
+    }
+}
+
+/// The answer line for a request: the JSON text of `{"jsonrpc", "id", "result"|"error"}`.
+pub fn response_line(id: &Value, result: Result<Reply, RpcError>) -> String {
+    match result {
+        Ok(Reply::Raw(raw)) => {
+            let id = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
+            let mut line = String::with_capacity(raw.get().len() + id.len() + 32);
+            line.push_str(r#"{"jsonrpc":"2.0","id":"#);
+            line.push_str(&id);
+            line.push_str(r#","result":"#);
+            line.push_str(raw.get());
+            line.push('}');
+            line
+        }
+        Ok(Reply::Built(value)) => response(id.clone(), Ok(value)).to_string(),
+        Err(error) => error_response(id.clone(), &error).to_string(),
+    }
+}
+
+/// The parts of a server's line needed to route it; `result` stays JSON text.
+#[derive(Deserialize)]
+pub struct RawEnvelope<'a> {
+    #[serde(default)]
+    pub jsonrpc: Option<&'a str>,
+    #[serde(default)]
+    pub id: Option<u64>,
+    #[serde(default)]
+    pub method: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub result: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    pub error: Option<&'a RawValue>,
+}
+
+impl RawEnvelope<'_> {
+    /// A plain success response with a numeric id (the gateway's own ids to servers): the
+    /// fast path. Anything else (requests, notifications, errors, odd ids) is read in full.
+    pub fn fast_response(line: &str) -> Option<(u64, Box<RawValue>)> {
+        let envelope: RawEnvelope = serde_json::from_str(line).ok()?;
+        match envelope {
+            RawEnvelope { jsonrpc: Some("2.0"), id: Some(id), method: None, result: Some(result), error: None } => {
+                Some((id, result.to_owned()))
+            }
+            _ => None,
+        }
+    }
+}
+
 pub fn response(id: Value, result: Result<Value, RpcError>) -> Value {
     match result {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -233,6 +319,28 @@ mod tests {
         };
         assert!(items[0].is_ok());
         assert_eq!(items[1].as_ref().unwrap_err().0, json!(2));
+    }
+
+    #[test]
+    fn raw_results_pass_through_byte_for_byte() {
+        let line = r#"{"jsonrpc":"2.0","id":7,"result":{"z":1,"content":[{"type":"text","text":"\u00e9"}],"isError":true}}"#;
+        let (id, raw) = RawEnvelope::fast_response(line).expect("a plain response");
+        assert_eq!(id, 7);
+        let reply = Reply::Raw(raw);
+        assert!(reply.is_error_result());
+        let out = response_line(&json!("client-1"), Ok(reply));
+        assert_eq!(out, r#"{"jsonrpc":"2.0","id":"client-1","result":{"z":1,"content":[{"type":"text","text":"\u00e9"}],"isError":true}}"#);
+        // Not the fast path: requests, errors, string ids, another JSON-RPC version.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}"#,
+        ] {
+            assert!(RawEnvelope::fast_response(line).is_none(), "{line}");
+        }
+        assert!(!Reply::Built(json!({"content": []})).is_error_result());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::backend::BackendError;
 use crate::backend::process::ProcessBackend;
 use crate::gateway::Gateway;
-use crate::protocol::{self, RpcError};
+use crate::protocol::{self, Reply, RpcError};
 use crate::session::RequestContext;
 use crate::telemetry::events::Status;
 use catalog::Target;
@@ -54,20 +54,20 @@ impl Gateway {
         result
     }
 
-    pub async fn dispatch(&self, context: &RequestContext, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+    pub async fn dispatch(&self, context: &RequestContext, method: &str, params: Option<Value>) -> Result<Reply, RpcError> {
         match method {
-            "ping" => Ok(json!({})),
-            "tools/list" => self.list(&params, |c| &c.tools, "tools").await,
-            "prompts/list" => self.list(&params, |c| &c.prompts, "prompts").await,
-            "resources/list" => self.list(&params, |c| &c.resources, "resources").await,
-            "resources/templates/list" => self.list(&params, |c| &c.templates, "resourceTemplates").await,
+            "ping" => Ok(json!({}).into()),
+            "tools/list" => self.list(&params, |c| &c.tools, "tools").await.map(Reply::from),
+            "prompts/list" => self.list(&params, |c| &c.prompts, "prompts").await.map(Reply::from),
+            "resources/list" => self.list(&params, |c| &c.resources, "resources").await.map(Reply::from),
+            "resources/templates/list" => self.list(&params, |c| &c.templates, "resourceTemplates").await.map(Reply::from),
             "tools/call" => self.call_tool(context, params.unwrap_or_default()).await,
             "prompts/get" => self.get_prompt(context, params.unwrap_or_default()).await,
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 self.resource_request(context, method, params.unwrap_or_default()).await
             }
             "completion/complete" => self.complete(context, params.unwrap_or_default()).await,
-            "logging/setLevel" => self.set_level(params.unwrap_or_default()).await,
+            "logging/setLevel" => self.set_level(params.unwrap_or_default()).await.map(Reply::from),
             _ => Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
         }
     }
@@ -90,7 +90,7 @@ impl Gateway {
         Ok(result)
     }
 
-    async fn call_tool(&self, context: &RequestContext, mut params: Value) -> Result<Value, RpcError> {
+    async fn call_tool(&self, context: &RequestContext, mut params: Value) -> Result<Reply, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
             return Err(RpcError::invalid_params("tools/call needs a string `name`"));
         };
@@ -112,21 +112,17 @@ impl Gateway {
         let started = Instant::now();
         let server = route.target.server().to_string();
         let outcome = match &route.target {
-            Target::Builtin => crate::builtin::call(self, &route.name, &arguments),
+            Target::Builtin => crate::builtin::call(self, &route.name, &arguments).map(Reply::from),
             Target::Process(backend) => {
                 params["name"] = Value::String(route.name.clone());
                 self.forward_to_process(context, backend, "tools/call", params, route.timeout).await
             }
-            Target::Wasm(plugin) => self.call_plugin(context, plugin, &route.name, arguments, route.timeout, &params).await,
+            Target::Wasm(plugin) => self.call_plugin(context, plugin, &route.name, arguments, route.timeout, &params).await.map(Reply::from),
         };
-        let status = match &outcome {
-            Ok(result) if result.get("isError").and_then(Value::as_bool) != Some(true) => Status::Success,
-            _ => Status::Failure,
-        };
-        let error = match &outcome {
-            Err(e) => Some(e.message.clone()),
-            Ok(r) if status == Status::Failure => r.get("content").and_then(|c| c.get(0)).and_then(|c| c.get("text")).cloned().and_then(|t| t.as_str().map(str::to_string)),
-            Ok(_) => None,
+        let (status, error) = match &outcome {
+            Ok(reply) if !reply.is_error_result() => (Status::Success, None),
+            Ok(reply) => (Status::Failure, first_text(reply)),
+            Err(e) => (Status::Failure, Some(e.message.clone())),
         };
         let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         if !matches!(route.target, Target::Builtin) {
@@ -190,7 +186,7 @@ impl Gateway {
         }
     }
 
-    async fn forward(&self, context: &RequestContext, target: &Target, method: &str, params: Value) -> Result<Value, RpcError> {
+    async fn forward(&self, context: &RequestContext, target: &Target, method: &str, params: Value) -> Result<Reply, RpcError> {
         match target {
             Target::Process(backend) => self.forward_to_process(context, backend, method, params, backend.timeout_for(None)).await,
             Target::Builtin | Target::Wasm(_) => {
@@ -207,16 +203,16 @@ impl Gateway {
         method: &str,
         params: Value,
         timeout: Duration,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Reply, RpcError> {
         let (params, token) = self.map_progress(context, params);
-        let result = backend.request(method, Some(params), timeout).await;
+        let result = backend.request_raw(method, Some(params), timeout).await;
         if let Some(token) = token {
             self.forget_progress(&token).await;
         }
-        result.map_err(|e: BackendError| e.to_rpc())
+        result.map(Reply::Raw).map_err(|e: BackendError| e.to_rpc())
     }
 
-    async fn get_prompt(&self, context: &RequestContext, mut params: Value) -> Result<Value, RpcError> {
+    async fn get_prompt(&self, context: &RequestContext, mut params: Value) -> Result<Reply, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
             return Err(RpcError::invalid_params("prompts/get needs a string `name`"));
         };
@@ -227,7 +223,7 @@ impl Gateway {
         self.forward(context, &route.target, "prompts/get", params).await
     }
 
-    async fn resource_request(&self, context: &RequestContext, method: &str, params: Value) -> Result<Value, RpcError> {
+    async fn resource_request(&self, context: &RequestContext, method: &str, params: Value) -> Result<Reply, RpcError> {
         let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_string) else {
             return Err(RpcError::invalid_params(format!("{method} needs a string `uri`")));
         };
@@ -247,7 +243,7 @@ impl Gateway {
             "resources/unsubscribe" => {
                 if !self.unsubscribe(&context.session, &uri) {
                     // Another session still wants updates: keep the server's subscription.
-                    return Ok(json!({}));
+                    return Ok(json!({}).into());
                 }
             }
             _ => {}
@@ -255,7 +251,7 @@ impl Gateway {
         self.forward(context, &target, method, params).await
     }
 
-    async fn complete(&self, context: &RequestContext, mut params: Value) -> Result<Value, RpcError> {
+    async fn complete(&self, context: &RequestContext, mut params: Value) -> Result<Reply, RpcError> {
         let reference = params.get("ref").cloned().unwrap_or_default();
         let catalog = self.catalog();
         let target = match reference.get("type").and_then(Value::as_str) {
@@ -303,6 +299,15 @@ impl Gateway {
     }
 }
 
+/// The first text content of a `tools/call` result (the error, when `isError` is set).
+fn first_text(reply: &Reply) -> Option<String> {
+    let text = |result: &Value| result.get("content")?.get(0)?.get("text")?.as_str().map(str::to_string);
+    match reply {
+        Reply::Built(result) => text(result),
+        Reply::Raw(raw) => text(&serde_json::from_str(raw.get()).ok()?),
+    }
+}
+
 fn encode_cursor(offset: usize) -> String {
     format!("o{offset:x}")
 }
@@ -318,6 +323,6 @@ impl Gateway {
         let (out, _discarded) = tokio::sync::mpsc::unbounded_channel();
         let session = crate::session::Session::new(self.clone(), out);
         let context = RequestContext { trace_id: crate::telemetry::events::new_trace_id(), session };
-        self.call_tool(&context, json!({"name": tool, "arguments": arguments})).await
+        self.call_tool(&context, json!({"name": tool, "arguments": arguments})).await.map(Reply::into_value)
     }
 }

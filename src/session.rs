@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::gateway::Gateway;
-use crate::protocol::{self, Incoming, Message, RpcError};
+use crate::protocol::{self, Incoming, Message, Reply, RpcError};
 use crate::telemetry::events::new_trace_id;
 
 /// What a client said about itself at `initialize`.
@@ -71,6 +71,10 @@ impl Session {
         let _ = self.out.send(message.to_string());
     }
 
+    fn send_line(&self, line: String) {
+        let _ = self.out.send(line);
+    }
+
     /// Sends a notification once the client is past `initialize`.
     pub fn notify(&self, method: &str, params: Option<Value>) {
         if self.client.lock().unwrap().initialized {
@@ -118,8 +122,8 @@ impl Session {
     fn handle_message(self: &Arc<Self>, message: Message) {
         match message {
             Message::Request { id, method, params } if method == "initialize" => {
-                let answer = self.initialize(params);
-                self.send(protocol::response(id, answer));
+                let answer = self.initialize(params).map(Reply::from);
+                self.send_line(protocol::response_line(&id, answer));
             }
             Message::Request { id, method, params } => {
                 let key = id.to_string();
@@ -135,7 +139,7 @@ impl Session {
                     session.in_flight.lock().unwrap().remove(&key);
                     session.request_ended.notify_waiters();
                     if let Some(answer) = answer {
-                        session.send(protocol::response(id, answer));
+                        session.send_line(protocol::response_line(&id, answer));
                     }
                 });
             }
@@ -148,16 +152,16 @@ impl Session {
         let mut answers = Vec::new();
         for item in items {
             match item {
-                Err((id, error)) => answers.push(protocol::error_response(id, &error)),
+                Err((id, error)) => answers.push(protocol::error_response(id, &error).to_string()),
                 Ok(Message::Request { id, method, params }) => {
-                    let answer = if method == "initialize" { self.initialize(params) } else { self.request(&method, params).await };
-                    answers.push(protocol::response(id, answer));
+                    let answer = if method == "initialize" { self.initialize(params).map(Reply::from) } else { self.request(&method, params).await };
+                    answers.push(protocol::response_line(&id, answer));
                 }
                 Ok(other) => self.handle_message(other),
             }
         }
         if !answers.is_empty() {
-            let _ = self.out.send(Value::Array(answers).to_string());
+            self.send_line(format!("[{}]", answers.join(",")));
         }
     }
 
@@ -177,7 +181,7 @@ impl Session {
         Ok(self.gateway.initialize_result(version))
     }
 
-    async fn request(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+    async fn request(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<Reply, RpcError> {
         if method != "ping" && !self.client.lock().unwrap().initialized {
             return Err(RpcError::new(protocol::NOT_INITIALIZED, format!("Server not initialized: send `initialize` before `{method}`")));
         }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::{Child, Command};
@@ -69,7 +70,7 @@ impl Responder {
 struct Connection {
     server: String,
     writer: mpsc::UnboundedSender<String>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
 }
@@ -79,9 +80,18 @@ impl Connection {
         let _ = self.writer.send(message.to_string());
     }
 
-    /// Sends a request and waits for its answer. Dropping the future (timeout, client
-    /// cancellation) tells the server with `notifications/cancelled`.
+    /// Sends a request and waits for its answer, read into a `Value`.
     async fn request(self: &Arc<Self>, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, BackendError> {
+        let raw = self.request_raw(method, params, timeout).await?;
+        serde_json::from_str(raw.get()).map_err(|e| BackendError::Rpc {
+            server: self.server.clone(),
+            error: RpcError::new(protocol::INTERNAL_ERROR, format!("unreadable result: {e}")),
+        })
+    }
+
+    /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
+    /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
+    async fn request_raw(self: &Arc<Self>, method: &str, params: Option<Value>, timeout: Duration) -> Result<Box<RawValue>, BackendError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(id, tx);
@@ -101,8 +111,7 @@ impl Connection {
         }
     }
 
-    fn complete(&self, id: &Value, result: Result<Value, RpcError>) {
-        let Some(id) = id.as_u64() else { return };
+    fn complete(&self, id: u64, result: Result<Box<RawValue>, RpcError>) {
         if let Some(tx) = self.pending.lock().unwrap().remove(&id) {
             let _ = tx.send(result);
         }
@@ -198,12 +207,20 @@ impl ProcessBackend {
 
     /// Forwards a request. Fails at once unless the server is ready.
     pub async fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, BackendError> {
+        self.ready_connection()?.request(method, params, timeout).await
+    }
+
+    /// Forwards a request whose result goes back to a client as the server wrote it.
+    pub async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Box<RawValue>, BackendError> {
+        self.ready_connection()?.request_raw(method, params, timeout).await
+    }
+
+    fn ready_connection(&self) -> Result<Arc<Connection>, BackendError> {
         let state = self.state();
-        let connection = match (state, self.connection.load_full()) {
-            (BackendState::Ready, Some(c)) => c,
-            _ => return Err(BackendError::Unavailable { server: self.config.name.clone(), state: state.as_str() }),
-        };
-        connection.request(method, params, timeout).await
+        match (state, self.connection.load_full()) {
+            (BackendState::Ready, Some(c)) => Ok(c),
+            _ => Err(BackendError::Unavailable { server: self.config.name.clone(), state: state.as_str() }),
+        }
     }
 
     pub fn notify(&self, method: &str, params: Option<Value>) {
@@ -510,9 +527,19 @@ async fn read_lines(connection: Arc<Connection>, stdout: tokio::process::ChildSt
         if line.trim().is_empty() {
             continue;
         }
+        if let Some((id, result)) = protocol::RawEnvelope::fast_response(&line) {
+            connection.complete(id, Ok(result));
+            continue;
+        }
         let message = serde_json::from_str::<Value>(&line).map_err(|e| e.to_string()).and_then(|v| protocol::parse_message(v).map_err(|e| e.message));
         match message {
-            Ok(Message::Response { id, result }) => connection.complete(&id, result),
+            Ok(Message::Response { id, result }) => {
+                let Some(id) = id.as_u64() else { continue };
+                let result = result.and_then(|value| {
+                    serde_json::value::to_raw_value(&value).map_err(|e| RpcError::new(protocol::INTERNAL_ERROR, e.to_string()))
+                });
+                connection.complete(id, result);
+            }
             Ok(Message::Notification { method, params }) => {
                 let _ = to_gateway.send(BackendEvent::Notification { server: server.clone(), method, params });
             }

@@ -13,6 +13,7 @@ mod engine;
 mod host_impl;
 mod limits;
 mod pool;
+mod workers;
 mod sandbox;
 mod watch;
 
@@ -293,6 +294,8 @@ pub struct PluginHost {
     fuel_enabled: bool,
     cache: Option<Cache>,
     ticker: engine::Ticker,
+    /// Where calls and instance refills run, off the gateway's I/O thread.
+    workers: workers::Workers,
     /// The catalog of loaded plugins; replaced whole when one is added or removed.
     slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
     /// Bounds the instances alive at once to what the pooling allocator holds.
@@ -329,12 +332,14 @@ impl PluginHost {
             .as_deref()
             .map(|dir| Cache::new(dir, &engine));
         let ticker = engine::Ticker::start(engine.clone())?;
+        let workers = workers::Workers::start()?;
         let host = Arc::new_cyclic(|this| PluginHost {
             engine,
             linker,
             fuel_enabled,
             cache,
             ticker,
+            workers,
             slots: ArcSwap::default(),
             instances: Arc::new(Semaphore::new(
                 (engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize,
@@ -428,16 +433,18 @@ impl PluginHost {
         let started = Instant::now();
         let ready = version.pool.take();
         self.refill(&version);
-        let outcome = self.run(&version, timeout, ctx.progress, ready, |store, plugin| {
-            let tool = tool.to_string();
-            Box::pin(async move {
-                plugin
-                    .wasmgate_plugin_tool()
-                    .call_call_tool(store, &tool, &arguments)
-                    .await
+        let host = self.this.upgrade().ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
+        let (task_version, task_tool, progress) = (version.clone(), tool.to_string(), ctx.progress);
+        let outcome = self
+            .workers
+            .run(async move {
+                host.run(&task_version, timeout, progress, ready, |store, plugin| {
+                    Box::pin(async move { plugin.wasmgate_plugin_tool().call_call_tool(store, &task_tool, &arguments).await })
+                })
+                .await
             })
-        });
-        let outcome = outcome.await;
+            .await
+            .and_then(|outcome| outcome);
         let elapsed_us = started.elapsed().as_micros() as u64;
         match outcome {
             Ok(Ok(output)) => {
@@ -554,7 +561,7 @@ impl PluginHost {
             return;
         };
         let version = version.clone();
-        tokio::spawn(async move {
+        self.workers.spawn(async move {
             while version.pool.missing() > 0 {
                 let Ok(permit) = host.instances.clone().try_acquire_owned() else {
                     break;

@@ -3,13 +3,13 @@
 //! the gateway's start-up with that server and the memory of each target.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::pipe::{McpPipe, start_gateway, toml_string, write_config};
-use crate::startup::startup_once;
-use crate::stats::{Row, Run, Tally, cpu_ticks, median, memory_kib, verdict};
+use crate::startup::median_startup;
+use crate::stats::{Row, Run, Tally, cpu_ticks, memory_kib, mib, verdict};
 use crate::{Options, Paths, Result};
 
 /// A process under test and the tool to call on it.
@@ -53,23 +53,7 @@ impl Target {
 /// Starts, initialises and checks one target; `None` (with the reason printed) if it cannot serve.
 async fn ready(name: &'static str, tool: &'static str, pipe: Result<McpPipe>) -> Result<Target> {
     let mut pipe = pipe?;
-    pipe.initialize().await?;
-    // A plugin may still be compiling when the first list is answered: ask again for a while.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let names = pipe.tool_names().await?;
-        if names.iter().any(|n| n == tool) {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "{name}: tools/list has no {tool} (it has: {}){}",
-                names.join(", "),
-                pipe.stderr_tail()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    pipe.wait_for_tool(tool, Duration::from_secs(10)).await?;
     pipe.check_echo(tool).await?;
     Ok(Target {
         name,
@@ -78,7 +62,6 @@ async fn ready(name: &'static str, tool: &'static str, pipe: Result<McpPipe>) ->
         failure: None,
     })
 }
-
 
 /// Measures and prints; returns the figures for `bench-results.json`.
 pub async fn bench(
@@ -171,17 +154,14 @@ pub async fn bench(
         .filter(|t| t.failure.is_none())
         .map(|t| (t.name, t.pipe.pid().and_then(memory_kib)))
         .collect();
-    let mut startups = Vec::new();
-    for _ in 0..options.startups {
-        startups.push(
-            startup_once(paths, &gw_config, scratch)
-                .await?
-                .as_secs_f64()
-                * 1_000.0,
-        );
-    }
-    let startup_runs = startups.clone();
-    let startup_ms = median(&mut startups);
+    let (startup_ms, startup_runs) = median_startup(
+        paths,
+        &gw_config,
+        scratch,
+        &["ex__echo".to_string()],
+        options.startups,
+    )
+    .await?;
     for target in targets {
         target.pipe.close().await;
     }
@@ -251,7 +231,6 @@ fn report(
                    "throughput_at_16": rate, "throughput_at_16_min": rate_min, "throughput_ok": rate >= rate_min}),
         );
     }
-    let mib = |kib: u64| kib as f64 / 1024.0;
     let gateway_memory = memory
         .iter()
         .find(|(name, _)| *name == "gateway")

@@ -1,5 +1,8 @@
 //! Latency and throughput of `tools/call` through wasmgate, against the example
-//! MCP server called directly: the gateway's cost per call, in one process.
+//! MCP server called directly: the gateway's cost per call, in one process; then
+//! the plugin figures: a Python plugin's calls, hot-reload latency, start-up and
+//! memory with ten plugins. Every figure is taken end to end against the real
+//! binary over stdio pipes.
 //!
 //! Run it with `scripts/bench.sh` (builds the release binaries, starts a
 //! low-priority spin loop on every core, then runs `cargo bench --bench gateway`).
@@ -12,6 +15,11 @@
 //! - `wasm`: `wasmgate serve` with the test plugin `echo.wasm` (`wecho__echo`),
 //!   when `tests/plugins/target/wasm32-wasip2/release/echo.wasm` exists.
 //!
+//! Sections: `calls` (the targets above, interleaved, then start-up with the example
+//! server and each target's RSS: `calls.rs`), `python` (the componentize-py plugin
+//! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
+//! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`).
+//!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
 //! noise hits every target alike. Each call's latency is the time from writing its
 //! request to reading its answer. With N in flight, the client keeps N requests
@@ -21,14 +29,19 @@
 //! less noisy than latency on a shared machine, and the cost to cut.
 //!
 //! Flags (after `--`): `--rounds N`, `--calls1 N` (calls a round at 1 in flight),
-//! `--calls16 N` (calls a round at 16 in flight), `--startups N`, `--quick`.
+//! `--calls16 N` (calls a round at 16 in flight), `--startups N`, `--py-calls N`
+//! (Python plugin calls each way), `--reloads N`, `--quick`, `--only SECTION` (one of
+//! the sections, or `plugins` for python, reload and startup; repeatable).
 //! Results also go to `target/bench-results.json`. Environment:
 //! `WASMGATE_BENCH_GATEWAY=PATH` measures that gateway binary instead (to compare a change),
 //! `WASMGATE_BENCH_PROFILE=debug` uses the dev binaries (to try the bench itself quickly),
 //! `WASMGATE_BENCH_PLUGIN=PATH` another component exporting `echo` {text} (the `wasm` target).
 
 mod calls;
+mod component;
 mod pipe;
+mod python;
+mod reload;
 mod startup;
 mod stats;
 
@@ -53,7 +66,13 @@ struct Options {
     calls16: usize,
     warmup: usize,
     startups: usize,
+    py_calls: usize,
+    reloads: usize,
+    /// The sections to run; all when empty.
+    only: Vec<String>,
 }
+
+const SECTIONS: [&str; 4] = ["calls", "python", "reload", "startup"];
 
 impl Options {
     fn from_args() -> Result<Options> {
@@ -65,6 +84,9 @@ impl Options {
             calls16: 5_000,
             warmup: 2_000,
             startups: 10,
+            py_calls: 1_000,
+            reloads: 20,
+            only: Vec::new(),
         };
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -83,20 +105,41 @@ impl Options {
                 "--calls1" => options.calls1 = number(&arg)?.max(1),
                 "--calls16" => options.calls16 = number(&arg)?.max(16),
                 "--startups" => options.startups = number(&arg)?.max(1),
+                "--py-calls" => options.py_calls = number(&arg)?.max(10),
+                "--reloads" => options.reloads = number(&arg)?.max(1),
+                "--only" => {
+                    let section = args.next().ok_or("--only needs a section")?;
+                    match section.as_str() {
+                        "plugins" => options
+                            .only
+                            .extend(SECTIONS[1..].iter().map(|s| s.to_string())),
+                        s if SECTIONS.contains(&s) => options.only.push(section),
+                        _ => {
+                            return Err(format!(
+                                "--only {section}: want plugins or one of {}",
+                                SECTIONS.join(", ")
+                            ));
+                        }
+                    }
+                }
                 "--quick" => {
-                    options = Options {
-                        rounds: 2,
-                        calls1: 300,
-                        calls16: 2_000,
-                        warmup: 300,
-                        startups: 3,
-                    };
+                    options.rounds = 2;
+                    options.calls1 = 300;
+                    options.calls16 = 2_000;
+                    options.warmup = 300;
+                    options.startups = 3;
+                    options.py_calls = 200;
+                    options.reloads = 5;
                 }
                 other if !other.starts_with('-') => {}
                 other => return Err(format!("unknown flag {other}")),
             }
         }
         Ok(options)
+    }
+
+    fn runs(&self, section: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == section)
     }
 }
 
@@ -107,7 +150,10 @@ struct Paths {
     target: PathBuf,
     gateway: PathBuf,
     server: PathBuf,
+    /// A component exporting `echo` {text}: the `wasm` target, and the reload and start-up plugin.
     plugin: PathBuf,
+    /// The Python plugin `text`, if built.
+    python: PathBuf,
 }
 
 impl Paths {
@@ -134,6 +180,7 @@ impl Paths {
                 .unwrap_or_else(|| {
                     root.join("tests/plugins/target/wasm32-wasip2/release/echo.wasm")
                 }),
+            python: root.join("plugins/python/text/text.wasm"),
             root,
             target,
         };
@@ -225,15 +272,33 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     results.insert(
         "options".into(),
         json!({"rounds": options.rounds, "calls_at_1": options.calls1, "calls_at_16": options.calls16,
-               "warmup": options.warmup, "startups": options.startups}),
+               "warmup": options.warmup, "startups": options.startups,
+               "python_calls": options.py_calls, "reloads": options.reloads, "only": options.only}),
     );
-    results.extend(calls::bench(options, paths, scratch).await?);
+    if options.runs("calls") {
+        results.extend(calls::bench(options, paths, scratch).await?);
+    }
+    if options.runs("python") {
+        results.extend(python::bench(options, paths, scratch).await?);
+    }
+    if options.runs("reload") {
+        results.extend(reload::bench(options, paths, scratch).await?);
+    }
+    if options.runs("startup") {
+        results.extend(startup::plugins(options, paths, scratch).await?);
+    }
 
     let out = paths.target.join("bench-results.json");
     let text = serde_json::to_string_pretty(&Value::Object(results)).expect("JSON serialises");
     std::fs::write(&out, text + "\n").map_err(|e| format!("{}: {e}", out.display()))?;
     println!("results written to {}", out.display());
     Ok(())
+}
+
+/// The results of a section that cannot run here: why, printed and noted as `{section}_skipped`.
+fn skipped(section: &str, why: String) -> serde_json::Map<String, Value> {
+    println!("{section}: skipped: {why}");
+    serde_json::Map::from_iter([(format!("{section}_skipped"), Value::from(why))])
 }
 
 fn main() -> ExitCode {

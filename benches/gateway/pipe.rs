@@ -12,12 +12,19 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::{ECHO_TEXT, PROTOCOL_VERSION, Paths, READ_TIMEOUT, Result};
 
-/// What the client reads of an answer: its id, and whether it is an error.
+/// What the client reads of a message: its id (none for a notification), its
+/// method (none for an answer), and whether it is an error.
 #[derive(Deserialize)]
 pub struct Answer {
     pub id: Option<Value>,
+    pub method: Option<String>,
     pub result: Option<Value>,
     pub error: Option<Value>,
+}
+
+fn initialize_params() -> Value {
+    json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+           "clientInfo": {"name": "wasmgate-bench", "version": "0"}})
 }
 
 /// One MCP peer on the other end of a child's stdin and stdout. The same code
@@ -29,6 +36,8 @@ pub struct McpPipe {
     output: BufReader<ChildStdout>,
     line: String,
     next_id: u64,
+    /// Requests sent without waiting for their answers, which are dropped when they come.
+    unawaited: Vec<u64>,
     stderr_log: PathBuf,
 }
 
@@ -54,6 +63,7 @@ impl McpPipe {
             output,
             line: String::new(),
             next_id: 1,
+            unawaited: Vec::new(),
             stderr_log,
         })
     }
@@ -101,33 +111,55 @@ impl McpPipe {
     /// Reads the next message with an id (notifications are skipped).
     pub async fn read_answer(&mut self) -> Result<Answer> {
         loop {
-            self.line.clear();
-            let read =
-                tokio::time::timeout(READ_TIMEOUT, self.output.read_line(&mut self.line)).await;
-            match read {
-                Err(_) => {
-                    return Err(format!(
-                        "{}: no answer within {READ_TIMEOUT:?}{}",
-                        self.name,
-                        self.stderr_tail()
-                    ));
-                }
-                Ok(Err(e)) => return Err(format!("{}: reading failed ({e})", self.name)),
-                Ok(Ok(0)) => {
-                    return Err(format!(
-                        "{}: closed its stdout{}",
-                        self.name,
-                        self.stderr_tail()
-                    ));
-                }
-                Ok(Ok(_)) => {}
-            }
-            let answer: Answer = serde_json::from_str(&self.line)
-                .map_err(|e| format!("{}: not JSON ({e}): {}", self.name, self.line.trim_end()))?;
+            let answer = self.read_message(READ_TIMEOUT).await?;
             if answer.id.is_some() {
                 return Ok(answer);
             }
         }
+    }
+
+    /// Reads notifications until one of `method`, within `within`; answers are an error here.
+    pub async fn wait_for_notification(&mut self, method: &str, within: Duration) -> Result<()> {
+        let deadline = Instant::now() + within;
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let message = self.read_message(wait).await?;
+            if message.id.is_some() {
+                return Err(format!(
+                    "{}: an answer to id {:?} while waiting for {method}",
+                    self.name, message.id
+                ));
+            }
+            if message.method.as_deref() == Some(method) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Reads the next message, whatever it is.
+    async fn read_message(&mut self, within: Duration) -> Result<Answer> {
+        self.line.clear();
+        let read = tokio::time::timeout(within, self.output.read_line(&mut self.line)).await;
+        match read {
+            Err(_) => {
+                return Err(format!(
+                    "{}: nothing within {within:?}{}",
+                    self.name,
+                    self.stderr_tail()
+                ));
+            }
+            Ok(Err(e)) => return Err(format!("{}: reading failed ({e})", self.name)),
+            Ok(Ok(0)) => {
+                return Err(format!(
+                    "{}: closed its stdout{}",
+                    self.name,
+                    self.stderr_tail()
+                ));
+            }
+            Ok(Ok(_)) => {}
+        }
+        serde_json::from_str(&self.line)
+            .map_err(|e| format!("{}: not JSON ({e}): {}", self.name, self.line.trim_end()))
     }
 
     /// One request, waited for; answers to other ids are an error here.
@@ -135,7 +167,19 @@ impl McpPipe {
         let id = self.fresh_id();
         self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await?;
-        let answer = self.read_answer().await?;
+        let answer = loop {
+            let answer = self.read_answer().await?;
+            let unawaited = self
+                .unawaited
+                .iter()
+                .position(|u| answer.id == Some(json!(u)));
+            match unawaited {
+                Some(i) => {
+                    self.unawaited.swap_remove(i);
+                }
+                None => break answer,
+            }
+        };
         if answer.id != Some(json!(id)) {
             return Err(format!(
                 "{}: answer to id {:?} while waiting for {id}",
@@ -153,9 +197,21 @@ impl McpPipe {
     }
 
     pub async fn initialize(&mut self) -> Result<()> {
-        let params = json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                            "clientInfo": {"name": "wasmgate-bench", "version": "0"}});
-        self.request("initialize", params).await?;
+        self.request("initialize", initialize_params()).await?;
+        self.initialized().await
+    }
+
+    /// Writes `initialize` and `initialized` without waiting for the answer: the
+    /// next request goes out at once (a client in a hurry, as in the start-up figure).
+    pub async fn initialize_unawaited(&mut self) -> Result<()> {
+        let id = self.fresh_id();
+        self.unawaited.push(id);
+        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": initialize_params()}))
+            .await?;
+        self.initialized().await
+    }
+
+    async fn initialized(&mut self) -> Result<()> {
         self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             .await
     }
@@ -190,17 +246,61 @@ impl McpPipe {
 
     /// Calls `tool` once and checks that it echoed.
     pub async fn check_echo(&mut self, tool: &str) -> Result<()> {
-        let result = self
-            .request(
-                "tools/call",
-                json!({"name": tool, "arguments": {"text": ECHO_TEXT}}),
-            )
-            .await?;
+        self.check_text(tool, ECHO_TEXT).await
+    }
+
+    /// Calls `tool` once with the bench's text and checks that it answered `expected`.
+    pub async fn check_text(&mut self, tool: &str, expected: &str) -> Result<()> {
+        let result = self.call_tool(tool, json!({"text": ECHO_TEXT})).await?;
         let text = result.pointer("/content/0/text").and_then(Value::as_str);
-        if text != Some(ECHO_TEXT) || result.get("isError") == Some(&json!(true)) {
-            return Err(format!("{}: {tool} did not echo: {result}", self.name));
+        if text != Some(expected) || result.get("isError") == Some(&json!(true)) {
+            return Err(format!(
+                "{}: {tool} did not answer {expected:?}: {result}",
+                self.name
+            ));
         }
         Ok(())
+    }
+
+    pub async fn call_tool(&mut self, tool: &str, arguments: Value) -> Result<Value> {
+        self.request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await
+    }
+
+    /// The gateway's newest events of one type (its `get_events` tool), newest first.
+    pub async fn events(&mut self, event_type: &str, limit: usize) -> Result<Vec<Value>> {
+        let result = self
+            .call_tool(
+                "get_events",
+                json!({"event_type": event_type, "limit": limit}),
+            )
+            .await?;
+        match result.pointer("/structuredContent/events") {
+            Some(Value::Array(events)) => Ok(events.clone()),
+            _ => Err(format!("{}: get_events answered {result}", self.name)),
+        }
+    }
+
+    /// Initialises, then lists tools until `tool` is there (a plugin may still be
+    /// compiling when the first list is answered), for at most `within`.
+    pub async fn wait_for_tool(&mut self, tool: &str, within: Duration) -> Result<()> {
+        self.initialize().await?;
+        let deadline = Instant::now() + within;
+        loop {
+            let names = self.tool_names().await?;
+            if names.iter().any(|n| n == tool) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{}: tools/list has no {tool} after {within:?} (it has: {}){}",
+                    self.name,
+                    names.join(", "),
+                    self.stderr_tail()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// `calls` calls of `tool`, keeping `inflight` requests outstanding. Returns each
@@ -284,7 +384,6 @@ impl McpPipe {
         }
     }
 }
-
 
 pub fn write_config(path: &Path, body: &str) -> Result<()> {
     std::fs::write(path, body).map_err(|e| format!("{}: {e}", path.display()))

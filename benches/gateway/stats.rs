@@ -49,16 +49,11 @@ impl Tally {
 
     pub fn row(mut self, target: &'static str, inflight: usize) -> Row {
         self.latencies.sort_unstable();
-        let at = |q: f64| {
-            let rank =
-                ((q * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
-            self.latencies[rank - 1] as f64 / 1_000.0
-        };
         Row {
             target,
             inflight,
-            p50_us: at(0.50),
-            p99_us: at(0.99),
+            p50_us: quantile(&self.latencies, 0.50) / 1_000.0,
+            p99_us: quantile(&self.latencies, 0.99) / 1_000.0,
             calls_per_s: self.latencies.len() as f64 / self.elapsed.as_secs_f64(),
             calls: self.latencies.len(),
             round_rates: self.round_rates,
@@ -67,6 +62,45 @@ impl Tally {
                 .map(|t| t as f64 * 1e6 / clock_ticks_per_second() / self.latencies.len() as f64),
         }
     }
+}
+
+/// The value at quantile `q` (nearest rank) of sorted, non-empty `values`.
+pub fn quantile(sorted: &[u64], q: f64) -> f64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64
+}
+
+/// p50, p99 and max of a set of latencies, in µs.
+pub struct Spread {
+    pub count: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl Spread {
+    /// From latencies in ns; `None` when there are none.
+    pub fn of(mut latencies_ns: Vec<u64>) -> Option<Spread> {
+        latencies_ns.sort_unstable();
+        let max = *latencies_ns.last()?;
+        Some(Spread {
+            count: latencies_ns.len(),
+            p50_us: quantile(&latencies_ns, 0.50) / 1_000.0,
+            p99_us: quantile(&latencies_ns, 0.99) / 1_000.0,
+            max_us: max as f64 / 1_000.0,
+        })
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"count": self.count, "p50_us": self.p50_us,
+                           "p99_us": self.p99_us, "max_us": self.max_us})
+    }
+}
+
+/// CPU time a process used between two readings of [`cpu_ticks`], in µs per call.
+pub fn cpu_us_per_call(before: Option<u64>, after: Option<u64>, calls: usize) -> Option<f64> {
+    let ticks = after? - before?;
+    Some(ticks as f64 * 1e6 / clock_ticks_per_second() / calls as f64)
 }
 
 /// User plus system CPU time of a process so far, threads that ended included, in clock ticks.
@@ -107,7 +141,11 @@ pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// The median of `values`, which it sorts; NaN when there are none.
 pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n % 2 == 1 {
@@ -115,6 +153,10 @@ pub fn median(values: &mut [f64]) -> f64 {
     } else {
         (values[n / 2 - 1] + values[n / 2]) / 2.0
     }
+}
+
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }
 
 pub fn verdict(ok: bool) -> &'static str {

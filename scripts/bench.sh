@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The gateway benchmark: builds the release binaries it measures, then runs
-# `cargo bench --bench gateway` (benches/gateway.rs) with a low-priority spin loop
+# `cargo bench --bench gateway` (benches/gateway/) with a low-priority spin loop
 # on every core. Arguments go to the bench: --quick, --rounds N, --calls1 N,
-# --calls16 N, --startups N. Results: stdout and target/bench-results.json.
+# --calls16 N, --startups N, --py-calls N, --reloads N, --only SECTION (calls,
+# python, reload, startup, or plugins for the last three). Results: stdout and
+# target/bench-results.json. The Python plugin section needs
+# plugins/python/text/text.wasm (plugins/python/text/build.sh); without it, it is skipped.
 #
 # Why the spin loops: on these VMs a core that goes idle takes 15-30 us to wake,
 # and every pipe hop pays that. A busy loop at nice 19 keeps each core awake and

@@ -2,6 +2,7 @@
 //! client drives it, with the example MCP server (and, when installed, real third-party
 //! servers) behind it. Each test starts its own gateway in its own temp folder.
 
+mod custom_section;
 mod harness;
 
 mod cli;

@@ -21,6 +21,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::custom_section::with_custom_section;
 use crate::harness::{Client, TIMEOUT, TestDir, eventually, text, toml_str};
 
 /// Bound for what waits on compiling components: a debug gateway on a busy machine
@@ -50,32 +51,6 @@ fn fixture(name: &str) -> Vec<u8> {
 /// A shipped plugin component (`hash`, `json`, `files`, `fetch`).
 fn shipped(name: &str) -> Vec<u8> {
     std::fs::read(component(env!("WASMGATE_PLUGINS"), name)).expect("read shipped plugin")
-}
-
-/// `bytes` with a custom section appended: the same component (custom sections may
-/// stand anywhere in a component), other bytes, so another digest and a real reload.
-fn with_custom_section(bytes: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
-    let mut body = leb128(name.len());
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(payload);
-    let mut out = bytes.to_vec();
-    out.push(0);
-    out.extend(leb128(body.len()));
-    out.extend(body);
-    out
-}
-
-fn leb128(mut n: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return out;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 /// Bytes that are no WebAssembly at all (a fixed pseudo-random sequence).

@@ -318,23 +318,29 @@ impl Gateway {
     }
 }
 
-/// Records what the plugin host reports and swaps the catalog.
+/// Records what the plugin host reports and swaps the catalog: once for every batch of
+/// reports that arrived together (start-up loads many plugins at once).
 async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<PluginEvent>) {
-    while let Some(event) = rx.recv().await {
+    while let Some(first) = rx.recv().await {
         let Some(gateway) = gateway.upgrade() else { return };
-        let new_code = matches!(event, PluginEvent::Reloaded { .. });
-        let (event_type, name, status, fields) = match event {
-            PluginEvent::Loaded { name, tools, compile_ms, total_ms } => {
-                ("plugin.loaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
-            }
-            PluginEvent::Reloaded { name, tools, compile_ms, total_ms } => {
-                ("plugin.reloaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
-            }
-            PluginEvent::ReloadFailed { name, reason } => ("plugin.reload_failed", name, Status::Failure, json!({"error": reason})),
-            PluginEvent::LoadFailed { name, reason } => ("plugin.load_failed", name, Status::Failure, json!({"error": reason})),
-            PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
-        };
-        gateway.events.emit(event_type, &name, status, fields);
+        let mut new_code = false;
+        let mut next = Some(first);
+        while let Some(event) = next {
+            new_code |= matches!(event, PluginEvent::Reloaded { .. });
+            let (event_type, name, status, fields) = match event {
+                PluginEvent::Loaded { name, tools, compile_ms, total_ms } => {
+                    ("plugin.loaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
+                }
+                PluginEvent::Reloaded { name, tools, compile_ms, total_ms } => {
+                    ("plugin.reloaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
+                }
+                PluginEvent::ReloadFailed { name, reason } => ("plugin.reload_failed", name, Status::Failure, json!({"error": reason})),
+                PluginEvent::LoadFailed { name, reason } => ("plugin.load_failed", name, Status::Failure, json!({"error": reason})),
+                PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
+            };
+            gateway.events.emit(event_type, &name, status, fields);
+            next = rx.try_recv().ok();
+        }
         gateway.rebuild_catalog_announcing(new_code);
     }
 }

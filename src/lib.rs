@@ -15,6 +15,13 @@
 //! - `telemetry`: logging to stderr and the event log.
 //!
 //! A `tools/call` travels transport → session → router → backend and back.
+//!
+//! # Threads
+//! The transport, sessions, routing and server pipes run on one current-thread tokio runtime
+//! (`cli`): a message crosses no thread on its way, so a call costs no cross-thread wake-ups.
+//! Plugin code runs on a multi-thread runtime of its own (`plugin::workers`), so a plugin that
+//! computes never holds up other messages. A server's result is passed to the client as the
+//! JSON text it sent (`protocol::Reply::Raw`); only the envelope is rewritten.
 
 pub mod backend;
 pub mod builtin;

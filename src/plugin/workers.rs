@@ -13,9 +13,16 @@ pub struct Workers {
 
 impl Workers {
     pub fn start() -> std::io::Result<Workers> {
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        // One core is left to the I/O thread. Fewer threads also means fewer TLB-shootdown
+        // interrupts when the pooling allocator resets an instance's memory (madvise), which
+        // doubled the CPU of a Python plugin call with a thread per core.
+        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).saturating_sub(1).max(1);
         let runtime = Builder::new_multi_thread()
             .worker_threads(threads)
+            // A guest that computes yields at every epoch tick (10 ms); new calls wait in the
+            // global queue, which by default is looked at only every 61 polls: with few
+            // threads, a call beside a spinning plugin would wait for that plugin's time limit.
+            .global_queue_interval(1)
             .thread_name("wasmgate-plugin")
             .enable_all()
             .build()?;

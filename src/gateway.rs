@@ -324,25 +324,27 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
     while let Some(first) = rx.recv().await {
         let Some(gateway) = gateway.upgrade() else { return };
         let mut new_code = false;
-        let mut next = Some(first);
-        while let Some(event) = next {
+        for event in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
             new_code |= matches!(event, PluginEvent::Reloaded { .. });
-            let (event_type, name, status, fields) = match event {
-                PluginEvent::Loaded { name, tools, compile_ms, total_ms } => {
-                    ("plugin.loaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
-                }
-                PluginEvent::Reloaded { name, tools, compile_ms, total_ms } => {
-                    ("plugin.reloaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
-                }
-                PluginEvent::ReloadFailed { name, reason } => ("plugin.reload_failed", name, Status::Failure, json!({"error": reason})),
-                PluginEvent::LoadFailed { name, reason } => ("plugin.load_failed", name, Status::Failure, json!({"error": reason})),
-                PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
-            };
-            gateway.events.emit(event_type, &name, status, fields);
-            next = rx.try_recv().ok();
+            record_plugin_event(&gateway, event);
         }
         gateway.rebuild_catalog_announcing(new_code);
     }
+}
+
+fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
+    let (event_type, name, status, fields) = match event {
+        PluginEvent::Loaded { name, tools, compile_ms, total_ms } => {
+            ("plugin.loaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
+        }
+        PluginEvent::Reloaded { name, tools, compile_ms, total_ms } => {
+            ("plugin.reloaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
+        }
+        PluginEvent::ReloadFailed { name, reason } => ("plugin.reload_failed", name, Status::Failure, json!({"error": reason})),
+        PluginEvent::LoadFailed { name, reason } => ("plugin.load_failed", name, Status::Failure, json!({"error": reason})),
+        PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
+    };
+    gateway.events.emit(event_type, &name, status, fields);
 }
 
 

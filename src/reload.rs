@@ -26,8 +26,7 @@ pub fn same_server(old: &ServerConfig, new: &ServerConfig) -> bool {
         && old.namespace == new.namespace
         && old.timeout == new.timeout
         && old.tool_timeouts == new.tool_timeouts
-        && old.tool_filter.allow_patterns == new.tool_filter.allow_patterns
-        && old.tool_filter.deny_patterns == new.tool_filter.deny_patterns
+        && old.tool_filter.same_as(&new.tool_filter)
         && old.disabled == new.disabled
 }
 

@@ -84,6 +84,15 @@ impl ToolFilter {
         let denied = self.deny.as_ref().is_some_and(|set| set.is_match(tool));
         allowed && !denied
     }
+
+    /// Same rules: the same patterns, and an allow list present in both or neither
+    /// (`tools = []` allows nothing, no `tools` allows everything).
+    pub fn same_as(&self, other: &ToolFilter) -> bool {
+        self.allow_patterns == other.allow_patterns
+            && self.deny_patterns == other.deny_patterns
+            && self.allow.is_some() == other.allow.is_some()
+            && self.deny.is_some() == other.deny.is_some()
+    }
 }
 
 #[derive(Debug, Clone)]

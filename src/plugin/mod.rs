@@ -170,10 +170,7 @@ impl Settings {
             && self.allow_env == other.allow_env
             && self.allow_hosts == other.allow_hosts
             && self.config == other.config
-            && self.tool_filter.allow_patterns == other.tool_filter.allow_patterns
-            && self.tool_filter.deny_patterns == other.tool_filter.deny_patterns
-            && self.tool_filter.allow.is_some() == other.tool_filter.allow.is_some()
-            && self.tool_filter.deny.is_some() == other.tool_filter.deny.is_some()
+            && self.tool_filter.same_as(&other.tool_filter)
     }
 }
 
@@ -790,11 +787,22 @@ impl PluginHost {
             pool: Default::default(),
         };
         let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
+        // Guest code, so on the plugin threads like every call: a Python plugin's
+        // instantiation and list-tools take milliseconds the I/O thread must not wait.
+        let host = self
+            .this
+            .upgrade()
+            .ok_or_else(|| format!("{what}: the host is shutting down"))?;
         let infos = self
-            .run(&probe, timeout, None, None, |store, plugin| {
-                Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
+            .workers
+            .run(async move {
+                host.run(&probe, timeout, None, None, |store, plugin| {
+                    Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
+                })
+                .await
             })
             .await
+            .and_then(|infos| infos)
             .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
         let mut tools = Vec::with_capacity(infos.len());
         let mut seen = BTreeSet::new();

@@ -1,6 +1,6 @@
 //! The threads plugin code runs on: a multi-thread runtime of its own, apart from the
 //! gateway's I/O thread. A plugin that computes for a while never holds up the messages
-//! of other calls and sessions, and calls to plugins use every core.
+//! of other calls and sessions, and plugin calls run beside the I/O, on the other cores.
 
 use std::future::Future;
 

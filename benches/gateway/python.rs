@@ -17,7 +17,7 @@ use crate::{ECHO_TEXT, Options, Paths, Result};
 
 const TOOL: &str = "text__reverse";
 /// The pause between paced calls.
-const PAUSE: Duration = Duration::from_millis(2);
+const PAUSE: Duration = Duration::from_millis(10);
 /// The first load compiles 18 MB of CPython: a minute or more on a small, busy machine.
 const LOAD_WITHIN: Duration = Duration::from_secs(600);
 const P50_TARGET_US: f64 = 100.0;

@@ -212,6 +212,9 @@ struct Code {
     pre: PluginPre<StoreState>,
     /// Every tool the plugin lists, validated, unfiltered.
     tools: Vec<Value>,
+    /// Ready instances get a `list-tools` call first, used stores are reset on the
+    /// reaper thread (see `pool::BIG_RUNTIME`).
+    big_runtime: bool,
 }
 
 /// One loaded version of a plugin. Calls hold an `Arc` of the version they
@@ -429,7 +432,6 @@ impl PluginHost {
         let timeout = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
         let ready = version.pool.take();
-        self.refill(&version);
         let host = self.this.upgrade().ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
         let (task_version, task_tool, progress) = (version.clone(), tool.to_string(), ctx.progress);
         let outcome = self
@@ -442,6 +444,9 @@ impl PluginHost {
             })
             .await
             .and_then(|outcome| outcome);
+        // Refilled after the call, not beside it: on few cores a refill that
+        // starts first would hold the call up for a whole instantiation.
+        self.refill(&version);
         let elapsed_us = started.elapsed().as_micros() as u64;
         match outcome {
             Ok(Ok(output)) => {
@@ -523,7 +528,7 @@ impl PluginHost {
         })
         .await;
         let data = store.data();
-        match result {
+        let outcome = match result {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(limits::describe_failure(
                 name,
@@ -534,7 +539,11 @@ impl PluginHost {
                 timeout,
             )),
             Err(_elapsed) => Err(limits::time_limit_message(name, timeout)),
+        };
+        if version.code.big_runtime {
+            self.workers.discard((store, _permit));
         }
+        outcome
     }
 
     fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {
@@ -571,7 +580,15 @@ impl PluginHost {
                 {
                     break;
                 }
-                match version.code.pre.instantiate_async(&mut store).await {
+                let made = match version.code.pre.instantiate_async(&mut store).await {
+                    Ok(instance) if version.code.big_runtime => instance
+                        .wasmgate_plugin_tool()
+                        .call_list_tools(&mut store)
+                        .await
+                        .map(|_| instance),
+                    other => other,
+                };
+                match made {
                     Ok(instance) => version.pool.put(pool::Ready {
                         store,
                         instance,
@@ -726,6 +743,7 @@ impl PluginHost {
             Source::Bundled(bytes) => Arc::from(*bytes),
         };
         check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
+        let big_runtime = bytes.len() >= pool::BIG_RUNTIME;
         let digest = cache::hex(&Sha256::digest(&bytes));
         if existing.is_some_and(|old| old.code.digest == digest) {
             return Ok(None);
@@ -780,6 +798,7 @@ impl PluginHost {
                 digest: digest.clone(),
                 pre: pre.clone(),
                 tools: Vec::new(),
+                big_runtime: false,
             }),
             settings: settings.clone(),
             tools: Vec::new(),
@@ -813,7 +832,7 @@ impl PluginHost {
             }
             tools.push(tool);
         }
-        Ok(Some((Arc::new(Code { digest, pre, tools }), compile_ms)))
+        Ok(Some((Arc::new(Code { digest, pre, tools, big_runtime }), compile_ms)))
     }
 
     fn install(&self, name: &str, version: Version) {

@@ -17,6 +17,15 @@ use super::sandbox::StoreState;
 /// Ready instances kept per plugin version.
 pub const READY_PER_VERSION: usize = 2;
 
+/// A component this big (bytes) carries an interpreter: CPython from componentize-py is
+/// 18 MB, a JavaScript engine about 10 MB; the Rust plugins here are 40 KB to 2 MB. Its
+/// first call on a fresh instance touches much of that runtime (CPython's: ~0.4 ms), so
+/// its ready instances get a `list-tools` call first: the one export that takes no input
+/// and has no effect, so no client data reaches an instance before its call, and the
+/// real call's latency halves. Its used stores are dropped on the reaper thread (see
+/// `workers`): resetting megabytes of memory must not delay the answer.
+pub const BIG_RUNTIME: usize = 4 << 20;
+
 /// An instance nobody has called yet, with the store it lives in and its
 /// share of the host's instance budget.
 pub struct Ready {

@@ -1036,3 +1036,48 @@ async fn ready_instances_report_to_their_own_call() {
         assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
     }
 }
+
+/// Numbers for the ready-instance pool: the first call on a fresh instance against a
+/// second call on the same one, and after a warming `list-tools`, for echo and (when
+/// built) the Python plugin. `cargo test --release measure_first_call -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_first_call() {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/python/text/text.wasm");
+    let cache = TempDir::new();
+    for (path, tool, args) in [(ECHO, "echo", r#"{"text":"x"}"#), (python, "reverse", r#"{"text":"hello"}"#)] {
+        if !Path::new(path).is_file() {
+            println!("{path}: not built, skipped");
+            continue;
+        }
+        let mut cfg = config(vec![entry("p", Some(path))]);
+        cfg.cache_dir = Some(cache.path().to_path_buf());
+        let (host, _events) = start(&cfg).await;
+        let version = host.slots.load()["p"].current.load_full();
+        const N: u32 = 100;
+        let (mut instantiate, mut first, mut warmed_first, mut second) = Default::default();
+        for i in 0..N {
+            let mut store = host.new_store(&version).unwrap();
+            limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+            let started = Instant::now();
+            let instance = version.code.pre.instantiate_async(&mut store).await.unwrap();
+            instantiate += started.elapsed();
+            let warm = i % 2 == 1;
+            if warm {
+                instance.wasmgate_plugin_tool().call_list_tools(&mut store).await.unwrap();
+            }
+            for (n, total) in [(0, if warm { &mut warmed_first } else { &mut first }), (1, &mut second)] {
+                let started = Instant::now();
+                instance.wasmgate_plugin_tool().call_call_tool(&mut store, tool, args).await.unwrap().unwrap();
+                *total += started.elapsed() * if n == 0 { 2 } else { 1 };
+            }
+        }
+        let [instantiate, first, warmed_first, second]: [Duration; 4] =
+            [instantiate, first, warmed_first, second].map(|d: Duration| d / N);
+        println!(
+            "{}: instantiate {instantiate:?}; first call {first:?}, after list-tools {warmed_first:?}; second call {second:?}",
+            Path::new(path).file_name().unwrap().to_string_lossy()
+        );
+        host.shutdown().await;
+    }
+}

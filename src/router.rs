@@ -240,12 +240,11 @@ impl Gateway {
         };
         match method {
             "resources/subscribe" => self.subscribe(&context.session, &uri),
-            "resources/unsubscribe" => {
-                if !self.unsubscribe(&context.session, &uri) {
+            "resources/unsubscribe"
+                if !self.unsubscribe(&context.session, &uri) => {
                     // Another session still wants updates: keep the server's subscription.
                     return Ok(json!({}).into());
                 }
-            }
             _ => {}
         }
         self.forward(context, &target, method, params).await

@@ -65,12 +65,15 @@ impl Responder {
     }
 }
 
+/// Where the answer to a request in flight goes: the result as JSON text, or the error.
+type AnswerSender = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
+
 /// The live pipes of one child process.
 #[derive(Debug)]
 struct Connection {
     server: String,
     writer: mpsc::UnboundedSender<String>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>>,
+    pending: Mutex<HashMap<u64, AnswerSender>>,
     next_id: AtomicU64,
     closed: AtomicBool,
 }
@@ -102,7 +105,7 @@ impl Connection {
         let mut guard = PendingGuard { connection: self, id, done: false };
         self.send(protocol::request(id.into(), method, params));
         let outcome = tokio::time::timeout(timeout, rx).await;
-        guard.done = !matches!(outcome, Err(_));
+        guard.done = outcome.is_ok();
         match outcome {
             Ok(Ok(Ok(result))) => Ok(result),
             Ok(Ok(Err(error))) => Err(BackendError::Rpc { server: self.server.clone(), error }),

@@ -165,7 +165,7 @@ pub fn chain(error: &wasmtime::Error) -> String {
 }
 
 pub fn mib(bytes: u64) -> String {
-    if bytes % (1 << 20) == 0 {
+    if bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{bytes} bytes")

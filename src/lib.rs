@@ -20,7 +20,8 @@
 //! The transport, sessions, routing and server pipes run on one current-thread tokio runtime
 //! (`cli`): a message crosses no thread on its way, so a call costs no cross-thread wake-ups.
 //! Plugin code runs on a multi-thread runtime of its own (`plugin::workers`), so a plugin that
-//! computes never holds up other messages. A server's result is passed to the client as the
+//! computes never holds up other messages; the epoch ticker and, for big plugins (an interpreter
+//! inside), a low-priority reaper that resets used instances have a thread each. A server's result is passed to the client as the
 //! JSON text it sent (`protocol::Reply::Raw`); only the envelope is rewritten.
 
 pub mod backend;

@@ -1,5 +1,5 @@
 //! Instances made ahead of their call: a few per plugin version, each used for
-//! exactly one call and then dropped, refilled in the background. Filled only
+//! exactly one call and then dropped, refilled in the background after each call. Filled only
 //! once a version is called, so an idle plugin holds no instance (and no RSS).
 //!
 //! Instantiation is most of a call's cost (measured on `echo`: ~100 µs of

@@ -742,7 +742,7 @@ impl PluginHost {
             Source::Bundled(bytes) => Arc::from(*bytes),
         };
         check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
-        let big_runtime = bytes.len() >= pool::BIG_RUNTIME;
+        let big_runtime = pool::is_big_runtime(bytes.len());
         let digest = cache::hex(&Sha256::digest(&bytes));
         if existing.is_some_and(|old| old.code.digest == digest) {
             return Ok(None);

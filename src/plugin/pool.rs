@@ -6,7 +6,7 @@
 //! ~180 µs), and it moves off the request path this way.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
@@ -24,7 +24,13 @@ pub const READY_PER_VERSION: usize = 2;
 /// and has no effect, so no client data reaches an instance before its call, and the
 /// real call's latency halves. Its used stores are dropped on the reaper thread (see
 /// `workers`): resetting megabytes of memory must not delay the answer.
-pub const BIG_RUNTIME: usize = 4 << 20;
+pub static BIG_RUNTIME: AtomicUsize = AtomicUsize::new(4 << 20);
+
+/// Whether a component of `len` bytes carries a big runtime (see [`BIG_RUNTIME`], which
+/// tests lower to put a small component on that path).
+pub fn is_big_runtime(len: usize) -> bool {
+    len >= BIG_RUNTIME.load(Ordering::Relaxed)
+}
 
 /// An instance nobody has called yet, with the store it lives in and its
 /// share of the host's instance budget.

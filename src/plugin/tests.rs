@@ -143,7 +143,7 @@ async fn loads_lists_and_calls_echo() {
             ..
         } => {
             assert_eq!(name, "echo");
-            assert_eq!(tools, 14);
+            assert_eq!(tools, 15);
             assert!(compile_ms.is_some(), "no cache configured: compiled");
         }
         other => panic!("{other:?}"),
@@ -687,7 +687,7 @@ async fn reconfigure_applies_only_what_changed() {
         events[0],
         PluginEvent::Reloaded {
             name: "echo".into(),
-            tools: 13,
+            tools: 14,
             compile_ms: None,
             total_ms: match &events[0] {
                 PluginEvent::Reloaded { total_ms, .. } => *total_ms,
@@ -830,7 +830,7 @@ async fn calls_during_reloads_never_fail() {
         replace(&plugin, &variant_of(ECHO, round));
         match next_event(&mut rx).await {
             PluginEvent::Reloaded { name, tools, .. } => {
-                assert_eq!((name.as_str(), tools), ("echo", 14))
+                assert_eq!((name.as_str(), tools), ("echo", 15))
             }
             other => panic!("{other:?}"),
         }
@@ -1035,6 +1035,34 @@ async fn ready_instances_report_to_their_own_call() {
         host.call("echo", "progress", json!({"steps": 2}), super::tests::ctx()).await.unwrap();
         assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
     }
+}
+
+/// Ready instances of a big component are warmed with `list-tools`; those of a small
+/// one are not; either way each call gets an instance of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_components_get_warmed_ready_instances() {
+    async fn listings_seen(host: &PluginHost) -> Vec<String> {
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            let result = host.call("echo", "listings", json!({}), ctx()).await.unwrap();
+            seen.push(text(&result).to_string());
+            // Time for the pool to refill, so that the next call finds a ready instance.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        seen
+    }
+    // Small: every call, ready or not, runs on an instance list-tools never ran in.
+    let host = start_one(entry("echo", Some(ECHO))).await;
+    assert_eq!(listings_seen(&host).await, ["0"; 6]);
+    host.shutdown().await;
+    // Big (the bar lowered under echo's size; only this test changes it, and the
+    // warming is invisible to every other test): the first call instantiates on the
+    // spot, the next ones take warmed ready instances, each warmed once.
+    pool::BIG_RUNTIME.store(1, Ordering::Relaxed);
+    let host = start_one(entry("echo", Some(ECHO))).await;
+    assert_eq!(listings_seen(&host).await, ["0", "1", "1", "1", "1", "1"]);
+    assert_eq!(host.plugins()[0].failures, 0);
+    host.shutdown().await;
 }
 
 /// Numbers for the ready-instance pool: the first call on a fresh instance against a

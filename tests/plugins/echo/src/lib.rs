@@ -12,9 +12,13 @@ use plugin_kit::{
 };
 use serde::Deserialize;
 use serde_json::json;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 struct Echo;
+
+/// How many times `list-tools` ran in this instance (the `listings` tool tells).
+static LISTINGS: AtomicU32 = AtomicU32::new(0);
 
 #[derive(Deserialize)]
 struct Text {
@@ -66,6 +70,7 @@ struct Url {
 
 impl Guest for Echo {
     fn list_tools() -> Vec<ToolInfo> {
+        LISTINGS.fetch_add(1, Ordering::Relaxed);
         let string = |description: &str| json!({"type": "string", "description": description});
         let none = || json!({});
         vec![
@@ -134,6 +139,14 @@ impl Guest for Echo {
                 json!({"path": string("Guest path"), "text": string("New contents")}),
                 &["path", "text"],
             ),
+            tool(
+                "listings",
+                "Returns how many times list-tools ran in this instance before this call: \
+                 0 in a fresh instance, 1 where the host warmed it.",
+                none(),
+                &[],
+            )
+            .pure(),
             tool(
                 "fail",
                 "Always fails: call-error::failed(\"fail: requested failure\").",
@@ -206,6 +219,7 @@ impl Guest for Echo {
                 std::fs::write(&path, &t).map_err(|e| failed(format!("write {path}: {e}")))?;
                 Ok(text(format!("wrote {}", t.len())))
             }
+            "listings" => Ok(text(LISTINGS.load(Ordering::Relaxed).to_string())),
             "fail" => Err(failed("fail: requested failure")),
             "bad_args" => Err(CallError::InvalidArguments("bad_args: rejected".into())),
             "is_error" => Ok(ToolOutput {

@@ -48,9 +48,10 @@ impl Gateway {
     pub fn start(config: Config) -> Arc<Gateway> {
         let events = Arc::new(EventLog::new(config.gateway.event_buffer));
         if let Some(path) = &config.gateway.events_file
-            && let Err(err) = events.open_file(path) {
-                tracing::warn!("cannot append events to {}: {err}", path.display());
-            }
+            && let Err(err) = events.open_file(path)
+        {
+            tracing::warn!("cannot append events to {}: {err}", path.display());
+        }
         let (to_gateway, from_backends) = mpsc::unbounded_channel();
         let gateway = Arc::new(Gateway {
             config: ArcSwap::from_pointee(config.clone()),
@@ -247,9 +248,10 @@ impl Gateway {
         for (name, old) in &previous.servers {
             let keep = next.servers.get(name).is_some_and(|new| !new.disabled && crate::reload::same_server(old, new));
             if !keep
-                && let Some(backend) = self.backends.lock().unwrap().remove(name) {
-                    stopped.push(backend);
-                }
+                && let Some(backend) = self.backends.lock().unwrap().remove(name)
+            {
+                stopped.push(backend);
+            }
         }
         for backend in &stopped {
             backend.stop().await;

@@ -115,14 +115,17 @@ pub fn parse_message(value: Value) -> Result<Message, RpcError> {
     }
     let id = obj.remove("id");
     if let Some(id) = &id
-        && !valid_id(id) && !id.is_null() {
-            return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: id must be a string or a number"));
-        }
+        && !valid_id(id)
+        && !id.is_null()
+    {
+        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: id must be a string or a number"));
+    }
     let params = obj.remove("params");
     if let Some(p) = &params
-        && !p.is_object() {
-            return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: params must be an object"));
-        }
+        && !p.is_object()
+    {
+        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: params must be an object"));
+    }
     match obj.remove("method") {
         Some(Value::String(method)) => Ok(match id {
             Some(id) => Message::Request { id, method, params },

@@ -238,13 +238,16 @@ impl Gateway {
         let Some(target) = target else {
             return Err(RpcError::new(protocol::RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({"uri": uri})));
         };
+        // Not a match guard: `unsubscribe` changes state, and a guard should not.
+        #[allow(clippy::collapsible_match)]
         match method {
             "resources/subscribe" => self.subscribe(&context.session, &uri),
-            "resources/unsubscribe"
-                if !self.unsubscribe(&context.session, &uri) => {
+            "resources/unsubscribe" => {
+                if !self.unsubscribe(&context.session, &uri) {
                     // Another session still wants updates: keep the server's subscription.
                     return Ok(json!({}).into());
                 }
+            }
             _ => {}
         }
         self.forward(context, &target, method, params).await

@@ -671,13 +671,15 @@ impl PluginHost {
         let started = Instant::now();
         let name_arc: Arc<str> = Arc::from(name.as_str());
         if let Some(old) = &existing
-            && old.source.same_as(&source) && !force_read {
-                if old.settings.same_as(&settings) {
-                    return;
-                }
-                self.reuse_code(name, name_arc, source, old, settings, started);
+            && old.source.same_as(&source)
+            && !force_read
+        {
+            if old.settings.same_as(&settings) {
                 return;
             }
+            self.reuse_code(name, name_arc, source, old, settings, started);
+            return;
+        }
         let loaded = self
             .load_code(&name_arc, &source, &settings, existing.as_deref())
             .await;
@@ -982,9 +984,10 @@ fn desired_plugins(
         |name: &str| Settings::from_config(name, config.plugins.get(name), config.limits);
     for (name, entry) in &config.plugins {
         if let (Some(path), false) = (&entry.path, entry.disabled)
-            && path.is_file() {
-                out.insert(name.clone(), (Source::File(path.clone()), settings(name)));
-            }
+            && path.is_file()
+        {
+            out.insert(name.clone(), (Source::File(path.clone()), settings(name)));
+        }
     }
     if let Some(dir) = &config.dir {
         match std::fs::read_dir(dir) {

@@ -137,9 +137,10 @@ impl HostAllowList {
 /// `host[:port]`, also `[v6]:port`.
 fn split_host_port(s: &str) -> (&str, Option<u16>) {
     if let Some(rest) = s.strip_prefix('[')
-        && let Some((host, tail)) = rest.split_once(']') {
-            return (host, tail.strip_prefix(':').and_then(|p| p.parse().ok()));
-        }
+        && let Some((host, tail)) = rest.split_once(']')
+    {
+        return (host, tail.strip_prefix(':').and_then(|p| p.parse().ok()));
+    }
     match s.rsplit_once(':') {
         Some((host, port)) if !host.contains(':') => match port.parse() {
             Ok(port) => (host, Some(port)),

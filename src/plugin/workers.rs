@@ -3,6 +3,7 @@
 //! of other calls and sessions, and plugin calls run beside the I/O, on the other cores.
 
 use std::future::Future;
+use std::sync::mpsc::{SyncSender, TrySendError};
 
 use tokio::runtime::{Builder, Runtime};
 
@@ -10,14 +11,18 @@ pub struct Workers {
     /// Always `Some` until dropped; an `Option` so that `drop` can take it.
     runtime: Option<Runtime>,
     /// Used stores on their way to the reaper thread.
-    discarded: std::sync::mpsc::Sender<Box<dyn Send>>,
+    discarded: SyncSender<Box<dyn Send>>,
 }
+
+/// Stores the reaper may have waiting; past that they are dropped where they are, so a
+/// starved reaper (it runs at nice 19) cannot pile up slots and their memory.
+const REAPER_BACKLOG: usize = 4;
 
 /// Drops what it is sent, at the lowest CPU priority. Dropping a used store of a big
 /// plugin resets megabytes of its memory slot; done on a plugin thread, that delayed the
 /// answer of the call just made (the I/O thread woke up behind it: +0.7 ms for Python).
-fn start_reaper() -> std::io::Result<std::sync::mpsc::Sender<Box<dyn Send>>> {
-    let (sender, receiver) = std::sync::mpsc::channel::<Box<dyn Send>>();
+fn start_reaper() -> std::io::Result<SyncSender<Box<dyn Send>>> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Box<dyn Send>>(REAPER_BACKLOG);
     std::thread::Builder::new().name("wasmgate-reaper".into()).spawn(move || {
         // SAFETY: setpriority on this thread's own id; failure leaves the default priority.
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
@@ -46,10 +51,11 @@ impl Workers {
         Ok(Workers { runtime: Some(runtime), discarded: start_reaper()? })
     }
 
-    /// Drops `item` on the reaper thread (see [`start_reaper`]), or here if it is gone.
+    /// Drops `item` on the reaper thread (see [`start_reaper`]), or here if the reaper
+    /// is behind or gone.
     pub fn discard(&self, item: impl Send + 'static) {
-        if let Err(returned) = self.discarded.send(Box::new(item)) {
-            drop(returned.0);
+        if let Err(TrySendError::Full(item) | TrySendError::Disconnected(item)) = self.discarded.try_send(Box::new(item)) {
+            drop(item);
         }
     }
 

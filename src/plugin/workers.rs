@@ -24,8 +24,12 @@ const REAPER_BACKLOG: usize = 4;
 fn start_reaper() -> std::io::Result<SyncSender<Box<dyn Send>>> {
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Box<dyn Send>>(REAPER_BACKLOG);
     std::thread::Builder::new().name("wasmgate-reaper".into()).spawn(move || {
+        // Linux sets a nice value per thread; elsewhere the reaper keeps the default priority.
         // SAFETY: setpriority on this thread's own id; failure leaves the default priority.
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
+        #[cfg(target_os = "linux")]
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19)
+        };
         while let Ok(item) = receiver.recv() {
             drop(item);
         }

@@ -68,7 +68,7 @@ impl Session {
     }
 
     pub fn send(&self, message: Value) {
-        let _ = self.out.send(message.to_string());
+        self.send_line(message.to_string());
     }
 
     fn send_line(&self, line: String) {

@@ -432,18 +432,12 @@ impl PluginHost {
         let timeout = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
         let ready = version.pool.take();
-        let host = self.this.upgrade().ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
-        let (task_version, task_tool, progress) = (version.clone(), tool.to_string(), ctx.progress);
+        let task_tool = tool.to_string();
         let outcome = self
-            .workers
-            .run(async move {
-                host.run(&task_version, timeout, progress, ready, |store, plugin| {
-                    Box::pin(async move { plugin.wasmgate_plugin_tool().call_call_tool(store, &task_tool, &arguments).await })
-                })
-                .await
+            .run(version.clone(), timeout, ctx.progress, ready, |store, plugin| {
+                Box::pin(async move { plugin.wasmgate_plugin_tool().call_call_tool(store, &task_tool, &arguments).await })
             })
-            .await
-            .and_then(|outcome| outcome);
+            .await;
         // Refilled after the call, not beside it: on few cores a refill that
         // starts first would hold the call up for a whole instantiation.
         self.refill(&version);
@@ -486,9 +480,31 @@ impl PluginHost {
     }
 
     /// Runs `f` on an instance of `version` — `ready` if given, else one made
-    /// now in a fresh store — armed with the call's limits. `Err` is the
-    /// failure in words for the client.
-    async fn run<R>(
+    /// now in a fresh store — armed with the call's limits, on the plugin threads:
+    /// guest code (a Python plugin's instantiation takes milliseconds) never runs
+    /// on the I/O thread. `Err` is the failure in words for the client.
+    async fn run<R: Send + 'static>(
+        &self,
+        version: Arc<Version>,
+        timeout: Duration,
+        progress: Option<ProgressSink>,
+        ready: Option<pool::Ready>,
+        f: impl for<'a> FnOnce(
+            &'a mut Store<StoreState>,
+            bindings::Plugin,
+        ) -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>
+        + Send
+        + 'static,
+    ) -> Result<R, String> {
+        let host = self.this.upgrade().ok_or("the plugin host is shutting down")?;
+        self.workers
+            .run(async move { host.run_here(&version, timeout, progress, ready, f).await })
+            .await
+            .and_then(|outcome| outcome)
+    }
+
+    /// [`Self::run`] on the current thread.
+    async fn run_here<R>(
         &self,
         version: &Version,
         timeout: Duration,
@@ -807,22 +823,11 @@ impl PluginHost {
             pool: Default::default(),
         };
         let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
-        // Guest code, so on the plugin threads like every call: a Python plugin's
-        // instantiation and list-tools take milliseconds the I/O thread must not wait.
-        let host = self
-            .this
-            .upgrade()
-            .ok_or_else(|| format!("{what}: the host is shutting down"))?;
         let infos = self
-            .workers
-            .run(async move {
-                host.run(&probe, timeout, None, None, |store, plugin| {
-                    Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
-                })
-                .await
+            .run(Arc::new(probe), timeout, None, None, |store, plugin| {
+                Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
             })
             .await
-            .and_then(|infos| infos)
             .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
         let mut tools = Vec::with_capacity(infos.len());
         let mut seen = BTreeSet::new();

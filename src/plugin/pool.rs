@@ -24,7 +24,8 @@ pub const READY_PER_VERSION: usize = 2;
 /// and has no effect, so no client data reaches an instance before its call, and the
 /// real call's latency halves. Its used stores are dropped on the reaper thread (see
 /// `workers`): resetting megabytes of memory must not delay the answer.
-pub static BIG_RUNTIME: AtomicUsize = AtomicUsize::new(4 << 20);
+pub static BIG_RUNTIME: AtomicUsize = AtomicUsize::new(BIG_RUNTIME_DEFAULT);
+pub const BIG_RUNTIME_DEFAULT: usize = 4 << 20;
 
 /// Whether a component of `len` bytes carries a big runtime (see [`BIG_RUNTIME`], which
 /// tests lower to put a small component on that path).

@@ -1046,8 +1046,13 @@ async fn big_components_get_warmed_ready_instances() {
         for _ in 0..6 {
             let result = host.call("echo", "listings", json!({}), ctx()).await.unwrap();
             seen.push(text(&result).to_string());
-            // Time for the pool to refill, so that the next call finds a ready instance.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // The next call must find a ready instance: wait until the refill is done.
+            let version = host.slots.load()["echo"].current.load_full();
+            let deadline = Instant::now() + EVENT_WAIT;
+            while version.pool.missing() > 0 {
+                assert!(Instant::now() < deadline, "the pool did not refill");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
         seen
     }
@@ -1055,14 +1060,15 @@ async fn big_components_get_warmed_ready_instances() {
     let host = start_one(entry("echo", Some(ECHO))).await;
     assert_eq!(listings_seen(&host).await, ["0"; 6]);
     host.shutdown().await;
-    // Big (the bar lowered under echo's size; only this test changes it, and the
-    // warming is invisible to every other test): the first call instantiates on the
+    // Big (the bar lowered under echo's size for a while; only this test changes it,
+    // and the warming is invisible to other tests): the first call instantiates on the
     // spot, the next ones take warmed ready instances, each warmed once.
     pool::BIG_RUNTIME.store(1, Ordering::Relaxed);
     let host = start_one(entry("echo", Some(ECHO))).await;
     assert_eq!(listings_seen(&host).await, ["0", "1", "1", "1", "1", "1"]);
     assert_eq!(host.plugins()[0].failures, 0);
     host.shutdown().await;
+    pool::BIG_RUNTIME.store(pool::BIG_RUNTIME_DEFAULT, Ordering::Relaxed);
 }
 
 /// Numbers for the ready-instance pool: the first call on a fresh instance against a

@@ -19,10 +19,12 @@
 //! # Threads
 //! The transport, sessions, routing and server pipes run on one current-thread tokio runtime
 //! (`cli`): a message crosses no thread on its way, so a call costs no cross-thread wake-ups.
-//! Plugin code runs on a multi-thread runtime of its own (`plugin::workers`), so a plugin that
-//! computes never holds up other messages; the epoch ticker and, for big plugins (an interpreter
-//! inside), a low-priority reaper that resets used instances have a thread each. A server's result is passed to the client as the
-//! JSON text it sent (`protocol::Reply::Raw`); only the envelope is rewritten.
+//! A plugin call starts there too, on an instance made ahead of it, and usually ends within
+//! that first poll; at the first epoch tick (1 ms) or wait for host I/O it moves to the plugin
+//! threads (`plugin::workers`), which also make and reset instances, so a plugin that computes
+//! holds up other messages for a tick at most. The epoch ticker has a thread of its own, idle
+//! while no guest code runs. A server's result is passed to the client as the JSON text it sent
+//! (`protocol::Reply::Raw`); only the envelope is rewritten.
 
 pub mod backend;
 pub mod builtin;

@@ -1,15 +1,15 @@
 //! The process's one wasmtime `Engine`: pooling allocator, epoch interruption
 //! driven by a ticker thread, optional fuel.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// How often the epoch advances; the granularity of time limits and of the
 /// guest's yields to the async runtime.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Component instances alive at once (calls in flight plus validations). Calls
 /// beyond this wait for a slot instead of failing.
@@ -56,33 +56,123 @@ pub fn build(fuel: bool) -> anyhow::Result<Engine> {
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own, so
-/// that time limits hold even when every runtime worker is busy.
+/// that time limits hold even when every runtime worker is busy. It ticks only while
+/// guest code may run (see [`Ticker::busy`]) and for a second after: an idle gateway
+/// gets no wake-ups from it.
 pub struct Ticker {
-    stop: Arc<AtomicBool>,
+    shared: Arc<TickerShared>,
+}
+
+struct TickerShared {
+    stop: AtomicBool,
+    /// Holders of a [`Busy`] guard.
+    busy: AtomicUsize,
+    /// Set while the thread sleeps until the next `busy`.
+    parked: AtomicBool,
+    /// Set right after the spawn, long before the thread first parks.
+    thread: OnceLock<std::thread::Thread>,
+}
+
+/// Ticks in a row with nothing running after which the ticker sleeps.
+const IDLE_TICKS: u32 = 1000;
+
+/// Keeps the epoch advancing while held: taken before guest code runs.
+pub struct Busy {
+    shared: Arc<TickerShared>,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.shared.busy.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Ticker {
     pub fn start(engine: Engine) -> std::io::Result<Ticker> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        std::thread::Builder::new()
+        let shared = Arc::new(TickerShared {
+            stop: AtomicBool::new(false),
+            busy: AtomicUsize::new(0),
+            parked: AtomicBool::new(false),
+            thread: OnceLock::new(),
+        });
+        let ticking = shared.clone();
+        let handle = std::thread::Builder::new()
             .name("wasmgate-epoch".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                let shared = ticking;
+                let mut idle = 0;
+                while !shared.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
+                    idle = if shared.busy.load(Ordering::SeqCst) == 0 { idle + 1 } else { 0 };
+                    if idle >= IDLE_TICKS {
+                        // `busy` raises the count before it looks at `parked`: one of the
+                        // two sees the other's write, so no call waits for a parked ticker.
+                        shared.parked.store(true, Ordering::SeqCst);
+                        while shared.busy.load(Ordering::SeqCst) == 0 && !shared.stop.load(Ordering::SeqCst) {
+                            std::thread::park();
+                        }
+                        shared.parked.store(false, Ordering::SeqCst);
+                        idle = 0;
+                    }
                 }
             })?;
-        Ok(Ticker { stop })
+        let _ = shared.thread.set(handle.thread().clone());
+        Ok(Ticker { shared })
+    }
+
+    /// Guest code is about to run: the epoch must advance until the guard drops.
+    pub fn busy(&self) -> Busy {
+        self.shared.busy.fetch_add(1, Ordering::SeqCst);
+        if self.shared.parked.load(Ordering::SeqCst) {
+            self.unpark();
+        }
+        Busy { shared: self.shared.clone() }
     }
 
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.unpark();
+    }
+
+    fn unpark(&self) {
+        if let Some(thread) = self.shared.thread.get() {
+            thread.unpark();
+        }
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait_until(what: &str, within: Duration, condition: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + within;
+        while !condition() {
+            assert!(std::time::Instant::now() < deadline, "{what}: not within {within:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn the_ticker_sleeps_when_idle_and_ticks_while_guest_code_may_run() {
+        let engine = Engine::new(Config::new().epoch_interruption(true)).unwrap();
+        let ticker = Ticker::start(engine).unwrap();
+        let parked = || ticker.shared.parked.load(Ordering::SeqCst);
+        wait_until("parked when idle", Duration::from_secs(10), parked);
+        let busy = ticker.busy();
+        wait_until("awake once busy", Duration::from_secs(1), || !parked());
+        // Past the idle limit, it keeps ticking while a guard is held.
+        std::thread::sleep(EPOCH_TICK * IDLE_TICKS + Duration::from_millis(300));
+        assert!(!parked());
+        drop(busy);
+        wait_until("parked again", Duration::from_secs(10), parked);
+        ticker.stop();
     }
 }

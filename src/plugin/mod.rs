@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -123,6 +124,10 @@ const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Instances kept free of calls so that loads and reloads can always validate.
 const RESERVED_INSTANCES: u32 = 4;
+
+/// Instance slots the ready pools leave to calls: with many plugins in use, their ready
+/// instances could otherwise hold every slot while a call waits for one.
+const READY_HEADROOM: usize = (engine::MAX_INSTANCES / 2) as usize;
 
 /// Extra time the async timeout grants over the epoch deadline, which normally
 /// fires first; the async timeout catches guests blocked in host I/O.
@@ -228,7 +233,12 @@ struct Version {
     tools: Vec<Value>,
     loaded_at: SystemTime,
     pool: pool::ReadyPool,
+    /// When a call of this version last had to leave the I/O thread (see `may_run_inline`).
+    went_async: StdMutex<Option<Instant>>,
 }
+
+/// How long a version whose call left the I/O thread starts its calls on the plugin threads.
+const ASYNC_MEMORY: Duration = Duration::from_secs(1);
 
 impl Version {
     fn new(name: Arc<str>, source: Source, code: Arc<Code>, settings: Arc<Settings>) -> Version {
@@ -245,12 +255,32 @@ impl Version {
         Version {
             name,
             source,
-            code,
             settings,
             tools,
             loaded_at: SystemTime::now(),
-            pool: Default::default(),
+            pool: pool::ReadyPool::new(code.big_runtime),
+            went_async: StdMutex::new(None),
+            code,
         }
+    }
+
+    /// Whether a call starts on the calling (I/O) thread. A call that finishes within its
+    /// first poll (echo: a few µs) skips two thread hops that cost more than the call; one
+    /// that does not (a guest computing past an epoch tick, or waiting for host I/O) moves
+    /// to the plugin threads right then, and this version's calls start there for a while.
+    /// A big runtime's instantiation takes milliseconds: without a ready instance, its call
+    /// starts on the plugin threads.
+    fn may_run_inline(&self, ready: bool) -> bool {
+        let recently_async = self
+            .went_async
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| at.elapsed() < ASYNC_MEMORY);
+        !recently_async && (ready || !self.code.big_runtime)
+    }
+
+    fn went_async(&self) {
+        *self.went_async.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 
     fn has_tool(&self, tool: &str) -> bool {
@@ -432,9 +462,10 @@ impl PluginHost {
         let timeout = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
         let ready = version.pool.take();
+        let inline = version.may_run_inline(ready.is_some());
         let task_tool = tool.to_string();
         let outcome = self
-            .run(version.clone(), timeout, ctx.progress, ready, |store, plugin| {
+            .run(version.clone(), timeout, ctx.progress, ready, inline, |store, plugin| {
                 Box::pin(async move { plugin.wasmgate_plugin_tool().call_call_tool(store, &task_tool, &arguments).await })
             })
             .await;
@@ -480,15 +511,17 @@ impl PluginHost {
     }
 
     /// Runs `f` on an instance of `version` — `ready` if given, else one made
-    /// now in a fresh store — armed with the call's limits, on the plugin threads:
-    /// guest code (a Python plugin's instantiation takes milliseconds) never runs
-    /// on the I/O thread. `Err` is the failure in words for the client.
+    /// now in a fresh store — armed with the call's limits. With `inline`, its first
+    /// poll happens here, on the caller's (I/O) thread, and what is left after it runs
+    /// on the plugin threads; without, all of it runs there (see
+    /// `Version::may_run_inline`). `Err` is the failure in words for the client.
     async fn run<R: Send + 'static>(
         &self,
         version: Arc<Version>,
         timeout: Duration,
         progress: Option<ProgressSink>,
         ready: Option<pool::Ready>,
+        inline: bool,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
             bindings::Plugin,
@@ -497,13 +530,26 @@ impl PluginHost {
         + 'static,
     ) -> Result<R, String> {
         let host = self.this.upgrade().ok_or("the plugin host is shutting down")?;
-        self.workers
-            .run(async move { host.run_here(&version, timeout, progress, ready, f).await })
-            .await
-            .and_then(|outcome| outcome)
+        let started_on = inline.then(|| version.clone());
+        let mut task = Box::pin(async move { host.run_here(&version, timeout, progress, ready, f).await });
+        if let Some(version) = started_on {
+            let polled_at = Instant::now();
+            let first = std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await;
+            if let Poll::Ready(outcome) = first {
+                return outcome;
+            }
+            // A guest that waits for host I/O leaves at once. One that computed until an
+            // epoch tick stopped it held the I/O thread for up to a tick; a tick that falls
+            // inside a short call stops it early, and does not count.
+            if polled_at.elapsed() >= engine::EPOCH_TICK / 2 {
+                version.went_async();
+            }
+        }
+        self.workers.run(task).await.and_then(|outcome| outcome)
     }
 
-    /// [`Self::run`] on the current thread.
+    /// [`Self::run`] on the current thread. The used store goes to the version's pool,
+    /// for the refill that follows the call to drop.
     async fn run_here<R>(
         &self,
         version: &Version,
@@ -535,6 +581,7 @@ impl PluginHost {
             .map_err(|e| limits::chain(&e))?;
         store.data_mut().host.progress = progress;
         let pre = version.code.pre.clone();
+        let busy = self.ticker.busy();
         let result = tokio::time::timeout(timeout + TIMEOUT_GRACE, async {
             let instance = match instance {
                 Some(instance) => instance,
@@ -543,6 +590,7 @@ impl PluginHost {
             f(&mut store, instance).await
         })
         .await;
+        drop(busy);
         let data = store.data();
         let outcome = match result {
             Ok(Ok(value)) => Ok(value),
@@ -556,8 +604,10 @@ impl PluginHost {
             )),
             Err(_elapsed) => Err(limits::time_limit_message(name, timeout)),
         };
-        if version.code.big_runtime {
-            self.workers.discard((store, _permit));
+        // The refill that follows the call resets the store, on a plugin thread and
+        // after the answer: a Python store's reset writes megabytes.
+        if let Some(used) = version.pool.throw_away((store, _permit)) {
+            drop(used);
         }
         outcome
     }
@@ -574,7 +624,7 @@ impl PluginHost {
     /// budget to spare only: calls waiting for a slot come first.
     fn refill(&self, version: &Arc<Version>) {
         if !self.ready_pool.load(Ordering::Relaxed)
-            || version.pool.missing() == 0
+            || (version.pool.missing() == 0 && !version.pool.has_used())
             || !version.pool.start_filling()
         {
             return;
@@ -584,7 +634,14 @@ impl PluginHost {
         };
         let version = version.clone();
         self.workers.spawn(async move {
-            while version.pool.missing() > 0 {
+            loop {
+                drop(version.pool.take_used());
+                if version.pool.missing() == 0 {
+                    break;
+                }
+                if host.instances.available_permits() <= READY_HEADROOM {
+                    break;
+                }
                 let Ok(permit) = host.instances.clone().try_acquire_owned() else {
                     break;
                 };
@@ -596,6 +653,7 @@ impl PluginHost {
                 {
                     break;
                 }
+                let busy = host.ticker.busy();
                 let made = match version.code.pre.instantiate_async(&mut store).await {
                     Ok(instance) if version.code.big_runtime => instance
                         .wasmgate_plugin_tool()
@@ -604,6 +662,7 @@ impl PluginHost {
                         .map(|_| instance),
                     other => other,
                 };
+                drop(busy);
                 match made {
                     Ok(instance) => version.pool.put(pool::Ready {
                         store,
@@ -820,11 +879,12 @@ impl PluginHost {
             settings: settings.clone(),
             tools: Vec::new(),
             loaded_at: SystemTime::now(),
-            pool: Default::default(),
+            pool: pool::ReadyPool::new(false),
+            went_async: StdMutex::new(None),
         };
         let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
         let infos = self
-            .run(Arc::new(probe), timeout, None, None, |store, plugin| {
+            .run(Arc::new(probe), timeout, None, None, false, |store, plugin| {
                 Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
             })
             .await

@@ -462,6 +462,38 @@ async fn spin_times_out_while_other_calls_are_served() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threads() {
+    let (host, _rx) = start(&config(vec![
+        entry("faulty", Some(FAULTY)),
+        entry("echo", Some(ECHO)),
+    ]))
+    .await;
+    let version = |name: &str| host.slots.load()[name].current.load_full();
+    assert!(version("faulty").may_run_inline(false));
+    // A spinning call starts here and is stopped by the next tick, up to a tick later;
+    // one stopped within half a tick does not count, so this may take a few calls.
+    let mut calls = 0;
+    while version("faulty").may_run_inline(false) {
+        calls += 1;
+        assert!(calls <= 30, "a spinning plugin still starts its calls inline");
+        let result = host
+            .call("faulty", "spin", json!({}), ctx_timeout(Duration::from_millis(20)))
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{result}");
+    }
+    assert!(!version("faulty").may_run_inline(true));
+    // Its calls still work, from the plugin threads; other plugins are not affected.
+    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&ok), "ok");
+    for _ in 0..3 {
+        let echoed = host.call("echo", "echo", json!({"text": "x"}), ctx()).await.unwrap();
+        assert_eq!(text(&echoed), "x");
+    }
+    assert!(version("echo").may_run_inline(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_time_limit_bounds_the_call_timeout() {
     let mut e = entry("faulty", Some(FAULTY));
     e.limits.timeout = Duration::from_millis(300);

@@ -1,40 +1,16 @@
-//! The threads plugin code runs on: a multi-thread runtime of its own, apart from the
-//! gateway's I/O thread. A plugin that computes for a while never holds up the messages
-//! of other calls and sessions, and plugin calls run beside the I/O, on the other cores.
+//! The plugin threads: a multi-thread runtime of its own, apart from the gateway's I/O
+//! thread. They make and reset instances (the ready pool's refill), validate new
+//! versions, and take over any call that does not finish within its first poll on the
+//! I/O thread (see `PluginHost::run`): a plugin that computes or waits for host I/O never
+//! holds up the messages of other calls and sessions for longer than an epoch tick.
 
 use std::future::Future;
-use std::sync::mpsc::{SyncSender, TrySendError};
 
 use tokio::runtime::{Builder, Runtime};
 
 pub struct Workers {
     /// Always `Some` until dropped; an `Option` so that `drop` can take it.
     runtime: Option<Runtime>,
-    /// Used stores on their way to the reaper thread.
-    discarded: SyncSender<Box<dyn Send>>,
-}
-
-/// Stores the reaper may have waiting; past that they are dropped where they are, so a
-/// starved reaper (it runs at nice 19) cannot pile up slots and their memory.
-const REAPER_BACKLOG: usize = 4;
-
-/// Drops what it is sent, at the lowest CPU priority. Dropping a used store of a big
-/// plugin resets megabytes of its memory slot; done on a plugin thread, that delayed the
-/// answer of the call just made (the I/O thread woke up behind it: +0.7 ms for Python).
-fn start_reaper() -> std::io::Result<SyncSender<Box<dyn Send>>> {
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Box<dyn Send>>(REAPER_BACKLOG);
-    std::thread::Builder::new().name("wasmgate-reaper".into()).spawn(move || {
-        // Linux sets a nice value per thread; elsewhere the reaper keeps the default priority.
-        // SAFETY: setpriority on this thread's own id; failure leaves the default priority.
-        #[cfg(target_os = "linux")]
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19)
-        };
-        while let Ok(item) = receiver.recv() {
-            drop(item);
-        }
-    })?;
-    Ok(sender)
 }
 
 impl Workers {
@@ -45,22 +21,14 @@ impl Workers {
         let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).saturating_sub(1).max(1);
         let runtime = Builder::new_multi_thread()
             .worker_threads(threads)
-            // A guest that computes yields at every epoch tick (10 ms); new calls wait in the
+            // A guest that computes yields at every epoch tick (1 ms); new calls wait in the
             // global queue, which by default is looked at only every 61 polls: with few
             // threads, a call beside a spinning plugin would wait for that plugin's time limit.
             .global_queue_interval(1)
             .thread_name("wasmgate-plugin")
             .enable_all()
             .build()?;
-        Ok(Workers { runtime: Some(runtime), discarded: start_reaper()? })
-    }
-
-    /// Drops `item` on the reaper thread (see [`start_reaper`]), or here if the reaper
-    /// is behind or gone.
-    pub fn discard(&self, item: impl Send + 'static) {
-        if let Err(TrySendError::Full(item) | TrySendError::Disconnected(item)) = self.discarded.try_send(Box::new(item)) {
-            drop(item);
-        }
+        Ok(Workers { runtime: Some(runtime) })
     }
 
     /// Runs `task` on a plugin thread; `Err` if it panicked or the runtime is shutting down.

@@ -233,8 +233,10 @@ struct Version {
     tools: Vec<Value>,
     loaded_at: SystemTime,
     pool: pool::ReadyPool,
-    /// When a call of this version last had to leave the I/O thread (see `may_run_inline`).
+    /// When this version's calls last proved to compute on the I/O thread (see `polled_long`).
     went_async: StdMutex<Option<Instant>>,
+    /// Inline first polls in a row that ran long.
+    long_polls: std::sync::atomic::AtomicU32,
 }
 
 /// How long a version whose call left the I/O thread starts its calls on the plugin threads.
@@ -260,6 +262,7 @@ impl Version {
             loaded_at: SystemTime::now(),
             pool: pool::ReadyPool::new(code.big_runtime),
             went_async: StdMutex::new(None),
+            long_polls: Default::default(),
             code,
         }
     }
@@ -279,8 +282,21 @@ impl Version {
         !recently_async && (ready || !self.code.big_runtime)
     }
 
-    fn went_async(&self) {
-        *self.went_async.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    /// A call ended within its first poll on the I/O thread.
+    fn ended_inline(&self) {
+        if self.long_polls.load(Ordering::Relaxed) != 0 {
+            self.long_polls.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// A call's first poll on the I/O thread ran long and the call went on elsewhere. Two
+    /// such with no call ending inline between them (one alone may be the I/O thread
+    /// losing its core for a while) send this version's calls to the plugin threads.
+    fn polled_long(&self) {
+        if self.long_polls.fetch_add(1, Ordering::Relaxed) + 1 >= 2 {
+            self.long_polls.store(0, Ordering::Relaxed);
+            *self.went_async.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        }
     }
 
     fn has_tool(&self, tool: &str) -> bool {
@@ -536,13 +552,14 @@ impl PluginHost {
             let polled_at = Instant::now();
             let first = std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await;
             if let Poll::Ready(outcome) = first {
+                version.ended_inline();
                 return outcome;
             }
             // A guest that waits for host I/O leaves at once. One that computed until an
             // epoch tick stopped it held the I/O thread for up to a tick; a tick that falls
             // inside a short call stops it early, and does not count.
             if polled_at.elapsed() >= engine::EPOCH_TICK / 2 {
-                version.went_async();
+                version.polled_long();
             }
         }
         self.workers.run(task).await.and_then(|outcome| outcome)
@@ -881,6 +898,7 @@ impl PluginHost {
             loaded_at: SystemTime::now(),
             pool: pool::ReadyPool::new(false),
             went_async: StdMutex::new(None),
+            long_polls: Default::default(),
         };
         let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
         let infos = self

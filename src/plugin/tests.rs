@@ -471,7 +471,7 @@ async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threa
     let version = |name: &str| host.slots.load()[name].current.load_full();
     assert!(version("faulty").may_run_inline(false));
     // A spinning call starts here and is stopped by the next tick, up to a tick later;
-    // one stopped within half a tick does not count, so this may take a few calls.
+    // one stopped within half a tick does not count, and it takes two that ran longer.
     let mut calls = 0;
     while version("faulty").may_run_inline(false) {
         calls += 1;

@@ -637,11 +637,15 @@ impl PluginHost {
         Ok(store)
     }
 
-    /// Tops up `version`'s ready instances in the background, with instance
-    /// budget to spare only: calls waiting for a slot come first.
+    /// Drops `version`'s used stores and tops up its ready instances, in the background
+    /// and with instance budget to spare only: calls waiting for a slot come first.
     fn refill(&self, version: &Arc<Version>) {
-        if !self.ready_pool.load(Ordering::Relaxed)
-            || (version.pool.missing() == 0 && !version.pool.has_used())
+        if !self.ready_pool.load(Ordering::Relaxed) {
+            // Measuring without the pool: used stores still give their slots back.
+            drop(version.pool.take_used());
+            return;
+        }
+        if (version.pool.missing() == 0 && !version.pool.has_used())
             || !version.pool.start_filling()
         {
             return;

@@ -30,6 +30,7 @@ pub mod backend;
 pub mod builtin;
 pub mod cli;
 pub mod config;
+pub mod file_events;
 pub mod gateway;
 pub mod plugin;
 pub mod protocol;

@@ -36,6 +36,7 @@ pub fn watch_config(gateway: Arc<Gateway>, path: PathBuf) -> Option<notify::Reco
     let file_name = path.file_name().map(|n| n.to_owned());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
+            && crate::file_events::is_change(&event.kind)
             && event.paths.iter().any(|p| p.file_name() == file_name.as_deref())
         {
             let _ = tx.send(());

@@ -6,8 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use notify::event::{AccessKind, AccessMode};
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -24,7 +23,7 @@ pub fn watch(
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
             Ok(event) => {
-                if is_change(&event.kind) {
+                if crate::file_events::is_change(&event.kind) {
                     for path in event.paths {
                         let _ = tx.send(path);
                     }
@@ -47,15 +46,6 @@ pub fn watch(
         }
     }
     Ok((watcher, rx, missing))
-}
-
-/// Opening or reading a file (as the host itself does when loading) is not a change.
-fn is_change(kind: &EventKind) -> bool {
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    }
 }
 
 /// Feeds `on_change` each path once it has been quiet for [`DEBOUNCE`]; ends

@@ -33,6 +33,31 @@ fn adding_a_server_to_the_config_file_announces_its_tools() {
 }
 
 #[test]
+fn reading_the_config_file_is_not_a_change() {
+    let first = config().example("one", &["--name", "one"]);
+    let mut client = first.start_initialized();
+    let reloads = |client: &mut crate::harness::Client| client.events(json!({"event_type": "config.reloaded"})).len();
+    // An editor or a backup tool reads the file; so does the gateway, after each change.
+    for _ in 0..3 {
+        std::fs::read_to_string(client.config_path()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(reloads(&mut client), 0, "a read reloaded the config");
+
+    let second = first.example("two", &["--name", "two"]);
+    std::fs::write(client.config_path(), second.render(&client.dir.path)).unwrap();
+    let after_write = eventually(Duration::from_secs(15), "a config.reloaded event", || {
+        let n = reloads(&mut client);
+        (n > 0).then_some(n)
+    });
+    // The gateway's own read of the new file must not start another reload (the
+    // debounce is 150 ms: a loop would have reloaded several times by now).
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(reloads(&mut client), after_write, "the config reloaded again without a change");
+}
+
+#[test]
 fn removing_a_server_drops_its_tools() {
     let both = config().example("one", &[]).example("two", &["--name", "two"]);
     let mut client = both.start_initialized();

@@ -550,7 +550,11 @@ impl PluginHost {
         let mut task = Box::pin(async move { host.run_here(&version, timeout, progress, ready, f).await });
         if let Some(version) = started_on {
             let polled_at = Instant::now();
-            let first = std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx))).await;
+            let first = std::future::poll_fn(|cx| {
+                let _context = self.workers.enter();
+                Poll::Ready(task.as_mut().poll(cx))
+            })
+            .await;
             if let Poll::Ready(outcome) = first {
                 version.ended_inline();
                 return outcome;

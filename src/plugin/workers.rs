@@ -37,6 +37,13 @@ impl Workers {
         runtime.spawn(task).await.map_err(|e| if e.is_panic() { "the plugin host panicked".to_string() } else { "the plugin host is shutting down".to_string() })
     }
 
+    /// Makes the plugin threads' runtime the current one until the guard drops: timers and
+    /// tasks that a call creates during its first poll on the I/O thread then belong to the
+    /// runtime the call moves to, which outlives the I/O thread's.
+    pub fn enter(&self) -> tokio::runtime::EnterGuard<'_> {
+        self.runtime.as_ref().expect("present until drop").enter()
+    }
+
     /// Starts `task` on a plugin thread without waiting for it.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.runtime.as_ref().expect("present until drop").spawn(task);

@@ -627,9 +627,7 @@ impl PluginHost {
         };
         // The refill that follows the call resets the store, on a plugin thread and
         // after the answer: a Python store's reset writes megabytes.
-        if let Some(used) = version.pool.throw_away((store, _permit)) {
-            drop(used);
-        }
+        version.pool.throw_away((store, _permit));
         outcome
     }
 
@@ -892,22 +890,12 @@ impl PluginHost {
             )
         })?;
 
-        let probe = Version {
-            name: name.clone(),
-            source: source.clone(),
-            code: Arc::new(Code {
-                digest: digest.clone(),
-                pre: pre.clone(),
-                tools: Vec::new(),
-                big_runtime: false,
-            }),
-            settings: settings.clone(),
-            tools: Vec::new(),
-            loaded_at: SystemTime::now(),
-            pool: pool::ReadyPool::new(false),
-            went_async: StdMutex::new(None),
-            long_polls: Default::default(),
-        };
+        let probe = Version::new(
+            name.clone(),
+            source.clone(),
+            Arc::new(Code { digest: digest.clone(), pre: pre.clone(), tools: Vec::new(), big_runtime: false }),
+            settings.clone(),
+        );
         let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
         let infos = self
             .run(Arc::new(probe), timeout, None, None, false, |store, plugin| {

@@ -77,14 +77,15 @@ impl ReadyPool {
         self.size.saturating_sub(self.ready.lock().unwrap_or_else(|e| e.into_inner()).len())
     }
 
-    /// Leaves a used store for the refill task; `Some` (to drop here) when too many wait.
-    pub fn throw_away(&self, used: Used) -> Option<Used> {
+    /// Leaves a used store for the refill task; drops it here when too many wait.
+    pub fn throw_away(&self, used: Used) {
         let mut waiting = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        if waiting.len() >= USED_BACKLOG {
-            return Some(used);
+        if waiting.len() < USED_BACKLOG {
+            waiting.push(used);
+            return;
         }
-        waiting.push(used);
-        None
+        drop(waiting);
+        drop(used);
     }
 
     /// The used stores waiting to be dropped.

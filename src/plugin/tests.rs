@@ -94,6 +94,11 @@ async fn start(config: &PluginsConfig) -> (Arc<PluginHost>, mpsc::UnboundedRecei
     (host, rx)
 }
 
+/// The `faulty` fixture (spin, hog, trap) beside `echo`, with default limits.
+async fn start_faulty_and_echo() -> (Arc<PluginHost>, mpsc::UnboundedReceiver<PluginEvent>) {
+    start(&config(vec![entry("faulty", Some(FAULTY)), entry("echo", Some(ECHO))])).await
+}
+
 async fn start_one(entry: PluginConfig) -> Arc<PluginHost> {
     let (host, mut rx) = start(&config(vec![entry])).await;
     match rx.try_recv() {
@@ -407,11 +412,7 @@ async fn http_to_an_allowed_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spin_times_out_while_other_calls_are_served() {
-    let (host, _rx) = start(&config(vec![
-        entry("faulty", Some(FAULTY)),
-        entry("echo", Some(ECHO)),
-    ]))
-    .await;
+    let (host, _rx) = start_faulty_and_echo().await;
     let started = Instant::now();
     let spinner = {
         let host = host.clone();
@@ -463,11 +464,7 @@ async fn spin_times_out_while_other_calls_are_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threads() {
-    let (host, _rx) = start(&config(vec![
-        entry("faulty", Some(FAULTY)),
-        entry("echo", Some(ECHO)),
-    ]))
-    .await;
+    let (host, _rx) = start_faulty_and_echo().await;
     let version = |name: &str| host.slots.load()[name].current.load_full();
     assert!(version("faulty").may_run_inline(false));
     // A spinning call starts here and is stopped by the next tick, up to a tick later;

@@ -183,21 +183,32 @@ impl Reply {
 }
 
 /// The answer line for a request: the JSON text of `{"jsonrpc", "id", "result"|"error"}`.
+/// Written around the result's text: no JSON object is built for the envelope.
 pub fn response_line(id: &Value, result: Result<Reply, RpcError>) -> String {
-    match result {
-        Ok(Reply::Raw(raw)) => {
-            let id = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
-            let mut line = String::with_capacity(raw.get().len() + id.len() + 32);
-            line.push_str(r#"{"jsonrpc":"2.0","id":"#);
-            line.push_str(&id);
-            line.push_str(r#","result":"#);
-            line.push_str(raw.get());
-            line.push('}');
-            line
+    // Serialising a `Value` cannot fail (its keys are strings); "null" is never used.
+    let text = |value: &Value| serde_json::to_string(value).unwrap_or_else(|_| "null".into());
+    let built;
+    let (key, body) = match &result {
+        Ok(Reply::Raw(raw)) => ("result", raw.get()),
+        Ok(Reply::Built(value)) => {
+            built = text(value);
+            ("result", built.as_str())
         }
-        Ok(Reply::Built(value)) => response(id.clone(), Ok(value)).to_string(),
-        Err(error) => error_response(id.clone(), &error).to_string(),
-    }
+        Err(error) => {
+            built = text(&error.to_value());
+            ("error", built.as_str())
+        }
+    };
+    let id = text(id);
+    let mut line = String::with_capacity(body.len() + id.len() + 32);
+    line.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    line.push_str(&id);
+    line.push_str(",\"");
+    line.push_str(key);
+    line.push_str("\":");
+    line.push_str(body);
+    line.push('}');
+    line
 }
 
 /// The parts of a server's line needed to route it; `result` stays JSON text.
@@ -320,6 +331,18 @@ mod tests {
         };
         assert!(items[0].is_ok());
         assert_eq!(items[1].as_ref().unwrap_err().0, json!(2));
+    }
+
+    #[test]
+    fn built_results_and_errors_are_written_as_the_envelope_would_serialise() {
+        let result = json!({"content": [{"type": "text", "text": "a \"quoted\" é"}], "isError": false});
+        let out = response_line(&json!(3), Ok(Reply::Built(result.clone())));
+        assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), response(json!(3), Ok(result)));
+        assert_eq!(out, r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"a \"quoted\" é"}],"isError":false}}"#);
+        let error = RpcError::invalid_params("bad \"x\"");
+        let out = response_line(&json!("s-1"), Err(error.clone()));
+        assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), error_response(json!("s-1"), &error));
+        assert!(!out.contains('\n'), "{out}");
     }
 
     #[test]

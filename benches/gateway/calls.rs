@@ -1,5 +1,5 @@
 //! `tools/call echo` under load, interleaved round by round: the example server
-//! direct, behind the gateway, and the `echo` WASM plugin behind the gateway; then
+//! direct, behind the gateway, and a WASM plugin's `echo` behind the gateway; then
 //! the gateway's start-up with that server and the memory of each target.
 
 use std::path::Path;

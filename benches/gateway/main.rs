@@ -12,8 +12,10 @@
 //! Targets, each one child process spoken to over stdio by the same client code:
 //! - `direct`: the example server (`echo`);
 //! - `gateway`: `wasmgate serve` with the example server configured (`ex__echo`);
-//! - `wasm`: `wasmgate serve` with the test plugin `echo.wasm` (`wecho__echo`),
-//!   when `tests/plugins/target/wasm32-wasip2/release/echo.wasm` exists.
+//! - `wasm`: `wasmgate serve` with the test plugin `minimal.wasm` (`wecho__echo`: one
+//!   `echo` tool, nothing else), when `tests/plugins/target/wasm32-wasip2/release/minimal.wasm`
+//!   exists. `WASMGATE_BENCH_PLUGIN=tests/plugins/target/wasm32-wasip2/release/echo.wasm`
+//!   measures the bigger test fixture instead (its other tools import wasi:http and more).
 //!
 //! Sections: `calls` (the targets above, interleaved, then start-up with the example
 //! server and each target's RSS: `calls.rs`), `python` (the componentize-py plugin
@@ -178,7 +180,7 @@ impl Paths {
             plugin: std::env::var_os("WASMGATE_BENCH_PLUGIN")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| {
-                    root.join("tests/plugins/target/wasm32-wasip2/release/echo.wasm")
+                    root.join("tests/plugins/target/wasm32-wasip2/release/minimal.wasm")
                 }),
             python: root.join("plugins/python/text/text.wasm"),
             root,
@@ -262,6 +264,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     );
     if std::env::var_os("WASMGATE_BENCH_GATEWAY").is_some() {
         println!("gateway binary: {}", paths.gateway.display());
+    }
+    if std::env::var_os("WASMGATE_BENCH_PLUGIN").is_some() {
+        println!("wasm plugin: {}", paths.plugin.display());
     }
 
     let mut results = serde_json::Map::new();

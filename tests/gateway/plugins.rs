@@ -4,7 +4,7 @@
 //! steady stream of calls), the compilation cache, the bundled plugins of the embedded
 //! default, and a plugin written in Python.
 //!
-//! Components: the fixtures (`echo`, `faulty`, `wrongworld`) and the shipped plugins
+//! Components: the fixtures (`echo`, `faulty`, `minimal`, `wrongworld`) and the shipped plugins
 //! (`hash`, `json`, ...) are built by `build.rs`; the Python one by
 //! `plugins/python/text/build.sh` (scripts/test.sh runs it).
 
@@ -43,7 +43,7 @@ fn component(dir: &str, name: &str) -> PathBuf {
     path
 }
 
-/// A test fixture component (`echo`, `faulty`, `wrongworld`).
+/// A test fixture component (`echo`, `faulty`, `minimal`, `wrongworld`).
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(component(env!("WASMGATE_TEST_PLUGINS"), name)).expect("read fixture")
 }
@@ -292,6 +292,19 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
     assert_eq!(status["kind"], "wasm", "{status}");
     assert_eq!(status["status"], "ready", "{status}");
     assert_eq!(status["tool_count"].as_u64(), Some(15), "{status}");
+}
+
+#[test]
+fn the_benchmarks_minimal_plugin_serves_its_one_tool() {
+    let (mut client, names) = setup().file("minimal.wasm", fixture("minimal")).start();
+    let own: Vec<_> = names.iter().filter(|n| n.starts_with("minimal__")).collect();
+    assert_eq!(own, ["minimal__echo"], "{names:?}");
+    for text_in in ["hello, plugin", "", "ünïcode ✓ \"quoted\"\n"] {
+        assert_eq!(text(&call_ok(&mut client, "minimal__echo", json!({"text": text_in}))), text_in);
+    }
+    // Its schema is strict: the host refuses what the plugin would not accept.
+    let error = client.call_error("minimal__echo", json!({"text": "x", "extra": 1}));
+    assert_eq!(error["code"], -32602, "{error}");
 }
 
 #[test]

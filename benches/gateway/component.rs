@@ -13,7 +13,7 @@ mod custom_section;
 
 pub use custom_section::with_custom_section;
 
-/// The `echo` plugin's bytes, or (`Err`) the results of a section skipped without it.
+/// The bench plugin's bytes (`Paths::plugin`), or (`Err`) the results of a section skipped without it.
 pub fn echo_plugin(
     paths: &Paths,
     section: &str,

@@ -1,5 +1,5 @@
-//! Hot reload: `wasmgate serve` on a plugin directory holding `echo.wasm`, a
-//! client connected; each round replaces the file with a new version (temporary
+//! Hot reload: `wasmgate serve` on a plugin directory holding the bench's plugin
+//! (`minimal`, or `WASMGATE_BENCH_PLUGIN`) as `echo.wasm`, a client connected; each round replaces the file with a new version (temporary
 //! file, then a rename over it, as cargo and editors do) and measures from the
 //! rename to the client reading `notifications/tools/list_changed`; a call must
 //! then be answered. Every version has other bytes (a custom section), so each

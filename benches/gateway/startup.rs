@@ -1,6 +1,6 @@
 //! Start-up: from spawning the gateway to its first `tools/list` answer that is
-//! complete; and start-up and idle memory with ten plugins in a plugin directory,
-//! every one already in the compile cache.
+//! complete; and start-up and idle memory with ten plugins in a plugin directory
+//! (copies of the bench's plugin), every one already in the compile cache.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -17,6 +17,10 @@ const ECHO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/plugins/target/wasm32-wasip2/release/echo.wasm"
 );
+const MINIMAL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/plugins/target/wasm32-wasip2/release/minimal.wasm"
+);
 const FAULTY: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/plugins/target/wasm32-wasip2/release/faulty.wasm"
@@ -1101,14 +1105,18 @@ async fn big_components_get_warmed_ready_instances() {
 }
 
 /// Numbers for the ready-instance pool: the first call on a fresh instance against a
-/// second call on the same one, and after a warming `list-tools`, for echo and (when
+/// second call on the same one, and after a warming `list-tools`, for minimal, echo and (when
 /// built) the Python plugin. `cargo test --release measure_first_call -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn measure_first_call() {
     let python = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/python/text/text.wasm");
     let cache = TempDir::new();
-    for (path, tool, args) in [(ECHO, "echo", r#"{"text":"x"}"#), (python, "reverse", r#"{"text":"hello"}"#)] {
+    for (path, tool, args) in [
+        (MINIMAL, "echo", r#"{"text":"x"}"#),
+        (ECHO, "echo", r#"{"text":"x"}"#),
+        (python, "reverse", r#"{"text":"hello"}"#),
+    ] {
         if !Path::new(path).is_file() {
             println!("{path}: not built, skipped");
             continue;

@@ -1,8 +1,8 @@
 //! `echo`: the well-behaved test fixture. One tool per host feature the
 //! gateway's tests need to see from inside a plugin: results of every kind,
 //! progress, logs, config, the sandbox (env, files, network, stdio) and each
-//! way a call can fail. `echo` itself is the benchmark's hot path, so it
-//! does nothing but parse and answer.
+//! way a call can fail. `echo` itself does nothing but parse and answer
+//! (the benchmark calls the same tool in `minimal`, which has no other).
 
 mod kinds;
 

@@ -22,7 +22,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
@@ -236,7 +236,7 @@ struct Version {
     /// When this version's calls last proved to compute on the I/O thread (see `polled_long`).
     went_async: StdMutex<Option<Instant>>,
     /// Inline first polls in a row that ran long.
-    long_polls: std::sync::atomic::AtomicU32,
+    long_polls: AtomicU32,
 }
 
 /// How long a version whose call left the I/O thread starts its calls on the plugin threads.
@@ -647,9 +647,7 @@ impl PluginHost {
             drop(version.pool.take_used());
             return;
         }
-        if (version.pool.missing() == 0 && !version.pool.has_used())
-            || !version.pool.start_filling()
-        {
+        if !version.pool.needs_refill() || !version.pool.start_filling() {
             return;
         }
         let Some(host) = self.this.upgrade() else {

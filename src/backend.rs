@@ -52,7 +52,7 @@ impl BackendError {
             BackendError::Rpc { server, error } => RpcError {
                 code: error.code,
                 message: error.message.clone(),
-                data: Some(json!({"server": server, "originalError": error.to_value()})),
+                data: Some(Box::new(json!({"server": server, "originalError": error.to_value()}))),
             },
             BackendError::Unavailable { server, .. } | BackendError::Crashed { server } => {
                 RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string()).with_data(json!({"server": server}))

@@ -25,7 +25,8 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 pub struct RpcError {
     pub code: i64,
     pub message: String,
-    pub data: Option<Value>,
+    /// Boxed: errors travel inside `Result`s, which stay small this way.
+    pub data: Option<Box<Value>>,
 }
 
 impl RpcError {
@@ -34,7 +35,7 @@ impl RpcError {
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+        self.data = Some(Box::new(data));
         self
     }
 
@@ -47,7 +48,7 @@ impl RpcError {
         error.insert("code".into(), self.code.into());
         error.insert("message".into(), self.message.clone().into());
         if let Some(data) = &self.data {
-            error.insert("data".into(), data.clone());
+            error.insert("data".into(), Value::clone(data));
         }
         Value::Object(error)
     }
@@ -57,7 +58,7 @@ impl RpcError {
         RpcError {
             code: value.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
             message: value.get("message").and_then(Value::as_str).unwrap_or("error").to_string(),
-            data: value.get("data").cloned(),
+            data: value.get("data").cloned().map(Box::new),
         }
     }
 }

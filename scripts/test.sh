@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
-# Python plugin), then runs every test. `.ci/run` calls exactly this.
+# Python plugin), then runs every test and checks the formatting (`cargo fmt` fixes it).
+# `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -10,8 +11,9 @@ mkdir -p "$tools"
 
 step() { printf '\n== %s\n' "$*" >&2; }
 
-step "rust target wasm32-wasip2"
+step "rust target wasm32-wasip2, rustfmt"
 rustup target add wasm32-wasip2 >&2
+rustup component add rustfmt >&2
 
 step "third-party MCP servers and componentize-py (into $tools)"
 if [ ! -x "$tools/py/bin/python" ]; then
@@ -30,3 +32,8 @@ bash plugins/python/text/build.sh >&2
 
 step "cargo test"
 cargo test --no-fail-fast "$@"
+
+step "formatting (cargo fmt --check: the gateway, plugins/, tests/plugins/)"
+for dir in . plugins tests/plugins; do
+  (cd "$dir" && cargo fmt --check)
+done

@@ -52,13 +52,18 @@ impl BackendError {
             BackendError::Rpc { server, error } => RpcError {
                 code: error.code,
                 message: error.message.clone(),
-                data: Some(Box::new(json!({"server": server, "originalError": error.to_value()}))),
+                data: Some(Box::new(
+                    json!({"server": server, "originalError": error.to_value()}),
+                )),
             },
             BackendError::Unavailable { server, .. } | BackendError::Crashed { server } => {
-                RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string()).with_data(json!({"server": server}))
+                RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string())
+                    .with_data(json!({"server": server}))
             }
-            BackendError::Timeout { server, timeout } => RpcError::new(protocol::REQUEST_TIMEOUT, "Request timed out")
-                .with_data(json!({"server": server, "timeoutMs": timeout.as_millis() as u64})),
+            BackendError::Timeout { server, timeout } => {
+                RpcError::new(protocol::REQUEST_TIMEOUT, "Request timed out")
+                    .with_data(json!({"server": server, "timeoutMs": timeout.as_millis() as u64}))
+            }
         }
     }
 }
@@ -96,9 +101,20 @@ pub enum BackendEvent {
     /// The backend's lists or state changed: rebuild the catalog.
     Changed { server: String },
     /// A notification from the server, for the gateway to rewrite and pass on.
-    Notification { server: String, method: String, params: Option<Value> },
+    Notification {
+        server: String,
+        method: String,
+        params: Option<Value>,
+    },
     /// A request from the server to the client (sampling, elicitation, roots).
-    Request { server: String, method: String, params: Option<Value>, reply: process::Responder },
+    Request {
+        server: String,
+        method: String,
+        params: Option<Value>,
+        reply: process::Responder,
+    },
     /// Answered once every event sent before it has been handled.
-    Barrier { done: tokio::sync::oneshot::Sender<()> },
+    Barrier {
+        done: tokio::sync::oneshot::Sender<()>,
+    },
 }

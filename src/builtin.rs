@@ -49,7 +49,12 @@ pub fn call(gateway: &Gateway, tool: &str, arguments: &Value) -> Result<Value, R
 }
 
 fn query(arguments: &Value) -> Result<Query, RpcError> {
-    let text = |key: &str| arguments.get(key).and_then(Value::as_str).map(str::to_string);
+    let text = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
     let since = match text("since") {
         Some(since) => Some(
             chrono::DateTime::parse_from_rfc3339(&since)
@@ -63,7 +68,10 @@ fn query(arguments: &Value) -> Result<Query, RpcError> {
         event_type: text("event_type"),
         status: text("status"),
         since,
-        limit: arguments.get("limit").and_then(Value::as_u64).unwrap_or(100) as usize,
+        limit: arguments
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(100) as usize,
     })
 }
 

@@ -14,7 +14,11 @@ use crate::config::{self, Config};
 use crate::gateway::Gateway;
 
 #[derive(Parser, Debug)]
-#[command(name = "wasmgate", version, about = "An MCP gateway for subprocess MCP servers and hot-reloaded WASM plugins")]
+#[command(
+    name = "wasmgate",
+    version,
+    about = "An MCP gateway for subprocess MCP servers and hot-reloaded WASM plugins"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -67,12 +71,18 @@ pub fn run(cli: Cli) -> ExitCode {
         println!("config OK");
         return ExitCode::SUCCESS;
     }
-    let level = cli.log_level.clone().unwrap_or_else(|| config.gateway.log_level.clone());
+    let level = cli
+        .log_level
+        .clone()
+        .unwrap_or_else(|| config.gateway.log_level.clone());
     crate::telemetry::init_logging(&level);
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("cannot start the async runtime: {err}");
@@ -104,7 +114,8 @@ async fn serve(config: Config) -> Result<()> {
     let _watcher = watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path));
     let (input, output) = crate::transport::stdio::std_streams();
     let stdio = crate::transport::stdio::serve(gateway.clone(), input, output);
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("SIGTERM handler")?;
     tokio::select! {
         result = stdio => result.context("stdio")?,
         _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
@@ -125,11 +136,19 @@ async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
     let gateway = started(config).await;
     let catalog = gateway.catalog();
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&json!({"tools": catalog.tools}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"tools": catalog.tools}))?
+        );
     } else {
         for tool in &catalog.tools {
             let name = tool["name"].as_str().unwrap_or_default();
-            let description = tool["description"].as_str().unwrap_or_default().lines().next().unwrap_or_default();
+            let description = tool["description"]
+                .as_str()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or_default();
             println!("{name:<40} {description}");
         }
     }
@@ -138,14 +157,21 @@ async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
 }
 
 async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
-    let arguments: Value = serde_json::from_str(arguments).context("the arguments are not valid JSON")?;
+    let arguments: Value =
+        serde_json::from_str(arguments).context("the arguments are not valid JSON")?;
     let gateway = started(config).await;
     let outcome = gateway.call_once(tool, arguments).await;
     gateway.shutdown().await;
     match outcome {
         Ok(result) => {
             println!("{}", serde_json::to_string_pretty(&result)?);
-            Ok(if result.get("isError").and_then(Value::as_bool) == Some(true) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(
+                if result.get("isError").and_then(Value::as_bool) == Some(true) {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                },
+            )
         }
         Err(error) => {
             eprintln!("error {}: {}", error.code, error.message);

@@ -88,7 +88,12 @@ impl Gateway {
 
     fn start_server(&self, server: crate::config::ServerConfig) {
         let name = server.name.clone();
-        let backend = ProcessBackend::start(server, &self.config.load().gateway, self.events.clone(), self.to_gateway.clone());
+        let backend = ProcessBackend::start(
+            server,
+            &self.config.load().gateway,
+            self.events.clone(),
+            self.to_gateway.clone(),
+        );
         self.backends.lock().unwrap().insert(name, backend);
     }
 
@@ -107,7 +112,9 @@ impl Gateway {
     /// Waits (bounded by `startup_timeout` from gateway start) for servers still starting,
     /// so that the first list a client sees is complete in the common case.
     pub async fn wait_for_startup(&self) {
-        let deadline = tokio::time::Instant::from_std(self.started + self.config.load().gateway.startup_timeout);
+        let deadline = tokio::time::Instant::from_std(
+            self.started + self.config.load().gateway.startup_timeout,
+        );
         let mut loading = self.plugins_loading.subscribe();
         if *loading.borrow() {
             let _ = tokio::time::timeout_at(deadline, loading.wait_for(|l| !*l)).await;
@@ -134,7 +141,12 @@ impl Gateway {
     }
 
     fn live_sessions(&self) -> Vec<Arc<Session>> {
-        self.sessions.lock().unwrap().iter().filter_map(Weak::upgrade).collect()
+        self.sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     /// Rebuilds the catalog from every backend's lists and swaps it in; tells clients
@@ -170,34 +182,75 @@ impl Gateway {
                 timeout_for: t,
             })
             .collect();
-        let plugins = self.plugin_host().map(|host| host.plugins()).unwrap_or_default();
-        let plugin_lists: Vec<_> = plugins.iter().map(|p| Discovered { tools: p.tools.clone(), ..Default::default() }).collect();
-        let plugin_timeouts: Vec<_> = plugins.iter().map(|p| move |_: &str| p.limits.timeout).collect();
+        let plugins = self
+            .plugin_host()
+            .map(|host| host.plugins())
+            .unwrap_or_default();
+        let plugin_lists: Vec<_> = plugins
+            .iter()
+            .map(|p| Discovered {
+                tools: p.tools.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let plugin_timeouts: Vec<_> = plugins
+            .iter()
+            .map(|p| move |_: &str| p.limits.timeout)
+            .collect();
         let no_filter = crate::config::ToolFilter::default();
         let mut sources = sources;
-        sources.extend(plugins.iter().zip(&plugin_lists).zip(&plugin_timeouts).map(|((p, d), t)| Source {
-            target: Target::Wasm(p.name.as_str().into()),
-            namespace: &p.namespace,
-            discovered: d,
-            // The plugin host applies the plugin's filter when it lists the tools.
-            filter: &no_filter,
-            timeout_for: t,
-        }));
-        let next = Catalog::build(&config.gateway.separator, crate::builtin::tool_definitions(), &sources);
+        sources.extend(plugins.iter().zip(&plugin_lists).zip(&plugin_timeouts).map(
+            |((p, d), t)| Source {
+                target: Target::Wasm(p.name.as_str().into()),
+                namespace: &p.namespace,
+                discovered: d,
+                // The plugin host applies the plugin's filter when it lists the tools.
+                filter: &no_filter,
+                timeout_for: t,
+            },
+        ));
+        let next = Catalog::build(
+            &config.gateway.separator,
+            crate::builtin::tool_definitions(),
+            &sources,
+        );
         let previous = self.catalog.load_full();
         let changed = [
-            (new_code || previous.tools != next.tools, "notifications/tools/list_changed"),
-            (previous.prompts != next.prompts, "notifications/prompts/list_changed"),
-            (previous.resources != next.resources || previous.templates != next.templates, "notifications/resources/list_changed"),
+            (
+                new_code || previous.tools != next.tools,
+                "notifications/tools/list_changed",
+            ),
+            (
+                previous.prompts != next.prompts,
+                "notifications/prompts/list_changed",
+            ),
+            (
+                previous.resources != next.resources || previous.templates != next.templates,
+                "notifications/resources/list_changed",
+            ),
         ];
-        for conflict in next.conflicts.iter().filter(|c| !previous.conflicts.contains(c)) {
+        for conflict in next
+            .conflicts
+            .iter()
+            .filter(|c| !previous.conflicts.contains(c))
+        {
             tracing::warn!("{conflict}");
-            self.events.emit("catalog.conflict", "wasmgate", Status::Failure, json!({"detail": conflict}));
+            self.events.emit(
+                "catalog.conflict",
+                "wasmgate",
+                Status::Failure,
+                json!({"detail": conflict}),
+            );
         }
         let tool_count = next.tools.len();
         self.catalog.store(Arc::new(next));
         if changed.iter().any(|(c, _)| *c) {
-            self.events.emit("catalog.changed", "wasmgate", Status::Success, json!({"tool_count": tool_count}));
+            self.events.emit(
+                "catalog.changed",
+                "wasmgate",
+                Status::Success,
+                json!({"tool_count": tool_count}),
+            );
         }
         for (_, method) in changed.iter().filter(|(c, _)| *c) {
             for session in self.live_sessions() {
@@ -209,7 +262,10 @@ impl Gateway {
     /// Maps a client's progress token to one that is unique across sessions.
     pub fn register_progress(&self, session: &Arc<Session>, token: Value) -> String {
         let ours = format!("wg-{}", self.next_token.fetch_add(1, Ordering::Relaxed));
-        self.progress.lock().unwrap().insert(ours.clone(), (Arc::downgrade(session), token));
+        self.progress
+            .lock()
+            .unwrap()
+            .insert(ours.clone(), (Arc::downgrade(session), token));
         ours
     }
 
@@ -224,13 +280,20 @@ impl Gateway {
     }
 
     pub fn subscribe(&self, session: &Arc<Session>, uri: &str) {
-        self.subscriptions.lock().unwrap().entry(uri.to_string()).or_default().push(Arc::downgrade(session));
+        self.subscriptions
+            .lock()
+            .unwrap()
+            .entry(uri.to_string())
+            .or_default()
+            .push(Arc::downgrade(session));
     }
 
     /// Returns true when no session is subscribed to `uri` any more.
     pub fn unsubscribe(&self, session: &Arc<Session>, uri: &str) -> bool {
         let mut subs = self.subscriptions.lock().unwrap();
-        let Some(list) = subs.get_mut(uri) else { return true };
+        let Some(list) = subs.get_mut(uri) else {
+            return true;
+        };
         list.retain(|w| w.upgrade().is_some_and(|s| !Arc::ptr_eq(&s, session)));
         let empty = list.is_empty();
         if empty {
@@ -246,10 +309,11 @@ impl Gateway {
         self.config.store(Arc::new(next.clone()));
         let mut stopped = Vec::new();
         for (name, old) in &previous.servers {
-            let keep = next.servers.get(name).is_some_and(|new| !new.disabled && crate::reload::same_server(old, new));
-            if !keep
-                && let Some(backend) = self.backends.lock().unwrap().remove(name)
-            {
+            let keep = next
+                .servers
+                .get(name)
+                .is_some_and(|new| !new.disabled && crate::reload::same_server(old, new));
+            if !keep && let Some(backend) = self.backends.lock().unwrap().remove(name) {
                 stopped.push(backend);
             }
         }
@@ -266,11 +330,17 @@ impl Gateway {
             None => self.start_plugins(&next),
         }
         self.rebuild_catalog();
-        self.events.emit("config.reloaded", "wasmgate", Status::Success, json!({"servers": next.servers.len()}));
+        self.events.emit(
+            "config.reloaded",
+            "wasmgate",
+            Status::Success,
+            json!({"servers": next.servers.len()}),
+        );
     }
 
     pub async fn shutdown(&self) {
-        self.events.emit("gateway.stopping", "wasmgate", Status::Success, Value::Null);
+        self.events
+            .emit("gateway.stopping", "wasmgate", Status::Success, Value::Null);
         // In parallel: each server has its own grace period.
         let mut stops = tokio::task::JoinSet::new();
         for backend in self.process_backends() {
@@ -294,7 +364,11 @@ impl Gateway {
         if !wanted || self.plugin_host().is_some() {
             return;
         }
-        let bundled = if plugins.bundled { crate::plugin::bundled::BUNDLED_PLUGINS } else { &[] };
+        let bundled = if plugins.bundled {
+            crate::plugin::bundled::BUNDLED_PLUGINS
+        } else {
+            &[]
+        };
         self.plugins_loading.send_replace(true);
         let (tx, rx) = mpsc::unbounded_channel();
         let gateway = self.clone();
@@ -303,12 +377,21 @@ impl Gateway {
             let started = Instant::now();
             match PluginHost::start(&plugins, bundled, tx).await {
                 Ok(host) => {
-                    tracing::info!(plugins = host.plugins().len(), elapsed_ms = started.elapsed().as_millis() as u64, "plugins loaded");
+                    tracing::info!(
+                        plugins = host.plugins().len(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "plugins loaded"
+                    );
                     gateway.plugins.store(Some(host));
                 }
                 Err(err) => {
                     tracing::error!("the plugin host did not start: {err:#}");
-                    gateway.events.emit("plugin.host_failed", "wasmgate", Status::Failure, json!({"error": format!("{err:#}")}));
+                    gateway.events.emit(
+                        "plugin.host_failed",
+                        "wasmgate",
+                        Status::Failure,
+                        json!({"error": format!("{err:#}")}),
+                    );
                 }
             }
             gateway.rebuild_catalog();
@@ -322,7 +405,9 @@ impl Gateway {
 /// reports that arrived together (start-up loads many plugins at once).
 async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<PluginEvent>) {
     while let Some(first) = rx.recv().await {
-        let Some(gateway) = gateway.upgrade() else { return };
+        let Some(gateway) = gateway.upgrade() else {
+            return;
+        };
         let mut new_code = false;
         for event in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
             new_code |= matches!(event, PluginEvent::Reloaded { .. });
@@ -334,33 +419,71 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
 
 fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
     let (event_type, name, status, fields) = match event {
-        PluginEvent::Loaded { name, tools, compile_ms, total_ms } => {
-            ("plugin.loaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
-        }
-        PluginEvent::Reloaded { name, tools, compile_ms, total_ms } => {
-            ("plugin.reloaded", name, Status::Success, json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}))
-        }
-        PluginEvent::ReloadFailed { name, reason } => ("plugin.reload_failed", name, Status::Failure, json!({"error": reason})),
-        PluginEvent::LoadFailed { name, reason } => ("plugin.load_failed", name, Status::Failure, json!({"error": reason})),
+        PluginEvent::Loaded {
+            name,
+            tools,
+            compile_ms,
+            total_ms,
+        } => (
+            "plugin.loaded",
+            name,
+            Status::Success,
+            json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}),
+        ),
+        PluginEvent::Reloaded {
+            name,
+            tools,
+            compile_ms,
+            total_ms,
+        } => (
+            "plugin.reloaded",
+            name,
+            Status::Success,
+            json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}),
+        ),
+        PluginEvent::ReloadFailed { name, reason } => (
+            "plugin.reload_failed",
+            name,
+            Status::Failure,
+            json!({"error": reason}),
+        ),
+        PluginEvent::LoadFailed { name, reason } => (
+            "plugin.load_failed",
+            name,
+            Status::Failure,
+            json!({"error": reason}),
+        ),
         PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
     };
     gateway.events.emit(event_type, &name, status, fields);
 }
 
-
 /// Turns what backends report into catalog swaps and client messages.
 async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<BackendEvent>) {
     while let Some(event) = from_backends.recv().await {
-        let Some(gateway) = gateway.upgrade() else { return };
+        let Some(gateway) = gateway.upgrade() else {
+            return;
+        };
         match event {
             BackendEvent::Changed { .. } => gateway.rebuild_catalog(),
             BackendEvent::Barrier { done } => {
                 let _ = done.send(());
             }
-            BackendEvent::Notification { server, method, params } => gateway.on_notification(&server, &method, params),
-            BackendEvent::Request { server, method, params, reply } => {
+            BackendEvent::Notification {
+                server,
+                method,
+                params,
+            } => gateway.on_notification(&server, &method, params),
+            BackendEvent::Request {
+                server,
+                method,
+                params,
+                reply,
+            } => {
                 tokio::spawn(async move {
-                    let result = gateway.forward_to_client(&server, reply.id().clone(), &method, params).await;
+                    let result = gateway
+                        .forward_to_client(&server, reply.id().clone(), &method, params)
+                        .await;
                     reply.send(result);
                 });
             }
@@ -377,7 +500,9 @@ impl Gateway {
             _ => None,
         };
         if let Some(kind) = list_kind {
-            let Some(backend) = self.backend(server) else { return };
+            let Some(backend) = self.backend(server) else {
+                return;
+            };
             let gateway = self.clone();
             tokio::spawn(async move {
                 if let Err(err) = backend.refresh(kind).await {
@@ -390,9 +515,18 @@ impl Gateway {
         match method {
             "notifications/progress" => {
                 let mut params = params.unwrap_or_default();
-                let token = params.get("progressToken").and_then(Value::as_str).unwrap_or_default().to_string();
-                let Some((session, original)) = self.progress.lock().unwrap().get(&token).cloned() else { return };
-                let Some(session) = session.upgrade() else { return };
+                let token = params
+                    .get("progressToken")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let Some((session, original)) = self.progress.lock().unwrap().get(&token).cloned()
+                else {
+                    return;
+                };
+                let Some(session) = session.upgrade() else {
+                    return;
+                };
                 params["progressToken"] = original;
                 session.send(protocol::notification(method, Some(params)));
             }
@@ -406,15 +540,29 @@ impl Gateway {
                 }
             }
             "notifications/resources/updated" => {
-                let uri = params.as_ref().and_then(|p| p.get("uri")).and_then(Value::as_str).unwrap_or_default();
-                let subscribers: Vec<_> = self.subscriptions.lock().unwrap().get(uri).cloned().unwrap_or_default();
+                let uri = params
+                    .as_ref()
+                    .and_then(|p| p.get("uri"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let subscribers: Vec<_> = self
+                    .subscriptions
+                    .lock()
+                    .unwrap()
+                    .get(uri)
+                    .cloned()
+                    .unwrap_or_default();
                 for session in subscribers.iter().filter_map(Weak::upgrade) {
                     session.notify(method, params.clone());
                 }
             }
             "notifications/cancelled" => {
                 // The server gave up on a request it sent to a client.
-                let request_id = params.as_ref().and_then(|p| p.get("requestId")).cloned().unwrap_or(Value::Null);
+                let request_id = params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 for session in self.live_sessions() {
                     session.cancel_forwarded(server, &request_id);
                 }
@@ -425,21 +573,38 @@ impl Gateway {
 
     /// Sends a server's request (sampling, elicitation, roots) to a client that declared
     /// the matching capability: the newest such session.
-    async fn forward_to_client(&self, server: &str, server_request_id: Value, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+    async fn forward_to_client(
+        &self,
+        server: &str,
+        server_request_id: Value,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, RpcError> {
         let capability = match method {
             "sampling/createMessage" => "sampling",
             "elicitation/create" => "elicitation",
             "roots/list" => "roots",
             "ping" => return Ok(json!({})),
-            _ => return Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+            _ => {
+                return Err(RpcError::new(
+                    protocol::METHOD_NOT_FOUND,
+                    format!("Method not found: {method}"),
+                ));
+            }
         };
-        let session = self.live_sessions().into_iter().rev().find(|s| s.client_has(capability));
+        let session = self
+            .live_sessions()
+            .into_iter()
+            .rev()
+            .find(|s| s.client_has(capability));
         let Some(session) = session else {
             return Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!("no connected client supports {capability} (asked by server `{server}`)"),
             ));
         };
-        session.request_client(server, server_request_id, method, params).await
+        session
+            .request_client(server, server_request_id, method, params)
+            .await
     }
 }

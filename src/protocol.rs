@@ -31,7 +31,11 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), data: None }
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
@@ -56,8 +60,15 @@ impl RpcError {
     /// Reads an `error` member; a malformed one still becomes an error, never a panic.
     pub fn from_value(value: &Value) -> Self {
         RpcError {
-            code: value.get("code").and_then(Value::as_i64).unwrap_or(INTERNAL_ERROR),
-            message: value.get("message").and_then(Value::as_str).unwrap_or("error").to_string(),
+            code: value
+                .get("code")
+                .and_then(Value::as_i64)
+                .unwrap_or(INTERNAL_ERROR),
+            message: value
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("error")
+                .to_string(),
             data: value.get("data").cloned().map(Box::new),
         }
     }
@@ -66,9 +77,19 @@ impl RpcError {
 /// One JSON-RPC message, as sent by either side.
 #[derive(Debug, Clone)]
 pub enum Message {
-    Request { id: Value, method: String, params: Option<Value> },
-    Notification { method: String, params: Option<Value> },
-    Response { id: Value, result: Result<Value, RpcError> },
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    Response {
+        id: Value,
+        result: Result<Value, RpcError>,
+    },
 }
 
 /// What one line of input holds.
@@ -82,7 +103,10 @@ pub enum Incoming {
 /// Parses one line. Errors come back as the answer to send (with the id when one was readable).
 pub fn parse_line(line: &str) -> Result<Incoming, Value> {
     let value: Value = serde_json::from_str(line).map_err(|err| {
-        error_response(Value::Null, &RpcError::new(PARSE_ERROR, format!("Parse error: {err}")))
+        error_response(
+            Value::Null,
+            &RpcError::new(PARSE_ERROR, format!("Parse error: {err}")),
+        )
     })?;
     match value {
         Value::Array(items) if items.is_empty() => Err(error_response(
@@ -93,7 +117,11 @@ pub fn parse_line(line: &str) -> Result<Incoming, Value> {
             items
                 .into_iter()
                 .map(|item| {
-                    let id = item.get("id").cloned().filter(valid_id).unwrap_or(Value::Null);
+                    let id = item
+                        .get("id")
+                        .cloned()
+                        .filter(valid_id)
+                        .unwrap_or(Value::Null);
                     parse_message(item).map_err(|err| (id, err))
                 })
                 .collect(),
@@ -109,38 +137,62 @@ fn valid_id(id: &Value) -> bool {
 /// Checks the envelope of one message and splits it by kind.
 pub fn parse_message(value: Value) -> Result<Message, RpcError> {
     let Value::Object(mut obj) = value else {
-        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: not a JSON object"));
+        return Err(RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: not a JSON object",
+        ));
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: \"jsonrpc\" must be \"2.0\""));
+        return Err(RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: \"jsonrpc\" must be \"2.0\"",
+        ));
     }
     let id = obj.remove("id");
     if let Some(id) = &id
         && !valid_id(id)
         && !id.is_null()
     {
-        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: id must be a string or a number"));
+        return Err(RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: id must be a string or a number",
+        ));
     }
     let params = obj.remove("params");
     if let Some(p) = &params
         && !p.is_object()
     {
-        return Err(RpcError::new(INVALID_REQUEST, "Invalid Request: params must be an object"));
+        return Err(RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: params must be an object",
+        ));
     }
     match obj.remove("method") {
         Some(Value::String(method)) => Ok(match id {
             Some(id) => Message::Request { id, method, params },
             None => Message::Notification { method, params },
         }),
-        Some(_) => Err(RpcError::new(INVALID_REQUEST, "Invalid Request: method must be a string")),
+        Some(_) => Err(RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: method must be a string",
+        )),
         None => {
             let id = id.unwrap_or(Value::Null);
             if let Some(error) = obj.remove("error") {
-                Ok(Message::Response { id, result: Err(RpcError::from_value(&error)) })
+                Ok(Message::Response {
+                    id,
+                    result: Err(RpcError::from_value(&error)),
+                })
             } else if let Some(result) = obj.remove("result") {
-                Ok(Message::Response { id, result: Ok(result) })
+                Ok(Message::Response {
+                    id,
+                    result: Ok(result),
+                })
             } else {
-                Err(RpcError::new(INVALID_REQUEST, "Invalid Request: no method, result or error"))
+                Err(RpcError::new(
+                    INVALID_REQUEST,
+                    "Invalid Request: no method, result or error",
+                ))
             }
         }
     }
@@ -178,7 +230,12 @@ impl Reply {
         }
         match self {
             Reply::Built(value) => value.get("isError").and_then(Value::as_bool) == Some(true),
-            Reply::Raw(raw) => serde_json::from_str::<Flag>(raw.get()).ok().and_then(|f| f.is_error) == Some(true),
+            Reply::Raw(raw) => {
+                serde_json::from_str::<Flag>(raw.get())
+                    .ok()
+                    .and_then(|f| f.is_error)
+                    == Some(true)
+            }
         }
     }
 }
@@ -233,9 +290,13 @@ impl RawEnvelope<'_> {
     pub fn fast_response(line: &str) -> Option<(u64, Box<RawValue>)> {
         let envelope: RawEnvelope = serde_json::from_str(line).ok()?;
         match envelope {
-            RawEnvelope { jsonrpc: Some("2.0"), id: Some(id), method: None, result: Some(result), error: None } => {
-                Some((id, result.to_owned()))
-            }
+            RawEnvelope {
+                jsonrpc: Some("2.0"),
+                id: Some(id),
+                method: None,
+                result: Some(result),
+                error: None,
+            } => Some((id, result.to_owned())),
             _ => None,
         }
     }
@@ -299,16 +360,34 @@ mod tests {
 
     #[test]
     fn empty_batch_is_invalid() {
-        assert_eq!(parse_line("[]").unwrap_err()["error"]["code"], INVALID_REQUEST);
+        assert_eq!(
+            parse_line("[]").unwrap_err()["error"]["code"],
+            INVALID_REQUEST
+        );
     }
 
     #[test]
     fn kinds_are_told_apart() {
-        assert!(matches!(single(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#), Ok(Message::Request { .. })));
-        assert!(matches!(single(r#"{"jsonrpc":"2.0","method":"x"}"#), Ok(Message::Notification { .. })));
-        assert!(matches!(single(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Ok(Message::Response { result: Ok(_), .. })));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#),
+            Ok(Message::Request { .. })
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","method":"x"}"#),
+            Ok(Message::Notification { .. })
+        ));
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Ok(Message::Response { result: Ok(_), .. })
+        ));
         let err = single(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#);
-        assert!(matches!(err, Ok(Message::Response { result: Err(RpcError { code: -1, .. }), .. })));
+        assert!(matches!(
+            err,
+            Ok(Message::Response {
+                result: Err(RpcError { code: -1, .. }),
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -327,7 +406,9 @@ mod tests {
 
     #[test]
     fn batch_elements_parse_independently() {
-        let Incoming::Batch(items) = parse_line(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"id":2}]"#).unwrap() else {
+        let Incoming::Batch(items) =
+            parse_line(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"id":2}]"#).unwrap()
+        else {
             panic!("batch expected")
         };
         assert!(items[0].is_ok());
@@ -336,13 +417,23 @@ mod tests {
 
     #[test]
     fn built_results_and_errors_are_written_as_the_envelope_would_serialise() {
-        let result = json!({"content": [{"type": "text", "text": "a \"quoted\" é"}], "isError": false});
+        let result =
+            json!({"content": [{"type": "text", "text": "a \"quoted\" é"}], "isError": false});
         let out = response_line(&json!(3), Ok(Reply::Built(result.clone())));
-        assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), response(json!(3), Ok(result)));
-        assert_eq!(out, r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"a \"quoted\" é"}],"isError":false}}"#);
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap(),
+            response(json!(3), Ok(result))
+        );
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"a \"quoted\" é"}],"isError":false}}"#
+        );
         let error = RpcError::invalid_params("bad \"x\"");
         let out = response_line(&json!("s-1"), Err(error.clone()));
-        assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), error_response(json!("s-1"), &error));
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap(),
+            error_response(json!("s-1"), &error)
+        );
         assert!(!out.contains('\n'), "{out}");
     }
 
@@ -354,7 +445,10 @@ mod tests {
         let reply = Reply::Raw(raw);
         assert!(reply.is_error_result());
         let out = response_line(&json!("client-1"), Ok(reply));
-        assert_eq!(out, r#"{"jsonrpc":"2.0","id":"client-1","result":{"z":1,"content":[{"type":"text","text":"\u00e9"}],"isError":true}}"#);
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":"client-1","result":{"z":1,"content":[{"type":"text","text":"\u00e9"}],"isError":true}}"#
+        );
         // Not the fast path: requests, errors, string ids, another JSON-RPC version.
         for line in [
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,

@@ -37,16 +37,25 @@ pub fn watch_config(gateway: Arc<Gateway>, path: PathBuf) -> Option<notify::Reco
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
             && crate::file_events::is_change(&event.kind)
-            && event.paths.iter().any(|p| p.file_name() == file_name.as_deref())
+            && event
+                .paths
+                .iter()
+                .any(|p| p.file_name() == file_name.as_deref())
         {
             let _ = tx.send(());
         }
     })
     .map_err(|e| tracing::warn!("config changes will not be picked up: {e}"))
     .ok()?;
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     if let Err(err) = watcher.watch(folder, RecursiveMode::NonRecursive) {
-        tracing::warn!("config changes will not be picked up: cannot watch {}: {err}", folder.display());
+        tracing::warn!(
+            "config changes will not be picked up: cannot watch {}: {err}",
+            folder.display()
+        );
         return None;
     }
     tokio::spawn(apply_changes(gateway, path, rx));
@@ -67,7 +76,12 @@ async fn apply_changes(gateway: Arc<Gateway>, path: PathBuf, mut rx: mpsc::Unbou
             }
             Err(err) => {
                 tracing::error!("config change ignored, the running config stays: {err}");
-                gateway.events.emit("config.invalid", "wasmgate", Status::Failure, json!({"error": err.to_string()}));
+                gateway.events.emit(
+                    "config.invalid",
+                    "wasmgate",
+                    Status::Failure,
+                    json!({"error": err.to_string()}),
+                );
             }
         }
     }

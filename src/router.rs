@@ -26,12 +26,17 @@ impl Gateway {
         let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
         // Servers still starting may offer anything: promise what they might, since the
         // answer to `initialize` does not wait for them.
-        let starting = backends.iter().any(|b| b.discovered().capabilities.is_null());
+        let starting = backends
+            .iter()
+            .any(|b| b.discovered().capabilities.is_null());
         let mut capabilities = Map::new();
         capabilities.insert("tools".into(), json!({"listChanged": true}));
         capabilities.insert("logging".into(), json!({}));
         if starting || any("resources") {
-            capabilities.insert("resources".into(), json!({"subscribe": true, "listChanged": true}));
+            capabilities.insert(
+                "resources".into(),
+                json!({"subscribe": true, "listChanged": true}),
+            );
         }
         if starting || any("prompts") {
             capabilities.insert("prompts".into(), json!({"listChanged": true}));
@@ -41,7 +46,12 @@ impl Gateway {
         }
         let instructions: Vec<String> = backends
             .iter()
-            .filter_map(|b| b.discovered().instructions.clone().map(|i| format!("## {}\n{}", b.name(), i)))
+            .filter_map(|b| {
+                b.discovered()
+                    .instructions
+                    .clone()
+                    .map(|i| format!("## {}\n{}", b.name(), i))
+            })
             .collect();
         let mut result = json!({
             "protocolVersion": version,
@@ -54,33 +64,64 @@ impl Gateway {
         result
     }
 
-    pub async fn dispatch(&self, context: &RequestContext, method: &str, params: Option<Value>) -> Result<Reply, RpcError> {
+    pub async fn dispatch(
+        &self,
+        context: &RequestContext,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Reply, RpcError> {
         match method {
             "ping" => Ok(json!({}).into()),
-            "tools/list" => self.list(&params, |c| &c.tools, "tools").await.map(Reply::from),
-            "prompts/list" => self.list(&params, |c| &c.prompts, "prompts").await.map(Reply::from),
-            "resources/list" => self.list(&params, |c| &c.resources, "resources").await.map(Reply::from),
-            "resources/templates/list" => self.list(&params, |c| &c.templates, "resourceTemplates").await.map(Reply::from),
+            "tools/list" => self
+                .list(&params, |c| &c.tools, "tools")
+                .await
+                .map(Reply::from),
+            "prompts/list" => self
+                .list(&params, |c| &c.prompts, "prompts")
+                .await
+                .map(Reply::from),
+            "resources/list" => self
+                .list(&params, |c| &c.resources, "resources")
+                .await
+                .map(Reply::from),
+            "resources/templates/list" => self
+                .list(&params, |c| &c.templates, "resourceTemplates")
+                .await
+                .map(Reply::from),
             "tools/call" => self.call_tool(context, params.unwrap_or_default()).await,
             "prompts/get" => self.get_prompt(context, params.unwrap_or_default()).await,
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                self.resource_request(context, method, params.unwrap_or_default()).await
+                self.resource_request(context, method, params.unwrap_or_default())
+                    .await
             }
             "completion/complete" => self.complete(context, params.unwrap_or_default()).await,
-            "logging/setLevel" => self.set_level(params.unwrap_or_default()).await.map(Reply::from),
-            _ => Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+            "logging/setLevel" => self
+                .set_level(params.unwrap_or_default())
+                .await
+                .map(Reply::from),
+            _ => Err(RpcError::new(
+                protocol::METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            )),
         }
     }
 
     /// One page of a catalog list; the cursor is the offset, opaque to the client.
-    async fn list(&self, params: &Option<Value>, pick: fn(&catalog::Catalog) -> &Vec<Value>, key: &str) -> Result<Value, RpcError> {
+    async fn list(
+        &self,
+        params: &Option<Value>,
+        pick: fn(&catalog::Catalog) -> &Vec<Value>,
+        key: &str,
+    ) -> Result<Value, RpcError> {
         self.wait_for_startup().await;
         let catalog = self.catalog();
         let items = pick(&catalog);
         let page_size = self.config.load().gateway.page_size.max(1);
         let start = match params.as_ref().and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => 0,
-            Some(cursor) => decode_cursor(cursor).filter(|n| *n <= items.len()).ok_or_else(|| RpcError::invalid_params("Invalid cursor"))?,
+            Some(cursor) => decode_cursor(cursor)
+                .filter(|n| *n <= items.len())
+                .ok_or_else(|| RpcError::invalid_params("Invalid cursor"))?,
         };
         let end = (start + page_size).min(items.len());
         let mut result = json!({ key: items[start..end] });
@@ -90,8 +131,16 @@ impl Gateway {
         Ok(result)
     }
 
-    async fn call_tool(&self, context: &RequestContext, mut params: Value) -> Result<Reply, RpcError> {
-        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
+    async fn call_tool(
+        &self,
+        context: &RequestContext,
+        mut params: Value,
+    ) -> Result<Reply, RpcError> {
+        let Some(name) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
             return Err(RpcError::invalid_params("tools/call needs a string `name`"));
         };
         let route = match self.catalog().tool(&name).cloned() {
@@ -100,24 +149,44 @@ impl Gateway {
                 // The tool may belong to a server still starting (a client that calls without listing).
                 self.wait_for_startup().await;
                 // The specification answers an unknown tool with -32602 (the seed documents said -32601).
-                self.catalog().tool(&name).cloned().ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?
+                self.catalog()
+                    .tool(&name)
+                    .cloned()
+                    .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?
             }
         };
         let arguments = match params.get("arguments") {
             None | Some(Value::Null) => json!({}),
             Some(args @ Value::Object(_)) => args.clone(),
-            Some(_) => return Err(RpcError::invalid_params(format!("Invalid arguments for tool {name}: `arguments` must be an object"))),
+            Some(_) => {
+                return Err(RpcError::invalid_params(format!(
+                    "Invalid arguments for tool {name}: `arguments` must be an object"
+                )));
+            }
         };
-        route.validate(&arguments).map_err(|e| RpcError::invalid_params(format!("Invalid arguments for tool {name}: {e}")))?;
+        route.validate(&arguments).map_err(|e| {
+            RpcError::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
+        })?;
         let started = Instant::now();
         let server = route.target.server().to_string();
         let outcome = match &route.target {
             Target::Builtin => crate::builtin::call(self, &route.name, &arguments).map(Reply::from),
             Target::Process(backend) => {
                 params["name"] = Value::String(route.name.clone());
-                self.forward_to_process(context, backend, "tools/call", params, route.timeout).await
+                self.forward_to_process(context, backend, "tools/call", params, route.timeout)
+                    .await
             }
-            Target::Wasm(plugin) => self.call_plugin(context, plugin, &route.name, arguments, route.timeout, &params).await.map(Reply::from),
+            Target::Wasm(plugin) => self
+                .call_plugin(
+                    context,
+                    plugin,
+                    &route.name,
+                    arguments,
+                    route.timeout,
+                    &params,
+                )
+                .await
+                .map(Reply::from),
         };
         let (status, error) = match &outcome {
             Ok(reply) if !reply.is_error_result() => (Status::Success, None),
@@ -147,35 +216,62 @@ impl Gateway {
         timeout: Duration,
         params: &Value,
     ) -> Result<Value, RpcError> {
-        let unavailable = || RpcError::new(protocol::BACKEND_UNAVAILABLE, format!("plugin `{plugin}` is not loaded")).with_data(json!({"server": plugin}));
+        let unavailable = || {
+            RpcError::new(
+                protocol::BACKEND_UNAVAILABLE,
+                format!("plugin `{plugin}` is not loaded"),
+            )
+            .with_data(json!({"server": plugin}))
+        };
         let host = self.plugin_host().ok_or_else(unavailable)?;
         // Progress goes straight to the asking session: no backend id to map.
-        let progress = params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| !t.is_null()).map(|token| {
-            let session = Arc::downgrade(&context.session);
-            let token = token.clone();
-            let sink: crate::plugin::ProgressSink = Arc::new(move |progress, total, message| {
-                let Some(session) = session.upgrade() else { return };
-                let mut params = json!({"progressToken": token, "progress": progress});
-                if let Some(total) = total {
-                    params["total"] = json!(total);
-                }
-                if let Some(message) = message {
-                    params["message"] = json!(message);
-                }
-                session.send(protocol::notification("notifications/progress", Some(params)));
+        let progress = params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| !t.is_null())
+            .map(|token| {
+                let session = Arc::downgrade(&context.session);
+                let token = token.clone();
+                let sink: crate::plugin::ProgressSink =
+                    Arc::new(move |progress, total, message| {
+                        let Some(session) = session.upgrade() else {
+                            return;
+                        };
+                        let mut params = json!({"progressToken": token, "progress": progress});
+                        if let Some(total) = total {
+                            params["total"] = json!(total);
+                        }
+                        if let Some(message) = message {
+                            params["message"] = json!(message);
+                        }
+                        session.send(protocol::notification(
+                            "notifications/progress",
+                            Some(params),
+                        ));
+                    });
+                sink
             });
-            sink
-        });
-        let ctx = crate::plugin::CallContext { timeout, progress, trace_id: context.trace_id.clone() };
-        host.call(plugin, tool, arguments, ctx).await.map_err(|err| match err {
-            crate::plugin::PluginCallError::NotFound(_) => unavailable(),
-            other => RpcError::invalid_params(other.to_string()).with_data(json!({"server": plugin})),
-        })
+        let ctx = crate::plugin::CallContext {
+            timeout,
+            progress,
+            trace_id: context.trace_id.clone(),
+        };
+        host.call(plugin, tool, arguments, ctx)
+            .await
+            .map_err(|err| match err {
+                crate::plugin::PluginCallError::NotFound(_) => unavailable(),
+                other => {
+                    RpcError::invalid_params(other.to_string()).with_data(json!({"server": plugin}))
+                }
+            })
     }
 
     /// Replaces the client's progress token with one unique across sessions.
     fn map_progress(&self, context: &RequestContext, mut params: Value) -> (Value, Option<String>) {
-        let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+        let token = params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .cloned();
         match token {
             Some(token) if !token.is_null() => {
                 let ours = self.register_progress(&context.session, token);
@@ -186,12 +282,22 @@ impl Gateway {
         }
     }
 
-    async fn forward(&self, context: &RequestContext, target: &Target, method: &str, params: Value) -> Result<Reply, RpcError> {
+    async fn forward(
+        &self,
+        context: &RequestContext,
+        target: &Target,
+        method: &str,
+        params: Value,
+    ) -> Result<Reply, RpcError> {
         match target {
-            Target::Process(backend) => self.forward_to_process(context, backend, method, params, backend.timeout_for(None)).await,
-            Target::Builtin | Target::Wasm(_) => {
-                Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("{method} is not supported by `{}`", target.server())))
+            Target::Process(backend) => {
+                self.forward_to_process(context, backend, method, params, backend.timeout_for(None))
+                    .await
             }
+            Target::Builtin | Target::Wasm(_) => Err(RpcError::new(
+                protocol::METHOD_NOT_FOUND,
+                format!("{method} is not supported by `{}`", target.server()),
+            )),
         }
     }
 
@@ -212,31 +318,61 @@ impl Gateway {
         result.map(Reply::Raw).map_err(|e: BackendError| e.to_rpc())
     }
 
-    async fn get_prompt(&self, context: &RequestContext, mut params: Value) -> Result<Reply, RpcError> {
-        let Some(name) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
-            return Err(RpcError::invalid_params("prompts/get needs a string `name`"));
+    async fn get_prompt(
+        &self,
+        context: &RequestContext,
+        mut params: Value,
+    ) -> Result<Reply, RpcError> {
+        let Some(name) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return Err(RpcError::invalid_params(
+                "prompts/get needs a string `name`",
+            ));
         };
         self.wait_for_startup().await;
         let catalog = self.catalog();
-        let route = catalog.prompt(&name).ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
+        let route = catalog
+            .prompt(&name)
+            .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
         params["name"] = Value::String(route.name.clone());
-        self.forward(context, &route.target, "prompts/get", params).await
+        self.forward(context, &route.target, "prompts/get", params)
+            .await
     }
 
-    async fn resource_request(&self, context: &RequestContext, method: &str, params: Value) -> Result<Reply, RpcError> {
-        let Some(uri) = params.get("uri").and_then(Value::as_str).map(str::to_string) else {
-            return Err(RpcError::invalid_params(format!("{method} needs a string `uri`")));
+    async fn resource_request(
+        &self,
+        context: &RequestContext,
+        method: &str,
+        params: Value,
+    ) -> Result<Reply, RpcError> {
+        let Some(uri) = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return Err(RpcError::invalid_params(format!(
+                "{method} needs a string `uri`"
+            )));
         };
         self.wait_for_startup().await;
         let catalog = self.catalog();
         let target = catalog.resource_target(&uri).cloned().or_else(|| {
             // A URI no list mentions: if one server alone serves resources, it may still know it.
-            let with_resources: Vec<_> =
-                self.process_backends().into_iter().filter(|b| b.discovered().has_capability("resources")).collect();
+            let with_resources: Vec<_> = self
+                .process_backends()
+                .into_iter()
+                .filter(|b| b.discovered().has_capability("resources"))
+                .collect();
             (with_resources.len() == 1).then(|| Target::Process(with_resources[0].clone()))
         });
         let Some(target) = target else {
-            return Err(RpcError::new(protocol::RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({"uri": uri})));
+            return Err(
+                RpcError::new(protocol::RESOURCE_NOT_FOUND, "Resource not found")
+                    .with_data(json!({"uri": uri})),
+            );
         };
         // Not a match guard: `unsubscribe` changes state, and a guard should not.
         #[allow(clippy::collapsible_match)]
@@ -253,42 +389,83 @@ impl Gateway {
         self.forward(context, &target, method, params).await
     }
 
-    async fn complete(&self, context: &RequestContext, mut params: Value) -> Result<Reply, RpcError> {
+    async fn complete(
+        &self,
+        context: &RequestContext,
+        mut params: Value,
+    ) -> Result<Reply, RpcError> {
         let reference = params.get("ref").cloned().unwrap_or_default();
         let catalog = self.catalog();
         let target = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
-                let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
-                let route = catalog.prompt(name).ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
+                let name = reference
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let route = catalog
+                    .prompt(name)
+                    .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
                 params["ref"]["name"] = Value::String(route.name.clone());
                 route.target.clone()
             }
             Some("ref/resource") => {
-                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or_default();
+                let uri = reference
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 catalog
                     .template_target(uri)
                     .or_else(|| catalog.resource_target(uri))
                     .cloned()
-                    .ok_or_else(|| RpcError::invalid_params(format!("Unknown resource or template: {uri}")))?
+                    .ok_or_else(|| {
+                        RpcError::invalid_params(format!("Unknown resource or template: {uri}"))
+                    })?
             }
-            _ => return Err(RpcError::invalid_params("completion/complete needs `ref` of type ref/prompt or ref/resource")),
+            _ => {
+                return Err(RpcError::invalid_params(
+                    "completion/complete needs `ref` of type ref/prompt or ref/resource",
+                ));
+            }
         };
-        self.forward(context, &target, "completion/complete", params).await
+        self.forward(context, &target, "completion/complete", params)
+            .await
     }
 
     /// Forwarded to every ready server that logs; the gateway's own log level is not changed.
     async fn set_level(&self, params: Value) -> Result<Value, RpcError> {
-        const LEVELS: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
-        let level = params.get("level").and_then(Value::as_str).unwrap_or_default();
+        const LEVELS: &[&str] = &[
+            "debug",
+            "info",
+            "notice",
+            "warning",
+            "error",
+            "critical",
+            "alert",
+            "emergency",
+        ];
+        let level = params
+            .get("level")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !LEVELS.contains(&level) {
-            return Err(RpcError::invalid_params(format!("Unknown log level `{level}`; one of {}", LEVELS.join(", "))));
+            return Err(RpcError::invalid_params(format!(
+                "Unknown log level `{level}`; one of {}",
+                LEVELS.join(", ")
+            )));
         }
         let mut forwards = Vec::new();
-        for backend in self.process_backends().into_iter().filter(|b| b.discovered().has_capability("logging")) {
+        for backend in self
+            .process_backends()
+            .into_iter()
+            .filter(|b| b.discovered().has_capability("logging"))
+        {
             let params = params.clone();
             forwards.push(tokio::spawn(async move {
                 let timeout = backend.timeout_for(None).min(Duration::from_secs(10));
-                if let Err(err) = backend.request("logging/setLevel", Some(params), timeout).await {
+                if let Err(err) = backend
+                    .request("logging/setLevel", Some(params), timeout)
+                    .await
+                {
                     tracing::debug!(server = %backend.name(), "logging/setLevel: {err}");
                 }
             }));
@@ -303,7 +480,14 @@ impl Gateway {
 
 /// The first text content of a `tools/call` result (the error, when `isError` is set).
 fn first_text(reply: &Reply) -> Option<String> {
-    let text = |result: &Value| result.get("content")?.get(0)?.get("text")?.as_str().map(str::to_string);
+    let text = |result: &Value| {
+        result
+            .get("content")?
+            .get(0)?
+            .get("text")?
+            .as_str()
+            .map(str::to_string)
+    };
     match reply {
         Reply::Built(result) => text(result),
         Reply::Raw(raw) => text(&serde_json::from_str(raw.get()).ok()?),
@@ -315,16 +499,27 @@ fn encode_cursor(offset: usize) -> String {
 }
 
 fn decode_cursor(cursor: &Value) -> Option<usize> {
-    cursor.as_str()?.strip_prefix('o').and_then(|hex| usize::from_str_radix(hex, 16).ok())
+    cursor
+        .as_str()?
+        .strip_prefix('o')
+        .and_then(|hex| usize::from_str_radix(hex, 16).ok())
 }
-
 
 impl Gateway {
     /// One tool call outside any client session (the `call` command).
-    pub async fn call_once(self: &std::sync::Arc<Self>, tool: &str, arguments: Value) -> Result<Value, RpcError> {
+    pub async fn call_once(
+        self: &std::sync::Arc<Self>,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Value, RpcError> {
         let (out, _discarded) = tokio::sync::mpsc::unbounded_channel();
         let session = crate::session::Session::new(self.clone(), out);
-        let context = RequestContext { trace_id: crate::telemetry::events::new_trace_id(), session };
-        self.call_tool(&context, json!({"name": tool, "arguments": arguments})).await.map(Reply::into_value)
+        let context = RequestContext {
+            trace_id: crate::telemetry::events::new_trace_id(),
+            session,
+        };
+        self.call_tool(&context, json!({"name": tool, "arguments": arguments}))
+            .await
+            .map(Reply::into_value)
     }
 }

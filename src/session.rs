@@ -83,9 +83,13 @@ impl Session {
     }
 
     pub fn client_has(&self, capability: &str) -> bool {
-        self.client.lock().unwrap().capabilities.get(capability).is_some_and(|c| !c.is_null())
+        self.client
+            .lock()
+            .unwrap()
+            .capabilities
+            .get(capability)
+            .is_some_and(|c| !c.is_null())
     }
-
 
     /// Resolves when no request is in flight, or at `deadline`.
     pub async fn drained(&self, deadline: tokio::time::Instant) {
@@ -110,7 +114,9 @@ impl Session {
         }
         match protocol::parse_line(line) {
             Err(answer) => self.send(answer),
-            Ok(Incoming::Single(Err(error))) => self.send(protocol::error_response(Value::Null, &error)),
+            Ok(Incoming::Single(Err(error))) => {
+                self.send(protocol::error_response(Value::Null, &error))
+            }
             Ok(Incoming::Single(Ok(message))) => self.handle_message(message),
             Ok(Incoming::Batch(items)) => {
                 let session = self.clone();
@@ -128,7 +134,10 @@ impl Session {
             Message::Request { id, method, params } => {
                 let key = id.to_string();
                 let (cancel_tx, cancel_rx) = oneshot::channel();
-                self.in_flight.lock().unwrap().insert(key.clone(), cancel_tx);
+                self.in_flight
+                    .lock()
+                    .unwrap()
+                    .insert(key.clone(), cancel_tx);
                 let session = self.clone();
                 tokio::spawn(async move {
                     let answer = tokio::select! {
@@ -154,7 +163,11 @@ impl Session {
             match item {
                 Err((id, error)) => answers.push(protocol::error_response(id, &error).to_string()),
                 Ok(Message::Request { id, method, params }) => {
-                    let answer = if method == "initialize" { self.initialize(params).map(Reply::from) } else { self.request(&method, params).await };
+                    let answer = if method == "initialize" {
+                        self.initialize(params).map(Reply::from)
+                    } else {
+                        self.request(&method, params).await
+                    };
                     answers.push(protocol::response_line(&id, answer));
                 }
                 Ok(other) => self.handle_message(other),
@@ -173,19 +186,35 @@ impl Session {
             let mut client = self.client.lock().unwrap();
             client.initialized = true;
             client.protocol_version = version.to_string();
-            client.capabilities = params.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+            client.capabilities = params
+                .get("capabilities")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
             client.info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
         }
-        let client = params.get("clientInfo").map(|info| info.to_string()).unwrap_or_default();
+        let client = params
+            .get("clientInfo")
+            .map(|info| info.to_string())
+            .unwrap_or_default();
         tracing::info!(session = self.id, client = %client, version, "client initialized");
         Ok(self.gateway.initialize_result(version))
     }
 
-    async fn request(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<Reply, RpcError> {
+    async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Reply, RpcError> {
         if method != "ping" && !self.client.lock().unwrap().initialized {
-            return Err(RpcError::new(protocol::NOT_INITIALIZED, format!("Server not initialized: send `initialize` before `{method}`")));
+            return Err(RpcError::new(
+                protocol::NOT_INITIALIZED,
+                format!("Server not initialized: send `initialize` before `{method}`"),
+            ));
         }
-        let context = RequestContext { trace_id: new_trace_id(), session: self.clone() };
+        let context = RequestContext {
+            trace_id: new_trace_id(),
+            session: self.clone(),
+        };
         self.gateway.dispatch(&context, method, params).await
     }
 
@@ -193,7 +222,11 @@ impl Session {
         match method {
             "notifications/initialized" | "initialized" => {}
             "notifications/cancelled" => {
-                let id = params.as_ref().and_then(|p| p.get("requestId")).map(Value::to_string).unwrap_or_default();
+                let id = params
+                    .as_ref()
+                    .and_then(|p| p.get("requestId"))
+                    .map(Value::to_string)
+                    .unwrap_or_default();
                 if let Some(cancel) = self.in_flight.lock().unwrap().remove(&id) {
                     let _ = cancel.send(());
                 }
@@ -208,16 +241,38 @@ impl Session {
     }
 
     /// Sends a request to the client on behalf of `server` and waits for the answer.
-    pub async fn request_client(&self, server: &str, server_request_id: Value, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+    pub async fn request_client(
+        &self,
+        server: &str,
+        server_request_id: Value,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, RpcError> {
         let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
-        self.forwarded.lock().unwrap().insert(id, Forwarded { server: server.to_string(), server_request_id, reply });
+        self.forwarded.lock().unwrap().insert(
+            id,
+            Forwarded {
+                server: server.to_string(),
+                server_request_id,
+                reply,
+            },
+        );
         self.send(protocol::request(json!(format!("wg-{id}")), method, params));
-        answer.await.unwrap_or_else(|_| Err(RpcError::new(protocol::INTERNAL_ERROR, "the client went away")))
+        answer.await.unwrap_or_else(|_| {
+            Err(RpcError::new(
+                protocol::INTERNAL_ERROR,
+                "the client went away",
+            ))
+        })
     }
 
     fn client_answered(&self, id: &Value, result: Result<Value, RpcError>) {
-        let Some(n) = id.as_str().and_then(|s| s.strip_prefix("wg-")).and_then(|n| n.parse::<u64>().ok()) else {
+        let Some(n) = id
+            .as_str()
+            .and_then(|s| s.strip_prefix("wg-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
             tracing::debug!(%id, "answer to no request of ours");
             return;
         };
@@ -229,10 +284,16 @@ impl Session {
     /// The server `server` cancelled its request `request_id`: pass that on if it came through here.
     pub fn cancel_forwarded(&self, server: &str, request_id: &Value) {
         let mut forwarded = self.forwarded.lock().unwrap();
-        let found = forwarded.iter().find(|(_, f)| f.server == server && &f.server_request_id == request_id).map(|(id, _)| *id);
+        let found = forwarded
+            .iter()
+            .find(|(_, f)| f.server == server && &f.server_request_id == request_id)
+            .map(|(id, _)| *id);
         if let Some(id) = found {
             forwarded.remove(&id);
-            self.send(protocol::notification("notifications/cancelled", Some(json!({"requestId": format!("wg-{id}")}))));
+            self.send(protocol::notification(
+                "notifications/cancelled",
+                Some(json!({"requestId": format!("wg-{id}")})),
+            ));
         }
     }
 }

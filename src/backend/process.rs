@@ -84,7 +84,12 @@ impl Connection {
     }
 
     /// Sends a request and waits for its answer, read into a `Value`.
-    async fn request(self: &Arc<Self>, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, BackendError> {
+    async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, BackendError> {
         let raw = self.request_raw(method, params, timeout).await?;
         serde_json::from_str(raw.get()).map_err(|e| BackendError::Rpc {
             server: self.server.clone(),
@@ -94,23 +99,42 @@ impl Connection {
 
     /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
     /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
-    async fn request_raw(self: &Arc<Self>, method: &str, params: Option<Value>, timeout: Duration) -> Result<Box<RawValue>, BackendError> {
+    async fn request_raw(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, BackendError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap().insert(id, tx);
         if self.closed.load(Ordering::Acquire) {
             self.pending.lock().unwrap().remove(&id);
-            return Err(BackendError::Crashed { server: self.server.clone() });
+            return Err(BackendError::Crashed {
+                server: self.server.clone(),
+            });
         }
-        let mut guard = PendingGuard { connection: self, id, done: false };
+        let mut guard = PendingGuard {
+            connection: self,
+            id,
+            done: false,
+        };
         self.send(protocol::request(id.into(), method, params));
         let outcome = tokio::time::timeout(timeout, rx).await;
         guard.done = outcome.is_ok();
         match outcome {
             Ok(Ok(Ok(result))) => Ok(result),
-            Ok(Ok(Err(error))) => Err(BackendError::Rpc { server: self.server.clone(), error }),
-            Ok(Err(_)) => Err(BackendError::Crashed { server: self.server.clone() }),
-            Err(_) => Err(BackendError::Timeout { server: self.server.clone(), timeout }),
+            Ok(Ok(Err(error))) => Err(BackendError::Rpc {
+                server: self.server.clone(),
+                error,
+            }),
+            Ok(Err(_)) => Err(BackendError::Crashed {
+                server: self.server.clone(),
+            }),
+            Err(_) => Err(BackendError::Timeout {
+                server: self.server.clone(),
+                timeout,
+            }),
         }
     }
 
@@ -138,7 +162,14 @@ impl Drop for PendingGuard<'_> {
         if self.done {
             return;
         }
-        if self.connection.pending.lock().unwrap().remove(&self.id).is_some() {
+        if self
+            .connection
+            .pending
+            .lock()
+            .unwrap()
+            .remove(&self.id)
+            .is_some()
+        {
             self.connection.send(protocol::notification(
                 "notifications/cancelled",
                 Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
@@ -200,29 +231,49 @@ impl ProcessBackend {
     /// Resolves once the server has left `Starting` (ready, failed, ...) or `deadline` passed.
     pub async fn wait_started(&self, deadline: tokio::time::Instant) {
         let mut rx = self.state.subscribe();
-        let _ = tokio::time::timeout_at(deadline, rx.wait_for(|s| *s != BackendState::Starting)).await;
+        let _ =
+            tokio::time::timeout_at(deadline, rx.wait_for(|s| *s != BackendState::Starting)).await;
     }
 
     /// Timeout for one call of `tool` (per-tool override, else the server's).
     pub fn timeout_for(&self, tool: Option<&str>) -> Duration {
-        tool.and_then(|t| self.config.tool_timeouts.get(t)).copied().unwrap_or(self.config.timeout)
+        tool.and_then(|t| self.config.tool_timeouts.get(t))
+            .copied()
+            .unwrap_or(self.config.timeout)
     }
 
     /// Forwards a request. Fails at once unless the server is ready.
-    pub async fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, BackendError> {
-        self.ready_connection()?.request(method, params, timeout).await
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, BackendError> {
+        self.ready_connection()?
+            .request(method, params, timeout)
+            .await
     }
 
     /// Forwards a request whose result goes back to a client as the server wrote it.
-    pub async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Box<RawValue>, BackendError> {
-        self.ready_connection()?.request_raw(method, params, timeout).await
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, BackendError> {
+        self.ready_connection()?
+            .request_raw(method, params, timeout)
+            .await
     }
 
     fn ready_connection(&self) -> Result<Arc<Connection>, BackendError> {
         let state = self.state();
         match (state, self.connection.load_full()) {
             (BackendState::Ready, Some(c)) => Ok(c),
-            _ => Err(BackendError::Unavailable { server: self.config.name.clone(), state: state.as_str() }),
+            _ => Err(BackendError::Unavailable {
+                server: self.config.name.clone(),
+                state: state.as_str(),
+            }),
         }
     }
 
@@ -234,15 +285,34 @@ impl ProcessBackend {
 
     /// Re-fetches one list after the server said it changed.
     pub async fn refresh(&self, kind: ListKind) -> Result<(), BackendError> {
-        let Some(connection) = self.connection.load_full() else { return Ok(()) };
+        let Some(connection) = self.connection.load_full() else {
+            return Ok(());
+        };
         let mut next = (*self.discovered.load_full()).clone();
         match kind {
-            ListKind::Tools => next.tools = list_all(&connection, "tools/list", "tools", self.config.timeout).await?,
-            ListKind::Prompts => next.prompts = list_all(&connection, "prompts/list", "prompts", self.config.timeout).await?,
+            ListKind::Tools => {
+                next.tools =
+                    list_all(&connection, "tools/list", "tools", self.config.timeout).await?
+            }
+            ListKind::Prompts => {
+                next.prompts =
+                    list_all(&connection, "prompts/list", "prompts", self.config.timeout).await?
+            }
             ListKind::Resources => {
-                next.resources = list_all(&connection, "resources/list", "resources", self.config.timeout).await?;
-                next.resource_templates =
-                    list_all(&connection, "resources/templates/list", "resourceTemplates", self.config.timeout).await?;
+                next.resources = list_all(
+                    &connection,
+                    "resources/list",
+                    "resources",
+                    self.config.timeout,
+                )
+                .await?;
+                next.resource_templates = list_all(
+                    &connection,
+                    "resources/templates/list",
+                    "resourceTemplates",
+                    self.config.timeout,
+                )
+                .await?;
             }
         }
         self.discovered.store(Arc::new(next));
@@ -253,12 +323,16 @@ impl ProcessBackend {
     pub async fn stop(&self) {
         self.stopping.send_replace(true);
         let mut rx = self.state.subscribe();
-        let _ = rx.wait_for(|s| matches!(s, BackendState::Stopped | BackendState::Failed)).await;
+        let _ = rx
+            .wait_for(|s| matches!(s, BackendState::Stopped | BackendState::Failed))
+            .await;
     }
 
     fn set_state(&self, state: BackendState) {
         self.state.send_replace(state);
-        let _ = self.to_gateway.send(BackendEvent::Changed { server: self.config.name.clone() });
+        let _ = self.to_gateway.send(BackendEvent::Changed {
+            server: self.config.name.clone(),
+        });
     }
 
     fn fail(&self, message: String) {
@@ -277,7 +351,8 @@ impl ProcessBackend {
             self.pid.store(0, Ordering::Relaxed);
             if *stopping.borrow() {
                 self.set_state(BackendState::Stopped);
-                self.events.emit("backend.stopped", &name, Status::Success, Value::Null);
+                self.events
+                    .emit("backend.stopped", &name, Status::Success, Value::Null);
                 return;
             }
             if let Err(message) = outcome {
@@ -289,12 +364,22 @@ impl ProcessBackend {
             failures += 1;
             let last_error = self.last_error();
             if failures > self.max_restarts {
-                self.events.emit("backend.failed", &name, Status::Failure, json!({"error": last_error, "failures": failures}));
+                self.events.emit(
+                    "backend.failed",
+                    &name,
+                    Status::Failure,
+                    json!({"error": last_error, "failures": failures}),
+                );
                 tracing::error!(server = %name, failures, "giving up on the server after {failures} failed starts");
                 self.set_state(BackendState::Failed);
                 return;
             }
-            self.events.emit("backend.crashed", &name, Status::Failure, json!({"error": last_error}));
+            self.events.emit(
+                "backend.crashed",
+                &name,
+                Status::Failure,
+                json!({"error": last_error}),
+            );
             self.set_state(BackendState::Restarting);
             let backoff = Duration::from_millis(100 << (failures - 1).min(12)).min(MAX_BACKOFF);
             tracing::info!(server = %name, backoff_ms = backoff.as_millis() as u64, "restarting");
@@ -311,13 +396,23 @@ impl ProcessBackend {
     }
 
     /// One life of the child: spawn, handshake, serve until it exits or we stop it.
-    async fn run_once(self: &Arc<Self>, stopping: &mut watch::Receiver<bool>) -> Result<(), String> {
+    async fn run_once(
+        self: &Arc<Self>,
+        stopping: &mut watch::Receiver<bool>,
+    ) -> Result<(), String> {
         let name = &self.config.name;
-        let mut child = self.spawn().map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
+        let mut child = self
+            .spawn()
+            .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
         let pid = child.id().unwrap_or(0);
         self.pid.store(pid, Ordering::Relaxed);
         let restarted = self.restarts() > 0;
-        self.events.emit("backend.started", name, Status::Pending, json!({"pid": pid, "command": self.config.command}));
+        self.events.emit(
+            "backend.started",
+            name,
+            Status::Pending,
+            json!({"pid": pid, "command": self.config.command}),
+        );
 
         let (writer_tx, writer_rx) = mpsc::unbounded_channel();
         let connection = Arc::new(Connection {
@@ -332,7 +427,11 @@ impl ProcessBackend {
         let stderr = child.stderr.take().expect("piped");
         tokio::spawn(write_lines(stdin, writer_rx));
         tokio::spawn(log_stderr(name.clone(), stderr));
-        let reader = tokio::spawn(read_lines(connection.clone(), stdout, self.to_gateway.clone()));
+        let reader = tokio::spawn(read_lines(
+            connection.clone(),
+            stdout,
+            self.to_gateway.clone(),
+        ));
 
         let begun = Instant::now();
         let handshake = tokio::select! {
@@ -403,24 +502,46 @@ impl ProcessBackend {
             .map_err(|e| format!("initialize failed: {e}"))?;
         connection.send(protocol::notification("notifications/initialized", None));
         let mut discovered = Discovered {
-            protocol_version: init.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_string(),
+            protocol_version: init
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
             server_info: init.get("serverInfo").cloned().unwrap_or(Value::Null),
-            capabilities: init.get("capabilities").cloned().unwrap_or_else(|| json!({})),
-            instructions: init.get("instructions").and_then(Value::as_str).map(str::to_string),
+            capabilities: init
+                .get("capabilities")
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+            instructions: init
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             ..Default::default()
         };
         let err = |e: BackendError| format!("discovery failed: {e}");
         if discovered.has_capability("tools") {
-            discovered.tools = list_all(connection, "tools/list", "tools", timeout).await.map_err(err)?;
+            discovered.tools = list_all(connection, "tools/list", "tools", timeout)
+                .await
+                .map_err(err)?;
         }
         if discovered.has_capability("resources") {
-            discovered.resources = list_all(connection, "resources/list", "resources", timeout).await.map_err(err)?;
+            discovered.resources = list_all(connection, "resources/list", "resources", timeout)
+                .await
+                .map_err(err)?;
             // Templates are optional even for servers with resources.
-            discovered.resource_templates =
-                list_all(connection, "resources/templates/list", "resourceTemplates", timeout).await.unwrap_or_default();
+            discovered.resource_templates = list_all(
+                connection,
+                "resources/templates/list",
+                "resourceTemplates",
+                timeout,
+            )
+            .await
+            .unwrap_or_default();
         }
         if discovered.has_capability("prompts") {
-            discovered.prompts = list_all(connection, "prompts/list", "prompts", timeout).await.map_err(err)?;
+            discovered.prompts = list_all(connection, "prompts/list", "prompts", timeout)
+                .await
+                .map_err(err)?;
         }
         self.discovered.store(Arc::new(discovered));
         Ok(())
@@ -469,7 +590,12 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {
 }
 
 /// Fetches every page of a list, following `nextCursor`.
-async fn list_all(connection: &Arc<Connection>, method: &str, key: &str, timeout: Duration) -> Result<Vec<Value>, BackendError> {
+async fn list_all(
+    connection: &Arc<Connection>,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Value>, BackendError> {
     let mut items = Vec::new();
     let mut cursor: Option<Value> = None;
     // Bounded, so that a server that always answers with a cursor cannot hold start-up forever.
@@ -504,7 +630,8 @@ async fn write_lines(stdin: tokio::process::ChildStdin, mut rx: mpsc::UnboundedR
                 closing = true;
                 break;
             }
-            if out.write_all(next.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err() {
+            if out.write_all(next.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err()
+            {
                 return;
             }
         }
@@ -515,7 +642,11 @@ async fn write_lines(stdin: tokio::process::ChildStdin, mut rx: mpsc::UnboundedR
     let _ = out.shutdown().await;
 }
 
-async fn read_lines(connection: Arc<Connection>, stdout: tokio::process::ChildStdout, to_gateway: mpsc::UnboundedSender<BackendEvent>) {
+async fn read_lines(
+    connection: Arc<Connection>,
+    stdout: tokio::process::ChildStdout,
+    to_gateway: mpsc::UnboundedSender<BackendEvent>,
+) {
     let server = connection.server.clone();
     let mut lines = BufReader::with_capacity(64 * 1024, stdout).lines();
     loop {
@@ -534,21 +665,36 @@ async fn read_lines(connection: Arc<Connection>, stdout: tokio::process::ChildSt
             connection.complete(id, Ok(result));
             continue;
         }
-        let message = serde_json::from_str::<Value>(&line).map_err(|e| e.to_string()).and_then(|v| protocol::parse_message(v).map_err(|e| e.message));
+        let message = serde_json::from_str::<Value>(&line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| protocol::parse_message(v).map_err(|e| e.message));
         match message {
             Ok(Message::Response { id, result }) => {
                 let Some(id) = id.as_u64() else { continue };
                 let result = result.and_then(|value| {
-                    serde_json::value::to_raw_value(&value).map_err(|e| RpcError::new(protocol::INTERNAL_ERROR, e.to_string()))
+                    serde_json::value::to_raw_value(&value)
+                        .map_err(|e| RpcError::new(protocol::INTERNAL_ERROR, e.to_string()))
                 });
                 connection.complete(id, result);
             }
             Ok(Message::Notification { method, params }) => {
-                let _ = to_gateway.send(BackendEvent::Notification { server: server.clone(), method, params });
+                let _ = to_gateway.send(BackendEvent::Notification {
+                    server: server.clone(),
+                    method,
+                    params,
+                });
             }
             Ok(Message::Request { id, method, params }) => {
-                let reply = Responder { connection: connection.clone(), id };
-                let _ = to_gateway.send(BackendEvent::Request { server: server.clone(), method, params, reply });
+                let reply = Responder {
+                    connection: connection.clone(),
+                    id,
+                };
+                let _ = to_gateway.send(BackendEvent::Request {
+                    server: server.clone(),
+                    method,
+                    params,
+                    reply,
+                });
             }
             Err(reason) => {
                 let shown: String = line.chars().take(200).collect();

@@ -125,7 +125,11 @@ pub struct PluginLimits {
 
 impl Default for PluginLimits {
     fn default() -> Self {
-        PluginLimits { memory: 64 << 20, timeout: Duration::from_secs(10), fuel: None }
+        PluginLimits {
+            memory: 64 << 20,
+            timeout: Duration::from_secs(10),
+            fuel: None,
+        }
     }
 }
 

@@ -8,6 +8,6 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::wasmgate::plugin::tool::{CallError, ToolInfo, ToolOutput};
 pub use self::wasmgate::plugin::host::Level;
 pub use self::wasmgate::plugin::types::{Blob, Content, EmbeddedResource};
+pub use exports::wasmgate::plugin::tool::{CallError, ToolInfo, ToolOutput};

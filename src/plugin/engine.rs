@@ -1,8 +1,8 @@
 //! The process's one wasmtime `Engine`: pooling allocator, epoch interruption
 //! driven by a ticker thread, optional fuel.
 
-use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -104,12 +104,18 @@ impl Ticker {
                 while !shared.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
                     engine.increment_epoch();
-                    idle = if shared.busy.load(Ordering::SeqCst) == 0 { idle + 1 } else { 0 };
+                    idle = if shared.busy.load(Ordering::SeqCst) == 0 {
+                        idle + 1
+                    } else {
+                        0
+                    };
                     if idle >= IDLE_TICKS {
                         // `busy` raises the count before it looks at `parked`: one of the
                         // two sees the other's write, so no call waits for a parked ticker.
                         shared.parked.store(true, Ordering::SeqCst);
-                        while shared.busy.load(Ordering::SeqCst) == 0 && !shared.stop.load(Ordering::SeqCst) {
+                        while shared.busy.load(Ordering::SeqCst) == 0
+                            && !shared.stop.load(Ordering::SeqCst)
+                        {
                             std::thread::park();
                         }
                         shared.parked.store(false, Ordering::SeqCst);
@@ -127,7 +133,9 @@ impl Ticker {
         if self.shared.parked.load(Ordering::SeqCst) {
             self.unpark();
         }
-        Busy { shared: self.shared.clone() }
+        Busy {
+            shared: self.shared.clone(),
+        }
     }
 
     pub fn stop(&self) {
@@ -155,7 +163,10 @@ mod tests {
     fn wait_until(what: &str, within: Duration, condition: impl Fn() -> bool) {
         let deadline = std::time::Instant::now() + within;
         while !condition() {
-            assert!(std::time::Instant::now() < deadline, "{what}: not within {within:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: not within {within:?}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }

@@ -13,9 +13,9 @@ mod engine;
 mod host_impl;
 mod limits;
 mod pool;
-mod workers;
 mod sandbox;
 mod watch;
+mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -481,9 +481,21 @@ impl PluginHost {
         let inline = version.may_run_inline(ready.is_some());
         let task_tool = tool.to_string();
         let outcome = self
-            .run(version.clone(), timeout, ctx.progress, ready, inline, |store, plugin| {
-                Box::pin(async move { plugin.wasmgate_plugin_tool().call_call_tool(store, &task_tool, &arguments).await })
-            })
+            .run(
+                version.clone(),
+                timeout,
+                ctx.progress,
+                ready,
+                inline,
+                |store, plugin| {
+                    Box::pin(async move {
+                        plugin
+                            .wasmgate_plugin_tool()
+                            .call_call_tool(store, &task_tool, &arguments)
+                            .await
+                    })
+                },
+            )
             .await;
         // Refilled after the call, not beside it: on few cores a refill that
         // starts first would hold the call up for a whole instantiation.
@@ -541,13 +553,18 @@ impl PluginHost {
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
             bindings::Plugin,
-        ) -> std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>
-        + Send
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
+        > + Send
         + 'static,
     ) -> Result<R, String> {
-        let host = self.this.upgrade().ok_or("the plugin host is shutting down")?;
+        let host = self
+            .this
+            .upgrade()
+            .ok_or("the plugin host is shutting down")?;
         let started_on = inline.then(|| version.clone());
-        let mut task = Box::pin(async move { host.run_here(&version, timeout, progress, ready, f).await });
+        let mut task =
+            Box::pin(async move { host.run_here(&version, timeout, progress, ready, f).await });
         if let Some(version) = started_on {
             let polled_at = Instant::now();
             let first = std::future::poll_fn(|cx| {
@@ -753,7 +770,12 @@ impl PluginHost {
         let version = Version::new(name_arc, source, old.code.clone(), settings);
         let tools = version.tools.len();
         self.install(&name, version);
-        self.emit(PluginEvent::Reloaded { name, tools, compile_ms: None, total_ms: ms(started) });
+        self.emit(PluginEvent::Reloaded {
+            name,
+            tools,
+            compile_ms: None,
+            total_ms: ms(started),
+        });
     }
 
     async fn update(
@@ -891,14 +913,28 @@ impl PluginHost {
         let probe = Version::new(
             name.clone(),
             source.clone(),
-            Arc::new(Code { digest: digest.clone(), pre: pre.clone(), tools: Vec::new(), big_runtime: false }),
+            Arc::new(Code {
+                digest: digest.clone(),
+                pre: pre.clone(),
+                tools: Vec::new(),
+                big_runtime: false,
+            }),
             settings.clone(),
         );
         let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
         let infos = self
-            .run(Arc::new(probe), timeout, None, None, false, |store, plugin| {
-                Box::pin(async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await })
-            })
+            .run(
+                Arc::new(probe),
+                timeout,
+                None,
+                None,
+                false,
+                |store, plugin| {
+                    Box::pin(
+                        async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await },
+                    )
+                },
+            )
             .await
             .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
         let mut tools = Vec::with_capacity(infos.len());
@@ -910,7 +946,15 @@ impl PluginHost {
             }
             tools.push(tool);
         }
-        Ok(Some((Arc::new(Code { digest, pre, tools, big_runtime }), compile_ms)))
+        Ok(Some((
+            Arc::new(Code {
+                digest,
+                pre,
+                tools,
+                big_runtime,
+            }),
+            compile_ms,
+        )))
     }
 
     fn install(&self, name: &str, version: Version) {
@@ -981,7 +1025,11 @@ impl PluginHost {
             Ok((watcher, rx, missing)) => {
                 control.watcher = Some(watcher);
                 if !missing.is_empty() {
-                    tokio::spawn(wait_for_folders(self.this.clone(), control.watch_generation, missing));
+                    tokio::spawn(wait_for_folders(
+                        self.this.clone(),
+                        control.watch_generation,
+                        missing,
+                    ));
                 }
                 let host = self.this.clone();
                 tokio::spawn(watch::debounce(rx, move |path| {

@@ -65,7 +65,11 @@ impl ReadyPool {
             ready: Mutex::default(),
             used: Mutex::default(),
             filling: AtomicBool::new(false),
-            size: if big_runtime { READY_PER_BIG_VERSION } else { READY_PER_VERSION },
+            size: if big_runtime {
+                READY_PER_BIG_VERSION
+            } else {
+                READY_PER_VERSION
+            },
         }
     }
 
@@ -74,7 +78,8 @@ impl ReadyPool {
     }
 
     pub fn missing(&self) -> usize {
-        self.size.saturating_sub(self.ready.lock().unwrap_or_else(|e| e.into_inner()).len())
+        self.size
+            .saturating_sub(self.ready.lock().unwrap_or_else(|e| e.into_inner()).len())
     }
 
     /// Leaves a used store for the refill task; drops it here when too many wait.
@@ -95,7 +100,12 @@ impl ReadyPool {
 
     /// Whether the refill has work: a ready instance missing or a used store waiting.
     pub fn needs_refill(&self) -> bool {
-        self.missing() > 0 || !self.used.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        self.missing() > 0
+            || !self
+                .used
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
     }
 
     pub fn put(&self, ready: Ready) {

@@ -100,7 +100,11 @@ async fn start(config: &PluginsConfig) -> (Arc<PluginHost>, mpsc::UnboundedRecei
 
 /// The `faulty` fixture (spin, hog, trap) beside `echo`, with default limits.
 async fn start_faulty_and_echo() -> (Arc<PluginHost>, mpsc::UnboundedReceiver<PluginEvent>) {
-    start(&config(vec![entry("faulty", Some(FAULTY)), entry("echo", Some(ECHO))])).await
+    start(&config(vec![
+        entry("faulty", Some(FAULTY)),
+        entry("echo", Some(ECHO)),
+    ]))
+    .await
 }
 
 async fn start_one(entry: PluginConfig) -> Arc<PluginHost> {
@@ -478,9 +482,17 @@ async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threa
     let mut calls = 0;
     while version("faulty").may_run_inline(false) {
         calls += 1;
-        assert!(calls <= 30, "a spinning plugin still starts its calls inline");
+        assert!(
+            calls <= 30,
+            "a spinning plugin still starts its calls inline"
+        );
         let result = host
-            .call("faulty", "spin", json!({}), ctx_timeout(Duration::from_millis(20)))
+            .call(
+                "faulty",
+                "spin",
+                json!({}),
+                ctx_timeout(Duration::from_millis(20)),
+            )
             .await
             .unwrap();
         assert!(is_error(&result), "{result}");
@@ -490,7 +502,10 @@ async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threa
     let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
     assert_eq!(text(&ok), "ok");
     for _ in 0..3 {
-        let echoed = host.call("echo", "echo", json!({"text": "x"}), ctx()).await.unwrap();
+        let echoed = host
+            .call("echo", "echo", json!({"text": "x"}), ctx())
+            .await
+            .unwrap();
         assert_eq!(text(&echoed), "x");
     }
     assert!(version("echo").may_run_inline(false));
@@ -1061,13 +1076,21 @@ async fn ready_instances_report_to_their_own_call() {
         let seen: Arc<StdMutex<Vec<f64>>> = Arc::default();
         let sink_seen = seen.clone();
         let sink: ProgressSink = Arc::new(move |p, _, _| sink_seen.lock().unwrap().push(p));
-        let ctx = CallContext { progress: Some(sink), ..ctx() };
+        let ctx = CallContext {
+            progress: Some(sink),
+            ..ctx()
+        };
         let steps = call + 1;
-        let result = host.call("echo", "progress", json!({"steps": steps}), ctx).await.unwrap();
+        let result = host
+            .call("echo", "progress", json!({"steps": steps}), ctx)
+            .await
+            .unwrap();
         assert_eq!(text(&result), format!("done {steps}"));
         assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
         // No progress sink: reports are dropped, not sent to an earlier call's sink.
-        host.call("echo", "progress", json!({"steps": 2}), super::tests::ctx()).await.unwrap();
+        host.call("echo", "progress", json!({"steps": 2}), super::tests::ctx())
+            .await
+            .unwrap();
         assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
     }
 }
@@ -1079,7 +1102,10 @@ async fn big_components_get_warmed_ready_instances() {
     async fn listings_seen(host: &PluginHost) -> Vec<String> {
         let mut seen = Vec::new();
         for _ in 0..6 {
-            let result = host.call("echo", "listings", json!({}), ctx()).await.unwrap();
+            let result = host
+                .call("echo", "listings", json!({}), ctx())
+                .await
+                .unwrap();
             seen.push(text(&result).to_string());
             // The next call must find a ready instance: wait until the refill is done.
             let version = host.slots.load()["echo"].current.load_full();
@@ -1131,16 +1157,26 @@ async fn measure_first_call() {
         let version = host.slots.load()["p"].current.load_full();
         // Each way of making the first call gets a third of the rounds.
         const N: u32 = 99;
-        let (mut instantiate, mut first, mut warmed_first, mut idle_first, mut second) = Default::default();
+        let (mut instantiate, mut first, mut warmed_first, mut idle_first, mut second) =
+            Default::default();
         for i in 0..N {
             let mut store = host.new_store(&version).unwrap();
             limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
             let started = Instant::now();
-            let instance = version.code.pre.instantiate_async(&mut store).await.unwrap();
+            let instance = version
+                .code
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .unwrap();
             instantiate += started.elapsed();
             let way = i % 3;
             if way > 0 {
-                instance.wasmgate_plugin_tool().call_list_tools(&mut store).await.unwrap();
+                instance
+                    .wasmgate_plugin_tool()
+                    .call_list_tools(&mut store)
+                    .await
+                    .unwrap();
             }
             if way == 2 {
                 // Blocks the thread on purpose: a ready instance's wait, not a task's.
@@ -1153,7 +1189,12 @@ async fn measure_first_call() {
             };
             for (n, total) in [(0, first_total), (1, &mut second)] {
                 let started = Instant::now();
-                instance.wasmgate_plugin_tool().call_call_tool(&mut store, tool, args).await.unwrap().unwrap();
+                instance
+                    .wasmgate_plugin_tool()
+                    .call_call_tool(&mut store, tool, args)
+                    .await
+                    .unwrap()
+                    .unwrap();
                 *total += started.elapsed() * if n == 0 { 3 } else { 1 };
             }
         }

@@ -18,7 +18,11 @@ pub const DEBOUNCE: Duration = Duration::from_millis(75);
 /// returned, for the caller to look for again; others that cannot be watched are logged.
 pub fn watch(
     dirs: &[PathBuf],
-) -> anyhow::Result<(RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>, Vec<PathBuf>)> {
+) -> anyhow::Result<(
+    RecommendedWatcher,
+    mpsc::UnboundedReceiver<PathBuf>,
+    Vec<PathBuf>,
+)> {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut watcher =
         notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {

@@ -18,7 +18,11 @@ impl Workers {
         // One core is left to the I/O thread. Fewer threads also means fewer TLB-shootdown
         // interrupts when the pooling allocator resets an instance's memory (madvise), which
         // doubled the CPU of a Python plugin call with a thread per core.
-        let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).saturating_sub(1).max(1);
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .saturating_sub(1)
+            .max(1);
         let runtime = Builder::new_multi_thread()
             .worker_threads(threads)
             // A guest that computes yields at every epoch tick (1 ms); new calls wait in the
@@ -28,13 +32,24 @@ impl Workers {
             .thread_name("wasmgate-plugin")
             .enable_all()
             .build()?;
-        Ok(Workers { runtime: Some(runtime) })
+        Ok(Workers {
+            runtime: Some(runtime),
+        })
     }
 
     /// Runs `task` on a plugin thread; `Err` if it panicked or the runtime is shutting down.
-    pub async fn run<T: Send + 'static>(&self, task: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
+    pub async fn run<T: Send + 'static>(
+        &self,
+        task: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, String> {
         let runtime = self.runtime.as_ref().expect("present until drop");
-        runtime.spawn(task).await.map_err(|e| if e.is_panic() { "the plugin host panicked".to_string() } else { "the plugin host is shutting down".to_string() })
+        runtime.spawn(task).await.map_err(|e| {
+            if e.is_panic() {
+                "the plugin host panicked".to_string()
+            } else {
+                "the plugin host is shutting down".to_string()
+            }
+        })
     }
 
     /// Makes the plugin threads' runtime the current one until the guard drops: timers and
@@ -46,7 +61,10 @@ impl Workers {
 
     /// Starts `task` on a plugin thread without waiting for it.
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.runtime.as_ref().expect("present until drop").spawn(task);
+        self.runtime
+            .as_ref()
+            .expect("present until drop")
+            .spawn(task);
     }
 }
 

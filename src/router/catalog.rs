@@ -52,7 +52,9 @@ impl ToolRoute {
                 .map_err(|e| tracing::warn!(server = self.target.server(), tool = %self.name, "inputSchema does not compile, arguments are not checked: {e}"))
                 .ok()
         });
-        let Some(validator) = validator else { return Ok(()) };
+        let Some(validator) = validator else {
+            return Ok(());
+        };
         if validator.is_valid(arguments) {
             return Ok(());
         }
@@ -61,10 +63,18 @@ impl ToolRoute {
             .take(5)
             .map(|e| {
                 let path = e.instance_path.to_string();
-                if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
             })
             .collect();
-        if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
     }
 }
 
@@ -106,7 +116,10 @@ impl Catalog {
                 target: Target::Builtin,
                 name: name.clone(),
                 timeout: Duration::from_secs(60),
-                input_schema: tool.get("inputSchema").cloned().unwrap_or(Value::Bool(true)),
+                input_schema: tool
+                    .get("inputSchema")
+                    .cloned()
+                    .unwrap_or(Value::Bool(true)),
                 validator: OnceLock::new(),
             };
             catalog.tool_routes.insert(name, Arc::new(route));
@@ -121,7 +134,9 @@ impl Catalog {
     fn add_source(&mut self, separator: &str, source: &Source<'_>) {
         let server = source.target.server().to_string();
         for tool in &source.discovered.tools {
-            let Some(name) = tool.get("name").and_then(Value::as_str) else { continue };
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                continue;
+            };
             if !source.filter.allows(name) {
                 continue;
             }
@@ -136,36 +151,55 @@ impl Catalog {
                 target: source.target.clone(),
                 name: name.to_string(),
                 timeout: (source.timeout_for)(name),
-                input_schema: tool.get("inputSchema").cloned().unwrap_or(Value::Bool(true)),
+                input_schema: tool
+                    .get("inputSchema")
+                    .cloned()
+                    .unwrap_or(Value::Bool(true)),
                 validator: OnceLock::new(),
             };
             self.tool_routes.insert(exposed, Arc::new(route));
             self.tools.push(def);
         }
         for prompt in &source.discovered.prompts {
-            let Some(name) = prompt.get("name").and_then(Value::as_str) else { continue };
+            let Some(name) = prompt.get("name").and_then(Value::as_str) else {
+                continue;
+            };
             let exposed = names::exposed(source.namespace, separator, name);
             if self.prompt_routes.contains_key(&exposed) {
-                self.conflicts.push(format!("prompt `{exposed}` of `{server}` is hidden by another backend's prompt"));
+                self.conflicts.push(format!(
+                    "prompt `{exposed}` of `{server}` is hidden by another backend's prompt"
+                ));
                 continue;
             }
             let mut def = prompt.clone();
             def["name"] = Value::String(exposed.clone());
-            self.prompt_routes.insert(exposed, PromptRoute { target: source.target.clone(), name: name.to_string() });
+            self.prompt_routes.insert(
+                exposed,
+                PromptRoute {
+                    target: source.target.clone(),
+                    name: name.to_string(),
+                },
+            );
             self.prompts.push(def);
         }
         for resource in &source.discovered.resources {
-            let Some(uri) = resource.get("uri").and_then(Value::as_str) else { continue };
+            let Some(uri) = resource.get("uri").and_then(Value::as_str) else {
+                continue;
+            };
             if self.resource_routes.contains_key(uri) {
                 self.conflicts.push(format!("resource `{uri}` of `{server}` is also served by another backend, which keeps it"));
                 continue;
             }
-            self.resource_routes.insert(uri.to_string(), source.target.clone());
+            self.resource_routes
+                .insert(uri.to_string(), source.target.clone());
             self.resources.push(resource.clone());
         }
         for template in &source.discovered.resource_templates {
-            let Some(pattern) = template.get("uriTemplate").and_then(Value::as_str) else { continue };
-            self.template_routes.push((UriTemplate::parse(pattern), source.target.clone()));
+            let Some(pattern) = template.get("uriTemplate").and_then(Value::as_str) else {
+                continue;
+            };
+            self.template_routes
+                .push((UriTemplate::parse(pattern), source.target.clone()));
             self.templates.push(template.clone());
         }
     }
@@ -180,9 +214,12 @@ impl Catalog {
 
     /// Exact resource first, then the first template that matches.
     pub fn resource_target(&self, uri: &str) -> Option<&Target> {
-        self.resource_routes
-            .get(uri)
-            .or_else(|| self.template_routes.iter().find(|(t, _)| t.matches(uri)).map(|(_, target)| target))
+        self.resource_routes.get(uri).or_else(|| {
+            self.template_routes
+                .iter()
+                .find(|(t, _)| t.matches(uri))
+                .map(|(_, target)| target)
+        })
     }
 
     /// The backend that serves a prompt or template named in `completion/complete`'s `ref`.
@@ -203,25 +240,56 @@ mod tests {
     #[test]
     fn prefixes_filters_and_conflicts() {
         let a = Discovered {
-            tools: vec![json!({"name": "echo", "inputSchema": {"type": "object"}, "x-extra": 1}), json!({"name": "secret"})],
+            tools: vec![
+                json!({"name": "echo", "inputSchema": {"type": "object"}, "x-extra": 1}),
+                json!({"name": "secret"}),
+            ],
             resources: vec![json!({"uri": "r://one"})],
             ..Default::default()
         };
-        let b = Discovered { tools: vec![json!({"name": "echo"})], resources: vec![json!({"uri": "r://one"})], ..Default::default() };
+        let b = Discovered {
+            tools: vec![json!({"name": "echo"})],
+            resources: vec![json!({"uri": "r://one"})],
+            ..Default::default()
+        };
         let deny = ToolFilter {
-            deny: Some(globset::GlobSetBuilder::new().add(globset::Glob::new("sec*").unwrap()).build().unwrap()),
+            deny: Some(
+                globset::GlobSetBuilder::new()
+                    .add(globset::Glob::new("sec*").unwrap())
+                    .build()
+                    .unwrap(),
+            ),
             ..Default::default()
         };
         let none = ToolFilter::default();
         let timeout = |_: &str| Duration::from_secs(1);
         let sources = [
-            Source { target: Target::Wasm("a".into()), namespace: "a", discovered: &a, filter: &deny, timeout_for: &timeout },
-            Source { target: Target::Wasm("b".into()), namespace: "", discovered: &b, filter: &none, timeout_for: &timeout },
+            Source {
+                target: Target::Wasm("a".into()),
+                namespace: "a",
+                discovered: &a,
+                filter: &deny,
+                timeout_for: &timeout,
+            },
+            Source {
+                target: Target::Wasm("b".into()),
+                namespace: "",
+                discovered: &b,
+                filter: &none,
+                timeout_for: &timeout,
+            },
         ];
         let catalog = Catalog::build("__", vec![json!({"name": "gateway_status"})], &sources);
-        let names: Vec<_> = catalog.tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        let names: Vec<_> = catalog
+            .tools
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["gateway_status", "a__echo", "echo"]);
-        assert_eq!(catalog.tools[1]["x-extra"], 1, "unknown fields pass through");
+        assert_eq!(
+            catalog.tools[1]["x-extra"], 1,
+            "unknown fields pass through"
+        );
         assert_eq!(catalog.tool("a__echo").unwrap().name, "echo");
         assert!(catalog.tool("a__secret").is_none());
         assert_eq!(catalog.resource_target("r://one").unwrap().server(), "a");
@@ -238,7 +306,12 @@ mod tests {
             validator: OnceLock::new(),
         };
         assert!(route.validate(&json!({"n": 1})).is_ok());
-        assert!(route.validate(&json!({"n": "x"})).unwrap_err().contains("/n"));
+        assert!(
+            route
+                .validate(&json!({"n": "x"}))
+                .unwrap_err()
+                .contains("/n")
+        );
         assert!(route.validate(&json!({})).unwrap_err().contains("\"n\""));
     }
 }

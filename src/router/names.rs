@@ -12,7 +12,10 @@ pub fn exposed(namespace: &str, separator: &str, name: &str) -> String {
 /// Tool names that pass the strictest common client rule (`^[A-Za-z0-9_-]{1,64}$`);
 /// others are still served, with a warning, since the 2025-11-25 guidance allows `.` and 128 characters.
 pub fn portable(name: &str) -> bool {
-    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

@@ -20,7 +20,10 @@ impl UriTemplate {
             };
         }
         pieces.push(rest.to_string());
-        UriTemplate { pieces, starts_with_var }
+        UriTemplate {
+            pieces,
+            starts_with_var,
+        }
     }
 
     /// True when the literal pieces occur in order and anchor both ends.

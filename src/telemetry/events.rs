@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Map, Value};
 #[cfg(test)]
 use serde_json::json;
+use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -43,7 +43,12 @@ pub struct Event {
 impl Event {
     pub fn to_json(&self) -> Value {
         let mut obj = Map::new();
-        obj.insert("timestamp".into(), self.timestamp.to_rfc3339_opts(SecondsFormat::Micros, false).into());
+        obj.insert(
+            "timestamp".into(),
+            self.timestamp
+                .to_rfc3339_opts(SecondsFormat::Micros, false)
+                .into(),
+        );
         obj.insert("trace_id".into(), self.trace_id.clone().into());
         obj.insert("status".into(), self.status.as_str().into());
         obj.insert("event_type".into(), self.event_type.into());
@@ -79,12 +84,19 @@ pub fn new_trace_id() -> String {
     static PROCESS: OnceLock<u64> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let process = PROCESS.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
-    format!("{process:016x}{:016x}", NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{process:016x}{:016x}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl EventLog {
     pub fn new(capacity: usize) -> Self {
-        EventLog { ring: Mutex::new(VecDeque::with_capacity(capacity.min(4096))), capacity: capacity.max(1), file: Mutex::new(None) }
+        EventLog {
+            ring: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
+            capacity: capacity.max(1),
+            file: Mutex::new(None),
+        }
     }
 
     /// Appends to `path` from now on; the file is created when missing.
@@ -99,14 +111,34 @@ impl EventLog {
         self.emit_traced(&new_trace_id(), event_type, source, status, fields)
     }
 
-    pub fn emit_traced(&self, trace_id: &str, event_type: &'static str, source: &str, status: Status, fields: Value) {
+    pub fn emit_traced(
+        &self,
+        trace_id: &str,
+        event_type: &'static str,
+        source: &str,
+        status: Status,
+        fields: Value,
+    ) {
         let fields = match fields {
             Value::Object(map) => map,
             Value::Null => Map::new(),
             other => Map::from_iter([("detail".to_string(), other)]),
         };
-        let event = Event { timestamp: Utc::now(), trace_id: trace_id.to_string(), status, event_type, source: source.to_string(), fields };
-        tracing::debug!(event_type, source, status = status.as_str(), trace_id, "event");
+        let event = Event {
+            timestamp: Utc::now(),
+            trace_id: trace_id.to_string(),
+            status,
+            event_type,
+            source: source.to_string(),
+            fields,
+        };
+        tracing::debug!(
+            event_type,
+            source,
+            status = status.as_str(),
+            trace_id,
+            "event"
+        );
         if let Some(file) = self.file.lock().unwrap().as_mut() {
             // A full disk must not stop the gateway: the ring still has the event.
             let _ = writeln!(file, "{}", event.to_json());
@@ -124,15 +156,24 @@ impl EventLog {
         ring.iter()
             .rev()
             .filter(|e| query.trace_id.as_deref().is_none_or(|t| e.trace_id == t))
-            .filter(|e| query.event_type.as_deref().is_none_or(|t| e.event_type == t))
-            .filter(|e| query.status.as_deref().is_none_or(|s| e.status.as_str() == s))
+            .filter(|e| {
+                query
+                    .event_type
+                    .as_deref()
+                    .is_none_or(|t| e.event_type == t)
+            })
+            .filter(|e| {
+                query
+                    .status
+                    .as_deref()
+                    .is_none_or(|s| e.status.as_str() == s)
+            })
             .filter(|e| query.since.is_none_or(|since| e.timestamp >= since))
             .take(query.limit)
             .map(Event::to_json)
             .collect()
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -144,7 +185,10 @@ mod tests {
         for i in 0..5 {
             log.emit("tool.called", "s", Status::Success, json!({"i": i}));
         }
-        let all = log.query(&Query { limit: 10, ..Default::default() });
+        let all = log.query(&Query {
+            limit: 10,
+            ..Default::default()
+        });
         assert_eq!(all.len(), 3);
         assert_eq!(all[0]["i"], 4);
         assert_eq!(all[2]["i"], 2);
@@ -156,7 +200,12 @@ mod tests {
         log.emit_traced("t1", "tool.called", "a", Status::Failure, Value::Null);
         log.emit_traced("t2", "tool.called", "a", Status::Success, Value::Null);
         log.emit_traced("t1", "backend.ready", "a", Status::Success, Value::Null);
-        let q = Query { trace_id: Some("t1".into()), status: Some("failure".into()), limit: 10, ..Default::default() };
+        let q = Query {
+            trace_id: Some("t1".into()),
+            status: Some("failure".into()),
+            limit: 10,
+            ..Default::default()
+        };
         let hits = log.query(&q);
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0]["event_type"], "tool.called");
@@ -170,7 +219,12 @@ mod tests {
         let path = dir.join("events.jsonl");
         let log = EventLog::new(10);
         log.open_file(&path).unwrap();
-        log.emit("gateway.started", "wasmgate", Status::Success, json!({"x": 1}));
+        log.emit(
+            "gateway.started",
+            "wasmgate",
+            Status::Success,
+            json!({"x": 1}),
+        );
         let text = std::fs::read_to_string(&path).unwrap();
         let line: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(line["event_type"], "gateway.started");

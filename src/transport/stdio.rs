@@ -35,7 +35,10 @@ where
             Ok(text) => session.handle_line(text.trim_end_matches(['\n', '\r'])),
             Err(err) => session.send(crate::protocol::error_response(
                 serde_json::Value::Null,
-                &crate::protocol::RpcError::new(crate::protocol::PARSE_ERROR, format!("Parse error: not UTF-8 ({err})")),
+                &crate::protocol::RpcError::new(
+                    crate::protocol::PARSE_ERROR,
+                    format!("Parse error: not UTF-8 ({err})"),
+                ),
             )),
         }
     }
@@ -48,14 +51,25 @@ where
 /// The process's stdin and stdout. When they are pipes (as MCP clients start servers),
 /// they are read and written by the async reactor: tokio's own `stdin()`/`stdout()` hand
 /// every read and flush to a blocking thread, which costs more than the rest of a call.
-pub fn std_streams() -> (Box<dyn AsyncRead + Unpin + Send>, Box<dyn AsyncWrite + Unpin + Send>) {
+pub fn std_streams() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
     use std::os::fd::AsFd;
     use tokio::net::unix::pipe;
-    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin().as_fd().try_clone_to_owned().map(pipe::Receiver::from_owned_fd) {
+    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(pipe::Receiver::from_owned_fd)
+    {
         Ok(Ok(pipe)) => Box::new(pipe),
         _ => Box::new(tokio::io::stdin()),
     };
-    let output: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout().as_fd().try_clone_to_owned().map(pipe::Sender::from_owned_fd) {
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(pipe::Sender::from_owned_fd)
+    {
         Ok(Ok(pipe)) => Box::new(pipe),
         _ => Box::new(tokio::io::stdout()),
     };
@@ -80,7 +94,10 @@ async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedRe
     }
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, line: &str) -> std::io::Result<()> {
+async fn write_line<W: AsyncWrite + Unpin>(
+    out: &mut BufWriter<W>,
+    line: &str,
+) -> std::io::Result<()> {
     out.write_all(line.as_bytes()).await?;
     out.write_all(b"\n").await
 }

@@ -27,7 +27,10 @@ fn version() {
     let dir = TestDir::new("cli");
     let out = run_cli(&["--version"], &dir.path, LIMIT);
     assert!(out.status.success(), "{}", out.stderr);
-    assert_eq!(out.stdout.trim(), format!("wasmgate {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        out.stdout.trim(),
+        format!("wasmgate {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
@@ -39,31 +42,84 @@ fn check_accepts_a_good_config_and_prints_a_summary() {
         .server("marker", "/bin/sh", &["-c", "touch started-marker"], &[])
         .render(&dir.path);
     let path = dir.write("gateway.toml", &text);
-    let out = run_cli(&["check", "--config", path.to_str().unwrap()], &dir.path, LIMIT);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("gateway.toml"), "the summary names the file:\n{}", out.stdout);
-    assert!(out.stdout.lines().any(|l| l.trim_start().starts_with("ex:") && l.contains("mcp_example_server")), "{}", out.stdout);
-    assert!(out.stdout.lines().any(|l| l.trim_start().starts_with("marker:")), "{}", out.stdout);
+    let out = run_cli(
+        &["check", "--config", path.to_str().unwrap()],
+        &dir.path,
+        LIMIT,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("gateway.toml"),
+        "the summary names the file:\n{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("ex:") && l.contains("mcp_example_server")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("marker:")),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("config OK"), "{}", out.stdout);
-    assert!(!dir.join("started-marker").exists(), "check started a server");
+    assert!(
+        !dir.join("started-marker").exists(),
+        "check started a server"
+    );
 }
 
 #[test]
 fn check_rejects_a_bad_config_naming_file_and_line() {
-    let (dir, path) = with_config("[gateway]\ntimeout = \"30s\"\n\n[servers.ex]\ncommand = \"x\"\nbogus_key = 1\n");
+    let (dir, path) = with_config(
+        "[gateway]\ntimeout = \"30s\"\n\n[servers.ex]\ncommand = \"x\"\nbogus_key = 1\n",
+    );
     let out = run_cli(&["check", "--config", &path], &dir.path, LIMIT);
-    assert_eq!(out.status.code(), Some(1), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("gateway.toml:6"), "stderr names file and line 6:\n{}", out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("gateway.toml:6"),
+        "stderr names file and line 6:\n{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("bogus_key"), "{}", out.stderr);
 
     let (dir, path) = with_config("[gateway]\ntimeout = \"soon\"\n");
     let out = run_cli(&["check", "--config", &path], &dir.path, LIMIT);
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("gateway.toml:2"), "stderr names file and line 2:\n{}", out.stderr);
+    assert!(
+        out.stderr.contains("gateway.toml:2"),
+        "stderr names file and line 2:\n{}",
+        out.stderr
+    );
 
-    let out = run_cli(&["check", "--config", "/nonexistent/wasmgate.toml"], &dir.path, LIMIT);
+    let out = run_cli(
+        &["check", "--config", "/nonexistent/wasmgate.toml"],
+        &dir.path,
+        LIMIT,
+    );
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("/nonexistent/wasmgate.toml"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("/nonexistent/wasmgate.toml"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -80,16 +136,30 @@ fn tools_lists_names_and_json() {
     let (dir, path) = example_config();
     let out = run_cli(&["tools", "--config", &path], &dir.path, LIMIT);
     assert!(out.status.success(), "{}", out.stderr);
-    let names: Vec<&str> = out.stdout.lines().filter_map(|l| l.split_whitespace().next()).collect();
-    for name in ["gateway_status", "get_events", "ex__echo", "ex__add", "ex__pid"] {
+    let names: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for name in [
+        "gateway_status",
+        "get_events",
+        "ex__echo",
+        "ex__add",
+        "ex__pid",
+    ] {
         assert!(names.contains(&name), "{name} missing in:\n{}", out.stdout);
     }
 
     let out = run_cli(&["tools", "--json", "--config", &path], &dir.path, LIMIT);
     assert!(out.status.success(), "{}", out.stderr);
-    let listed: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", out.stdout));
+    let listed: Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", out.stdout));
     let tools = listed["tools"].as_array().expect("a tools array");
-    let add = tools.iter().find(|t| t["name"] == "ex__add").expect("ex__add");
+    let add = tools
+        .iter()
+        .find(|t| t["name"] == "ex__add")
+        .expect("ex__add");
     assert_eq!(add["x-custom"], json!({"keep": true}));
     assert_eq!(tools.len(), 16, "{}", out.stdout);
 }
@@ -97,9 +167,20 @@ fn tools_lists_names_and_json() {
 #[test]
 fn call_prints_the_result() {
     let (dir, path) = example_config();
-    let out = run_cli(&["call", "--config", &path, "ex__echo", r#"{"text":"hi"}"#], &dir.path, LIMIT);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    let result: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", out.stdout));
+    let out = run_cli(
+        &["call", "--config", &path, "ex__echo", r#"{"text":"hi"}"#],
+        &dir.path,
+        LIMIT,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    let result: Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", out.stdout));
     assert_eq!(result["content"][0]["text"], "hi");
 }
 
@@ -107,14 +188,32 @@ fn call_prints_the_result() {
 fn call_of_a_failing_tool_exits_1() {
     let (dir, path) = example_config();
     let out = run_cli(&["call", "--config", &path, "ex__fail"], &dir.path, LIMIT);
-    assert_eq!(out.status.code(), Some(1), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("this tool always fails"), "{}", out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("this tool always fails"),
+        "{}",
+        out.stdout
+    );
 
-    let out = run_cli(&["call", "--config", &path, "ex__nope", "{}"], &dir.path, LIMIT);
+    let out = run_cli(
+        &["call", "--config", &path, "ex__nope", "{}"],
+        &dir.path,
+        LIMIT,
+    );
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("ex__nope"), "{}", out.stderr);
 
-    let out = run_cli(&["call", "--config", &path, "ex__echo", "{not json"], &dir.path, LIMIT);
+    let out = run_cli(
+        &["call", "--config", &path, "ex__echo", "{not json"],
+        &dir.path,
+        LIMIT,
+    );
     assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
 }
 
@@ -124,8 +223,24 @@ fn claude_desktop_json_config_works() {
     let server = crate::harness::example_server();
     let json = json!({"mcpServers": {"ex": {"command": server, "args": ["--name", "fromjson"]}}, "globalShortcut": "Ctrl+Space"});
     let path = dir.write("claude_desktop_config.json", &json.to_string());
-    let out = run_cli(&["call", "--config", path.to_str().unwrap(), "ex__echo", r#"{"text":"json"}"#], &dir.path, LIMIT);
-    assert_eq!(out.status.code(), Some(0), "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+    let out = run_cli(
+        &[
+            "call",
+            "--config",
+            path.to_str().unwrap(),
+            "ex__echo",
+            r#"{"text":"json"}"#,
+        ],
+        &dir.path,
+        LIMIT,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout,
+        out.stderr
+    );
     assert!(out.stdout.contains("json"));
 }
 
@@ -134,8 +249,14 @@ fn one_shot_commands_leave_no_server_behind() {
     let dir = TestDir::new("cli");
     let example = crate::harness::example_server();
     // The shell writes its pid, then becomes the example server (same pid).
-    let script = format!(r#"echo $$ > "{}/server.pid"; exec "{}""#, dir.path.display(), example.display());
-    let text = config().server("ex", "/bin/sh", &["-c", &script], &[]).render(&dir.path);
+    let script = format!(
+        r#"echo $$ > "{}/server.pid"; exec "{}""#,
+        dir.path.display(),
+        example.display()
+    );
+    let text = config()
+        .server("ex", "/bin/sh", &["-c", &script], &[])
+        .render(&dir.path);
     let path = dir.write("gateway.toml", &text);
     for args in [vec!["tools"], vec!["call", "ex__echo", r#"{"text":"x"}"#]] {
         let _ = std::fs::remove_file(dir.join("server.pid"));
@@ -143,7 +264,13 @@ fn one_shot_commands_leave_no_server_behind() {
         full.extend(["--config", path.to_str().unwrap()]);
         let out = run_cli(&full, &dir.path, LIMIT);
         assert!(out.status.success(), "{args:?}: {}", out.stderr);
-        let pid: u32 = std::fs::read_to_string(dir.join("server.pid")).unwrap().trim().parse().unwrap();
-        crate::harness::eventually(Duration::from_secs(5), "the server to be gone", || crate::harness::process_gone(pid).then_some(()));
+        let pid: u32 = std::fs::read_to_string(dir.join("server.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        crate::harness::eventually(Duration::from_secs(5), "the server to be gone", || {
+            crate::harness::process_gone(pid).then_some(())
+        });
     }
 }

@@ -21,18 +21,32 @@ fn tool_calls_are_recorded_with_tool_server_duration_and_status() {
     for event in &calls {
         assert_eq!(event["event_type"], "tool.called");
         assert_eq!(event["server"], "ex", "{event}");
-        assert!(event["duration_ms"].as_f64().is_some_and(|d| d >= 0.0), "{event}");
-        assert!(event["trace_id"].as_str().is_some_and(|t| !t.is_empty()), "{event}");
+        assert!(
+            event["duration_ms"].as_f64().is_some_and(|d| d >= 0.0),
+            "{event}"
+        );
+        assert!(
+            event["trace_id"].as_str().is_some_and(|t| !t.is_empty()),
+            "{event}"
+        );
         assert!(chrono_like(&event["timestamp"]), "{event}");
     }
     assert_eq!(calls[2]["status"], "success");
     assert_eq!(calls[1]["status"], "failure");
     assert_eq!(calls[0]["status"], "failure");
-    assert!(calls[1]["error"].as_str().is_some_and(|e| e.contains("always fails")), "{}", calls[1]);
+    assert!(
+        calls[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("always fails")),
+        "{}",
+        calls[1]
+    );
 }
 
 fn chrono_like(value: &Value) -> bool {
-    value.as_str().is_some_and(|t| t.len() >= 20 && t.as_bytes()[4] == b'-' && t.contains('T'))
+    value
+        .as_str()
+        .is_some_and(|t| t.len() >= 20 && t.as_bytes()[4] == b'-' && t.contains('T'))
 }
 
 #[test]
@@ -55,14 +69,28 @@ fn filters_limit_trace_id_and_since() {
     assert_eq!(two.len(), 2);
 
     let all = client.events(json!({}));
-    assert!(all.iter().any(|e| e["event_type"] == "gateway.started"), "{all:?}");
-    assert!(all.iter().any(|e| e["event_type"] == "backend.ready" && e["source"] == "ex"), "{all:?}");
+    assert!(
+        all.iter().any(|e| e["event_type"] == "gateway.started"),
+        "{all:?}"
+    );
+    assert!(
+        all.iter()
+            .any(|e| e["event_type"] == "backend.ready" && e["source"] == "ex"),
+        "{all:?}"
+    );
 
     let trace = successes[1]["trace_id"].as_str().unwrap().to_string();
     let traced = client.events(json!({"trace_id": trace}));
     assert!(!traced.is_empty());
-    assert!(traced.iter().all(|e| e["trace_id"] == trace.as_str()), "{traced:?}");
-    assert!(traced.iter().any(|e| e["event_type"] == "tool.called" && e["timestamp"] == successes[1]["timestamp"]));
+    assert!(
+        traced.iter().all(|e| e["trace_id"] == trace.as_str()),
+        "{traced:?}"
+    );
+    assert!(
+        traced.iter().any(
+            |e| e["event_type"] == "tool.called" && e["timestamp"] == successes[1]["timestamp"]
+        )
+    );
 
     let future = client.events(json!({"since": "2999-01-01T00:00:00Z"}));
     assert!(future.is_empty(), "{future:?}");
@@ -79,17 +107,37 @@ fn filters_limit_trace_id_and_since() {
 
 #[test]
 fn events_file_gets_json_lines() {
-    let mut client = config().gateway(r#"events = "{dir}/events.jsonl""#).example("ex", &[]).start_initialized();
+    let mut client = config()
+        .gateway(r#"events = "{dir}/events.jsonl""#)
+        .example("ex", &[])
+        .start_initialized();
     client.call("ex__echo", json!({"text": "to the file"}));
     let path = client.dir.join("events.jsonl");
-    let lines = eventually(Duration::from_secs(5), "tool.called in the events file", || {
-        let text = std::fs::read_to_string(&path).ok()?;
-        let lines: Vec<Value> =
-            text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))).collect();
-        lines.iter().any(|e| e["event_type"] == "tool.called").then_some(lines)
-    });
-    assert!(lines.iter().any(|e| e["event_type"] == "gateway.started"), "{lines:?}");
-    let call = lines.iter().find(|e| e["event_type"] == "tool.called").unwrap();
+    let lines = eventually(
+        Duration::from_secs(5),
+        "tool.called in the events file",
+        || {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| {
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))
+                })
+                .collect();
+            lines
+                .iter()
+                .any(|e| e["event_type"] == "tool.called")
+                .then_some(lines)
+        },
+    );
+    assert!(
+        lines.iter().any(|e| e["event_type"] == "gateway.started"),
+        "{lines:?}"
+    );
+    let call = lines
+        .iter()
+        .find(|e| e["event_type"] == "tool.called")
+        .unwrap();
     assert_eq!(call["tool"], "ex__echo");
     assert_eq!(call["server"], "ex");
     assert_eq!(call["status"], "success");

@@ -9,22 +9,41 @@ use crate::harness::{Client, TIMEOUT, config, eventually, process_gone, text};
 
 #[test]
 fn crash_mid_call_fails_fast_then_the_server_restarts() {
-    let mut client = config().example_with("ex", &["--crash-after", "2"], &[r#"timeout = "30s""#]).start_initialized();
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "one"}))), "one");
+    let mut client = config()
+        .example_with("ex", &["--crash-after", "2"], &[r#"timeout = "30s""#])
+        .start_initialized();
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "one"}))),
+        "one"
+    );
     let started = Instant::now();
     let error = client.call_error("ex__echo", json!({"text": "two"}));
     let elapsed = started.elapsed();
     assert_eq!(error["code"], -32000, "{error}");
     assert_eq!(error["data"]["server"], "ex", "{error}");
-    assert!(elapsed < Duration::from_secs(1), "the crash was reported after {elapsed:?}, not at once");
+    assert!(
+        elapsed < Duration::from_secs(1),
+        "the crash was reported after {elapsed:?}, not at once"
+    );
 
-    let status = eventually(Duration::from_secs(15), "the server to be restarted", || {
-        let status = client.status();
-        let backend = &status["backends"]["ex"];
-        (backend["status"] == "ready" && backend["restarts"].as_u64().unwrap_or(0) >= 1).then_some(status)
-    });
-    assert!(status["backends"]["ex"]["last_error"].is_string(), "{status}");
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "three"}))), "three");
+    let status = eventually(
+        Duration::from_secs(15),
+        "the server to be restarted",
+        || {
+            let status = client.status();
+            let backend = &status["backends"]["ex"];
+            (backend["status"] == "ready" && backend["restarts"].as_u64().unwrap_or(0) >= 1)
+                .then_some(status)
+        },
+    );
+    assert!(
+        status["backends"]["ex"]["last_error"].is_string(),
+        "{status}"
+    );
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "three"}))),
+        "three"
+    );
     let crashed = client.events(json!({"event_type": "backend.crashed"}));
     assert!(crashed.iter().any(|e| e["source"] == "ex"), "{crashed:?}");
 }
@@ -36,10 +55,14 @@ fn server_that_exits_at_start_ends_failed_and_others_are_unaffected() {
         .example("bad", &["--exit-at-start"])
         .example("good", &["--name", "good"])
         .start_initialized();
-    let status = eventually(Duration::from_secs(15), "the bad server to be marked failed", || {
-        let status = client.status();
-        (status["backends"]["bad"]["status"] == "failed").then_some(status)
-    });
+    let status = eventually(
+        Duration::from_secs(15),
+        "the bad server to be marked failed",
+        || {
+            let status = client.status();
+            (status["backends"]["bad"]["status"] == "failed").then_some(status)
+        },
+    );
     assert_eq!(status["backends"]["bad"]["restarts"], 2, "{status}");
     assert_eq!(status["backends"]["good"]["status"], "ready", "{status}");
     let failed = client.events(json!({"event_type": "backend.failed"}));
@@ -50,7 +73,10 @@ fn server_that_exits_at_start_ends_failed_and_others_are_unaffected() {
     let names = client.tool_names();
     assert!(!names.iter().any(|n| n.starts_with("bad__")), "{names:?}");
     assert!(names.contains(&"good__echo".to_string()), "{names:?}");
-    assert_eq!(text(&client.call("good__echo", json!({"text": "fine"}))), "fine");
+    assert_eq!(
+        text(&client.call("good__echo", json!({"text": "fine"}))),
+        "fine"
+    );
     let error = client.call_error("bad__echo", json!({"text": "x"}));
     assert_eq!(error["code"], -32602, "{error}");
 }
@@ -59,20 +85,39 @@ fn server_that_exits_at_start_ends_failed_and_others_are_unaffected() {
 fn hanging_call_times_out_with_the_timeout_in_the_error() {
     let mut client = config()
         .example_with("ex", &[], &[r#"timeout = "500ms""#])
-        .example_with("per_tool", &[], &[r#"timeout = "30s""#, r#"tool_timeouts = { hang = "300ms" }"#])
+        .example_with(
+            "per_tool",
+            &[],
+            &[
+                r#"timeout = "30s""#,
+                r#"tool_timeouts = { hang = "300ms" }"#,
+            ],
+        )
         .start_initialized();
-    for (tool, server, timeout_ms) in [("ex__hang", "ex", 500u64), ("per_tool__hang", "per_tool", 300)] {
+    for (tool, server, timeout_ms) in [
+        ("ex__hang", "ex", 500u64),
+        ("per_tool__hang", "per_tool", 300),
+    ] {
         let started = Instant::now();
         let error = client.call_error(tool, json!({}));
         let elapsed = started.elapsed();
         assert_eq!(error["code"], -32001, "{error}");
         assert_eq!(error["data"]["timeoutMs"], timeout_ms, "{error}");
         assert_eq!(error["data"]["server"], server, "{error}");
-        assert!(elapsed >= Duration::from_millis(timeout_ms - 20), "{tool} timed out early: {elapsed:?}");
-        assert!(elapsed < Duration::from_millis(timeout_ms) + Duration::from_secs(3), "{tool} timed out late: {elapsed:?}");
+        assert!(
+            elapsed >= Duration::from_millis(timeout_ms - 20),
+            "{tool} timed out early: {elapsed:?}"
+        );
+        assert!(
+            elapsed < Duration::from_millis(timeout_ms) + Duration::from_secs(3),
+            "{tool} timed out late: {elapsed:?}"
+        );
     }
     // The server is still there for other calls.
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "after"}))), "after");
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "after"}))),
+        "after"
+    );
     let events = client.events(json!({"event_type": "tool.called", "status": "failure"}));
     assert!(events.iter().any(|e| e["tool"] == "ex__hang"), "{events:?}");
 }
@@ -80,17 +125,27 @@ fn hanging_call_times_out_with_the_timeout_in_the_error() {
 #[test]
 fn slow_starter_is_in_the_first_list() {
     // The first tools/list waits (bounded by startup_timeout) for servers still starting.
-    let mut client = config().example("slowpoke", &["--start-delay-ms", "1500"]).start();
+    let mut client = config()
+        .example("slowpoke", &["--start-delay-ms", "1500"])
+        .start();
     client.initialize();
     let names = client.tool_names();
-    assert!(names.contains(&"slowpoke__echo".to_string()), "the first tools/list missed the slow server: {names:?}");
-    assert_eq!(text(&client.call("slowpoke__echo", json!({"text": "late but there"}))), "late but there");
+    assert!(
+        names.contains(&"slowpoke__echo".to_string()),
+        "the first tools/list missed the slow server: {names:?}"
+    );
+    assert_eq!(
+        text(&client.call("slowpoke__echo", json!({"text": "late but there"}))),
+        "late but there"
+    );
 }
 
 #[test]
 fn slow_starter_first_call_is_served() {
     // A call (not a list) straight after initialize, while the server still starts.
-    let mut client = config().example("slowpoke", &["--start-delay-ms", "800"]).start();
+    let mut client = config()
+        .example("slowpoke", &["--start-delay-ms", "800"])
+        .start();
     client.initialize();
     let result = client.call("slowpoke__pid", json!({}));
     assert!(text(&result).parse::<u32>().is_ok(), "{result}");
@@ -98,12 +153,20 @@ fn slow_starter_first_call_is_served() {
 
 #[test]
 fn garbage_output_from_a_server_is_skipped() {
-    let mut client = config().example("noisy", &["--garbage"]).start_initialized();
+    let mut client = config()
+        .example("noisy", &["--garbage"])
+        .start_initialized();
     for i in 0..20 {
         let message = format!("message {i}");
-        assert_eq!(text(&client.call("noisy__echo", json!({"text": message}))), message);
+        assert_eq!(
+            text(&client.call("noisy__echo", json!({"text": message}))),
+            message
+        );
     }
-    assert_eq!(client.call("noisy__add", json!({"a": 1, "b": 2}))["structuredContent"]["sum"], 3);
+    assert_eq!(
+        client.call("noisy__add", json!({"a": 1, "b": 2}))["structuredContent"]["sum"],
+        3
+    );
 }
 
 #[test]
@@ -120,35 +183,63 @@ fn a_thousand_calls_in_flight() {
     client.send_bytes(lines.as_bytes());
     let mut answered = vec![false; 1000];
     for _ in 0..1000 {
-        let response = client.take(TIMEOUT, |m| m.get("method").is_none()).expect("an answer");
-        let id = response["id"].as_u64().unwrap_or_else(|| panic!("unexpected id: {response}")) as usize;
+        let response = client
+            .take(TIMEOUT, |m| m.get("method").is_none())
+            .expect("an answer");
+        let id = response["id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("unexpected id: {response}")) as usize;
         assert!(!answered[id], "id {id} answered twice");
         answered[id] = true;
-        assert_eq!(text(&response["result"]), format!("msg-{id}"), "answer {id} carries another call's text");
+        assert_eq!(
+            text(&response["result"]),
+            format!("msg-{id}"),
+            "answer {id} carries another call's text"
+        );
     }
     assert!(answered.iter().all(|a| *a));
-    assert!(started.elapsed() < Duration::from_secs(30), "1000 calls took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "1000 calls took {:?}",
+        started.elapsed()
+    );
 }
 
 /// The example servers' pids, asked through the gateway.
 fn server_pids(client: &mut Client, servers: &[&str]) -> Vec<u32> {
-    servers.iter().map(|s| text(&client.call(&format!("{s}__pid"), json!({}))).parse().expect("a pid")).collect()
+    servers
+        .iter()
+        .map(|s| {
+            text(&client.call(&format!("{s}__pid"), json!({})))
+                .parse()
+                .expect("a pid")
+        })
+        .collect()
 }
 
 fn assert_gone(pids: &[u32]) {
     for pid in pids {
-        eventually(Duration::from_secs(5), &format!("server process {pid} to be gone"), || process_gone(*pid).then_some(()));
+        eventually(
+            Duration::from_secs(5),
+            &format!("server process {pid} to be gone"),
+            || process_gone(*pid).then_some(()),
+        );
     }
 }
 
 #[test]
 fn stdin_close_exits_and_leaves_no_server_behind() {
-    let mut client = config().example("one", &[]).example("two", &["--name", "two"]).start_initialized();
+    let mut client = config()
+        .example("one", &[])
+        .example("two", &["--name", "two"])
+        .start_initialized();
     let pids = server_pids(&mut client, &["one", "two"]);
     assert!(pids.iter().all(|p| !process_gone(*p)));
     let started = Instant::now();
     client.close_stdin();
-    let status = client.wait_exit(Duration::from_secs(5)).expect("the gateway exits within 5 s of stdin closing");
+    let status = client
+        .wait_exit(Duration::from_secs(5))
+        .expect("the gateway exits within 5 s of stdin closing");
     assert!(status.success(), "exit status {status}");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_gone(&pids);
@@ -159,23 +250,45 @@ fn stdin_close_still_delivers_answers_in_flight_then_exits() {
     // `printf '...' | wasmgate`: the requests come, stdin closes, the answers must still come.
     let mut client = config().example("ex", &[]).start_initialized();
     let pids = server_pids(&mut client, &["ex"]);
-    let slow = client.send_request("tools/call", json!({"name": "ex__slow", "arguments": {"ms": 700}}));
-    let echo = client.send_request("tools/call", json!({"name": "ex__echo", "arguments": {"text": "last words"}}));
+    let slow = client.send_request(
+        "tools/call",
+        json!({"name": "ex__slow", "arguments": {"ms": 700}}),
+    );
+    let echo = client.send_request(
+        "tools/call",
+        json!({"name": "ex__echo", "arguments": {"text": "last words"}}),
+    );
     client.close_stdin();
-    assert_eq!(text(&client.wait_response(&echo, TIMEOUT)["result"]), "last words");
-    assert_eq!(text(&client.wait_response(&slow, TIMEOUT)["result"]), "slept 700 ms");
-    let status = client.wait_exit(Duration::from_secs(5)).expect("the gateway exits once the answers are out");
+    assert_eq!(
+        text(&client.wait_response(&echo, TIMEOUT)["result"]),
+        "last words"
+    );
+    assert_eq!(
+        text(&client.wait_response(&slow, TIMEOUT)["result"]),
+        "slept 700 ms"
+    );
+    let status = client
+        .wait_exit(Duration::from_secs(5))
+        .expect("the gateway exits once the answers are out");
     assert!(status.success(), "exit status {status}");
     assert_gone(&pids);
 }
 
 #[test]
 fn sigterm_exits_and_leaves_no_server_behind() {
-    let mut client = config().example("one", &[]).example("two", &["--name", "two"]).start_initialized();
+    let mut client = config()
+        .example("one", &[])
+        .example("two", &["--name", "two"])
+        .start_initialized();
     let pids = server_pids(&mut client, &["one", "two"]);
     client.signal(libc::SIGTERM);
-    let status = client.wait_exit(Duration::from_secs(5)).expect("the gateway exits within 5 s of SIGTERM");
-    assert!(status.success() || status.code().is_some(), "exit status {status}");
+    let status = client
+        .wait_exit(Duration::from_secs(5))
+        .expect("the gateway exits within 5 s of SIGTERM");
+    assert!(
+        status.success() || status.code().is_some(),
+        "exit status {status}"
+    );
     assert_gone(&pids);
 }
 
@@ -186,18 +299,36 @@ fn failures_of_one_server_do_not_disturb_calls_to_another() {
         .example_with("steady", &["--name", "steady"], &[r#"timeout = "300ms""#])
         .start_initialized();
     // In flight together: a crash, a timeout and good calls.
-    let crash = client.send_request("tools/call", json!({"name": "flaky__echo", "arguments": {"text": "x"}}));
-    let hang = client.send_request("tools/call", json!({"name": "steady__hang", "arguments": {}}));
+    let crash = client.send_request(
+        "tools/call",
+        json!({"name": "flaky__echo", "arguments": {"text": "x"}}),
+    );
+    let hang = client.send_request(
+        "tools/call",
+        json!({"name": "steady__hang", "arguments": {}}),
+    );
     let goods: Vec<(Value, String)> = (0..20)
         .map(|i| {
             let text = format!("good-{i}");
-            (client.send_request("tools/call", json!({"name": "steady__echo", "arguments": {"text": text}})), text)
+            (
+                client.send_request(
+                    "tools/call",
+                    json!({"name": "steady__echo", "arguments": {"text": text}}),
+                ),
+                text,
+            )
         })
         .collect();
     for (id, want) in &goods {
         let response = client.wait_response(id, TIMEOUT);
         assert_eq!(text(&response["result"]), want);
     }
-    assert_eq!(client.wait_response(&crash, TIMEOUT)["error"]["code"], -32000);
-    assert_eq!(client.wait_response(&hang, TIMEOUT)["error"]["code"], -32001);
+    assert_eq!(
+        client.wait_response(&crash, TIMEOUT)["error"]["code"],
+        -32000
+    );
+    assert_eq!(
+        client.wait_response(&hang, TIMEOUT)["error"]["code"],
+        -32001
+    );
 }

@@ -26,7 +26,11 @@ pub fn wasmgate() -> PathBuf {
 
 /// The example MCP server that `cargo test` builds next to the binary.
 pub fn example_server() -> PathBuf {
-    let path = wasmgate().parent().expect("binary folder").join("examples").join("mcp_example_server");
+    let path = wasmgate()
+        .parent()
+        .expect("binary folder")
+        .join("examples")
+        .join("mcp_example_server");
     assert!(
         path.exists(),
         "{} is missing: build it with `cargo build --examples` (a plain `cargo test` does)",
@@ -35,7 +39,11 @@ pub fn example_server() -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp_example_server.rs");
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     if let (Some(src), Some(bin)) = (modified(&source), modified(&path)) {
-        assert!(src <= bin, "{} is older than its source: rebuild it with `cargo build --examples`", path.display());
+        assert!(
+            src <= bin,
+            "{} is older than its source: rebuild it with `cargo build --examples`",
+            path.display()
+        );
     }
     path
 }
@@ -49,7 +57,8 @@ impl TestDir {
     pub fn new(label: &str) -> TestDir {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("wasmgate-test-{}-{n}-{label}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("wasmgate-test-{}-{n}-{label}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create test dir");
         TestDir { path }
@@ -120,7 +129,11 @@ impl Config {
 
     pub fn server(mut self, name: &str, command: &str, args: &[&str], extra: &[&str]) -> Config {
         let args: Vec<String> = args.iter().map(|a| toml_str(a)).collect();
-        let mut table = format!("[servers.{name}]\ncommand = {}\nargs = [{}]\n", toml_str(command), args.join(", "));
+        let mut table = format!(
+            "[servers.{name}]\ncommand = {}\nargs = [{}]\n",
+            toml_str(command),
+            args.join(", ")
+        );
         for line in extra {
             table.push_str(line);
             table.push('\n');
@@ -238,7 +251,9 @@ impl Client {
     }
 
     pub fn respond_error(&mut self, id: Value, code: i64, message: &str) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}));
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        );
     }
 
     /// Closes the gateway's stdin: the client is gone.
@@ -307,7 +322,10 @@ impl Client {
     pub fn wait_response(&mut self, id: &Value, timeout: Duration) -> Value {
         match self.try_response(id, timeout) {
             Some(response) => response,
-            None => panic!("no response to request {id} within {timeout:?}{}", self.closed_note()),
+            None => panic!(
+                "no response to request {id} within {timeout:?}{}",
+                self.closed_note()
+            ),
         }
     }
 
@@ -352,13 +370,19 @@ impl Client {
     pub fn next_notification(&mut self, method: &str, timeout: Duration) -> Value {
         match self.try_notification(method, timeout) {
             Some(n) => n,
-            None => panic!("no {method} notification within {timeout:?}{}", self.closed_note()),
+            None => panic!(
+                "no {method} notification within {timeout:?}{}",
+                self.closed_note()
+            ),
         }
     }
 
     /// Buffered notifications of `method`, removed from the buffer.
     pub fn drain_notifications(&mut self, method: &str) -> Vec<Value> {
-        let (taken, kept) = self.buffer.drain(..).partition(|m| m.get("id").is_none() && m["method"] == method);
+        let (taken, kept) = self
+            .buffer
+            .drain(..)
+            .partition(|m| m.get("id").is_none() && m["method"] == method);
         self.buffer = kept;
         taken.into()
     }
@@ -367,7 +391,10 @@ impl Client {
     pub fn next_client_request(&mut self, timeout: Duration) -> Value {
         match self.take(timeout, is_server_request) {
             Some(request) => request,
-            None => panic!("no request to the client within {timeout:?}{}", self.closed_note()),
+            None => panic!(
+                "no request to the client within {timeout:?}{}",
+                self.closed_note()
+            ),
         }
     }
 
@@ -377,14 +404,21 @@ impl Client {
     }
 
     fn closed_note(&self) -> String {
-        if self.stdout_closed { format!(" (stdout closed); stderr:\n{}", tail(&self.stderr())) } else { String::new() }
+        if self.stdout_closed {
+            format!(" (stdout closed); stderr:\n{}", tail(&self.stderr()))
+        } else {
+            String::new()
+        }
     }
 
     // ---- MCP conveniences ----
 
     /// `initialize` (latest version, every client capability) and `notifications/initialized`.
     pub fn initialize(&mut self) -> Value {
-        self.initialize_with("2025-11-25", json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}}))
+        self.initialize_with(
+            "2025-11-25",
+            json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}}),
+        )
     }
 
     pub fn initialize_with(&mut self, version: &str, capabilities: Value) -> Value {
@@ -402,15 +436,27 @@ impl Client {
         eventually(TIMEOUT, "the servers to be ready and listed", || {
             let status = self.status();
             let backends = status["backends"].as_object()?.clone();
-            if backends.values().any(|b| b["status"] == "starting" || b["status"] == "restarting") {
+            if backends
+                .values()
+                .any(|b| b["status"] == "starting" || b["status"] == "restarting")
+            {
                 return None;
             }
-            let separator = status["gateway"]["config"]["separator"].as_str().unwrap_or("__").to_string();
+            let separator = status["gateway"]["config"]["separator"]
+                .as_str()
+                .unwrap_or("__")
+                .to_string();
             let names = self.tool_names();
-            let listed = backends.values().filter(|b| b["status"] == "ready" && b["tool_count"].as_u64() > Some(0)).all(|b| {
-                let namespace = b["namespace"].as_str().unwrap_or_default();
-                namespace.is_empty() || names.iter().any(|n| n.starts_with(&format!("{namespace}{separator}")))
-            });
+            let listed = backends
+                .values()
+                .filter(|b| b["status"] == "ready" && b["tool_count"].as_u64() > Some(0))
+                .all(|b| {
+                    let namespace = b["namespace"].as_str().unwrap_or_default();
+                    namespace.is_empty()
+                        || names
+                            .iter()
+                            .any(|n| n.starts_with(&format!("{namespace}{separator}")))
+                });
             listed.then_some(())
         });
     }
@@ -421,7 +467,13 @@ impl Client {
         let mut params = json!({});
         for _ in 0..1000 {
             let page = self.result(method, params);
-            items.extend(page[key].as_array().unwrap_or_else(|| panic!("{method}: no `{key}` array in {page}")).iter().cloned());
+            items.extend(
+                page[key]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("{method}: no `{key}` array in {page}"))
+                    .iter()
+                    .cloned(),
+            );
             match page.get("nextCursor") {
                 Some(cursor) if !cursor.is_null() => params = json!({"cursor": cursor}),
                 _ => return items,
@@ -435,7 +487,10 @@ impl Client {
     }
 
     pub fn tool_names(&mut self) -> Vec<String> {
-        self.tools().iter().map(|t| t["name"].as_str().expect("tool name").to_string()).collect()
+        self.tools()
+            .iter()
+            .map(|t| t["name"].as_str().expect("tool name").to_string())
+            .collect()
     }
 
     /// `gateway_status`'s structured content.
@@ -446,7 +501,10 @@ impl Client {
     /// `get_events` with `arguments`: the events, newest first.
     pub fn events(&mut self, arguments: Value) -> Vec<Value> {
         let result = self.call("get_events", arguments);
-        result["structuredContent"]["events"].as_array().unwrap_or_else(|| panic!("get_events: no events array in {result}")).clone()
+        result["structuredContent"]["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("get_events: no events array in {result}"))
+            .clone()
     }
 
     // ---- the process ----
@@ -488,19 +546,28 @@ impl Drop for Client {
             let _ = reader.join();
         }
         if std::thread::panicking() {
-            eprintln!("---- gateway stderr ({}) ----\n{}", self.dir.path.display(), tail(&self.stderr()));
+            eprintln!(
+                "---- gateway stderr ({}) ----\n{}",
+                self.dir.path.display(),
+                tail(&self.stderr())
+            );
             return;
         }
         let violations = self.violations.lock().unwrap();
         if let Some(first) = violations.first() {
-            panic!("the gateway wrote {} line(s) to stdout that are not JSON-RPC, the first: {first}", violations.len());
+            panic!(
+                "the gateway wrote {} line(s) to stdout that are not JSON-RPC, the first: {first}",
+                violations.len()
+            );
         }
     }
 }
 
 fn tail(text: &str) -> &str {
     let start = text.len().saturating_sub(6000);
-    let start = (start..text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
+    let start = (start..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
     &text[start..]
 }
 
@@ -514,7 +581,10 @@ fn read_stdout(stdout: impl Read, tx: mpsc::Sender<Line>, violations: Arc<Mutex<
             Ok(_) => {}
         }
         let text = line.strip_suffix(b"\n").unwrap_or(&line);
-        match serde_json::from_slice::<Value>(text).map_err(|e| e.to_string()).and_then(|v| check_jsonrpc(&v).map(|_| v)) {
+        match serde_json::from_slice::<Value>(text)
+            .map_err(|e| e.to_string())
+            .and_then(|v| check_jsonrpc(&v).map(|_| v))
+        {
             Ok(value) => {
                 let _ = tx.send(Line::Message(value));
             }
@@ -583,21 +653,29 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> O
         if let Some(value) = probe() {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
 /// The text of a tool result's first content item.
 pub fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content in {result}"))
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content in {result}"))
 }
 
 /// True once `pid` no longer runs (gone, or a zombie nobody reaped yet).
 pub fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()).is_some_and(|s| s == 'Z' || s == 'X'),
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|s| s == 'Z' || s == 'X'),
     }
 }
 
@@ -641,7 +719,11 @@ pub fn run_cli(args: &[&str], dir: &Path, timeout: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output { status, stdout: stdout.join().unwrap_or_default(), stderr: stderr.join().unwrap_or_default() }
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }
 
 impl Client {

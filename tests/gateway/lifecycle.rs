@@ -17,10 +17,19 @@ fn requests_before_initialize_are_refused_then_served() {
     for method in ["tools/list", "resources/list", "prompts/list"] {
         let error = client.error(method, json!({}));
         let code = error["code"].as_i64().unwrap();
-        assert!(code == -32002 || code == -32600, "{method} before initialize: {error}");
+        assert!(
+            code == -32002 || code == -32600,
+            "{method} before initialize: {error}"
+        );
     }
-    let error = client.error("tools/call", json!({"name": "gateway_status", "arguments": {}}));
-    assert!([-32002, -32600].contains(&error["code"].as_i64().unwrap()), "{error}");
+    let error = client.error(
+        "tools/call",
+        json!({"name": "gateway_status", "arguments": {}}),
+    );
+    assert!(
+        [-32002, -32600].contains(&error["code"].as_i64().unwrap()),
+        "{error}"
+    );
     // The session survived and works once initialized.
     client.initialize();
     let names = client.tool_names();
@@ -37,10 +46,16 @@ fn negotiates_each_supported_version_and_falls_back_to_the_latest() {
         ("1999-01-01", "2025-11-25"),
     ];
     // All gateways at once: they start in parallel.
-    let mut clients: Vec<(Client, &str, &str)> = cases.iter().map(|(asked, want)| (config().start(), *asked, *want)).collect();
+    let mut clients: Vec<(Client, &str, &str)> = cases
+        .iter()
+        .map(|(asked, want)| (config().start(), *asked, *want))
+        .collect();
     for (client, asked, want) in &mut clients {
         let result = client.initialize_with(asked, json!({}));
-        assert_eq!(result["protocolVersion"], *want, "asked for {asked}: {result}");
+        assert_eq!(
+            result["protocolVersion"], *want,
+            "asked for {asked}: {result}"
+        );
         assert_eq!(result["serverInfo"]["name"], "wasmgate", "{result}");
         assert!(result["capabilities"]["tools"].is_object(), "{result}");
         // The session is usable at the negotiated version.
@@ -83,11 +98,17 @@ fn without_any_config_the_builtin_tools_are_served() {
 fn the_first_lists_include_every_server() {
     // Straight after initialize, while the servers may still be starting: the first
     // answers wait for them rather than show a partial catalog.
-    let mut client = crate::harness::config().example("one", &[]).example("two", &["--name", "two"]).start();
+    let mut client = crate::harness::config()
+        .example("one", &[])
+        .example("two", &["--name", "two"])
+        .start();
     client.initialize();
     let names = client.tool_names();
     for tool in ["one__echo", "two__echo"] {
-        assert!(names.contains(&tool.to_string()), "{tool} missing from the first tools/list: {names:?}");
+        assert!(
+            names.contains(&tool.to_string()),
+            "{tool} missing from the first tools/list: {names:?}"
+        );
     }
     let prompts = client.list_all("prompts/list", "prompts");
     assert_eq!(prompts.len(), 2, "{prompts:?}");
@@ -106,8 +127,14 @@ fn client_and_server_versions_are_negotiated_independently() {
     assert_eq!(result["protocolVersion"], "2024-11-05");
     client.wait_ready();
     let status = client.status();
-    assert_eq!(status["backends"]["old"]["protocol_version"], "2024-11-05", "{status}");
-    assert_eq!(status["backends"]["new"]["protocol_version"], "2025-11-25", "{status}");
+    assert_eq!(
+        status["backends"]["old"]["protocol_version"], "2024-11-05",
+        "{status}"
+    );
+    assert_eq!(
+        status["backends"]["new"]["protocol_version"], "2025-11-25",
+        "{status}"
+    );
     for server in ["old", "new"] {
         let result = client.call(&format!("{server}__echo"), json!({"text": server}));
         assert_eq!(crate::harness::text(&result), server);
@@ -119,14 +146,30 @@ fn initialize_does_not_wait_for_a_slow_server_but_the_first_list_does() {
     // The gateway answers `initialize` at once (a client must not hang on a slow server);
     // the first tools/list waits for it (bounded by startup_timeout), so it is complete.
     let mut client = crate::harness::config()
-        .example("slow", &["--instructions", "Call slow__echo.", "--start-delay-ms", "4000"])
+        .example(
+            "slow",
+            &[
+                "--instructions",
+                "Call slow__echo.",
+                "--start-delay-ms",
+                "4000",
+            ],
+        )
         .start();
     let asked = std::time::Instant::now();
     let result = client.initialize_with("2025-11-25", json!({}));
-    assert!(asked.elapsed() < std::time::Duration::from_millis(3000), "initialize waited for the server: {result}");
+    assert!(
+        asked.elapsed() < std::time::Duration::from_millis(3000),
+        "initialize waited for the server: {result}"
+    );
     assert!(result["capabilities"]["tools"].is_object(), "{result}");
     let tools = client.request("tools/list", json!({}));
-    let names: Vec<_> = tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].clone()).collect();
+    let names: Vec<_> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
     assert!(names.contains(&json!("slow__echo")), "{names:?}");
 }
 
@@ -137,19 +180,27 @@ fn a_call_straight_after_initialize_reaches_a_fast_server() {
     // must still be routed. Several rounds, since the moment is short.
     // Several rounds, four gateways at a time, since the moment is short.
     for round in 0..4 {
-        let clients: Vec<Client> = (0..4).map(|_| crate::harness::config().example("ex", &[]).start()).collect();
+        let clients: Vec<Client> = (0..4)
+            .map(|_| crate::harness::config().example("ex", &[]).start())
+            .collect();
         let threads: Vec<_> = clients
             .into_iter()
             .map(|mut client| {
                 std::thread::spawn(move || {
                     client.initialize();
-                    client.request("tools/call", json!({"name": "ex__echo", "arguments": {"text": "quick"}}))
+                    client.request(
+                        "tools/call",
+                        json!({"name": "ex__echo", "arguments": {"text": "quick"}}),
+                    )
                 })
             })
             .collect();
         for thread in threads {
             let response = thread.join().expect("client thread");
-            assert_eq!(response["result"]["content"][0]["text"], "quick", "round {round}: {response}");
+            assert_eq!(
+                response["result"]["content"][0]["text"], "quick",
+                "round {round}: {response}"
+            );
         }
     }
 }

@@ -24,7 +24,9 @@ fn progress_comes_back_with_the_clients_token() {
         // come after the request is complete).
         let mut steps = Vec::new();
         let response = loop {
-            let message = client.read_message(TIMEOUT).expect("progress or the answer");
+            let message = client
+                .read_message(TIMEOUT)
+                .expect("progress or the answer");
             if message["id"] == id && message.get("method").is_none() {
                 break message;
             }
@@ -36,12 +38,20 @@ fn progress_comes_back_with_the_clients_token() {
             steps.push(message["params"]["progress"].as_u64().unwrap());
         };
         assert_eq!(text(&response["result"]), "slept 150 ms");
-        assert_eq!(steps, [1, 2, 3], "every progress notification, before the answer");
+        assert_eq!(
+            steps,
+            [1, 2, 3],
+            "every progress notification, before the answer"
+        );
     }
     // No progress without a token.
     client.call("ex__slow", json!({"ms": 30}));
     client.call("ex__echo", json!({"text": "x"}));
-    assert!(client.drain_notifications("notifications/progress").is_empty());
+    assert!(
+        client
+            .drain_notifications("notifications/progress")
+            .is_empty()
+    );
 }
 
 #[test]
@@ -52,15 +62,32 @@ fn logging_is_forwarded_and_set_level_reaches_the_server() {
     assert_eq!(message["params"]["level"], "info", "{message}");
     assert_eq!(message["params"]["data"], "first-info", "{message}");
 
-    assert_eq!(client.result("logging/setLevel", json!({"level": "error"})), json!({}));
-    client.call("ex__log", json!({"level": "info", "message": "dropped-info"}));
-    client.call("ex__log", json!({"level": "warning", "message": "dropped-warning"}));
-    client.call("ex__log", json!({"level": "critical", "message": "kept-critical"}));
+    assert_eq!(
+        client.result("logging/setLevel", json!({"level": "error"})),
+        json!({})
+    );
+    client.call(
+        "ex__log",
+        json!({"level": "info", "message": "dropped-info"}),
+    );
+    client.call(
+        "ex__log",
+        json!({"level": "warning", "message": "dropped-warning"}),
+    );
+    client.call(
+        "ex__log",
+        json!({"level": "critical", "message": "kept-critical"}),
+    );
     // The server sends in order: by the time the critical one arrives, any lower one would have.
-    let kept = client.take(Duration::from_secs(5), |m| m["method"] == "notifications/message" && m["params"]["data"] == "kept-critical");
+    let kept = client.take(Duration::from_secs(5), |m| {
+        m["method"] == "notifications/message" && m["params"]["data"] == "kept-critical"
+    });
     assert!(kept.is_some(), "the critical message did not arrive");
     let others = client.drain_notifications("notifications/message");
-    assert!(others.is_empty(), "messages below the level were not dropped: {others:?}");
+    assert!(
+        others.is_empty(),
+        "messages below the level were not dropped: {others:?}"
+    );
 
     let error = client.error("logging/setLevel", json!({"level": "loud"}));
     assert_eq!(error["code"], -32602, "{error}");
@@ -72,7 +99,10 @@ fn list_changed_is_forwarded_and_the_new_tool_appears() {
     // The first list waits for the server; changes announced during start-up are not the point here.
     assert!(!client.tool_names().contains(&"ex__late_tool".to_string()));
     client.drain_notifications("notifications/tools/list_changed");
-    assert_eq!(text(&client.call("ex__notify_changed", json!({}))), "changed");
+    assert_eq!(
+        text(&client.call("ex__notify_changed", json!({}))),
+        "changed"
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -81,47 +111,73 @@ fn list_changed_is_forwarded_and_the_new_tool_appears() {
             break;
         }
     }
-    assert_eq!(text(&client.call("ex__late_tool", json!({"text": "late"}))), "late");
+    assert_eq!(
+        text(&client.call("ex__late_tool", json!({"text": "late"}))),
+        "late"
+    );
 }
 
 #[test]
 fn resource_updates_reach_subscribers_until_they_unsubscribe() {
     let mut client = example();
     let uri = "example://static/hello";
-    assert_eq!(client.result("resources/subscribe", json!({"uri": uri})), json!({}));
+    assert_eq!(
+        client.result("resources/subscribe", json!({"uri": uri})),
+        json!({})
+    );
     client.call("ex__update_resource", json!({"uri": uri}));
-    let updated = client.next_notification("notifications/resources/updated", Duration::from_secs(5));
+    let updated =
+        client.next_notification("notifications/resources/updated", Duration::from_secs(5));
     assert_eq!(updated["params"]["uri"], uri, "{updated}");
 
-    assert_eq!(client.result("resources/unsubscribe", json!({"uri": uri})), json!({}));
+    assert_eq!(
+        client.result("resources/unsubscribe", json!({"uri": uri})),
+        json!({})
+    );
     client.call("ex__update_resource", json!({"uri": uri}));
     // A marker from the same server, sent after: any update would have come before it.
     client.call("ex__log", json!({"level": "error", "message": "marker"}));
-    client.take(Duration::from_secs(5), |m| m["params"]["data"] == "marker").expect("the marker log message");
+    client
+        .take(Duration::from_secs(5), |m| m["params"]["data"] == "marker")
+        .expect("the marker log message");
     let late = client.drain_notifications("notifications/resources/updated");
     assert!(late.is_empty(), "updates after unsubscribe: {late:?}");
 }
 
 /// Starts `tool` without waiting for its answer, serves the one request the gateway then
 /// sends to the client with `answer`, and returns (that request, the tool's result).
-fn serve_client_request(client: &mut Client, tool: &str, arguments: Value, answer: impl FnOnce(&Value) -> Value) -> (Value, Value) {
+fn serve_client_request(
+    client: &mut Client,
+    tool: &str,
+    arguments: Value,
+    answer: impl FnOnce(&Value) -> Value,
+) -> (Value, Value) {
     let id = client.send_request("tools/call", json!({"name": tool, "arguments": arguments}));
     let request = client.next_client_request(TIMEOUT);
     let reply = answer(&request);
     client.respond(request["id"].clone(), reply);
     let response = client.wait_response(&id, TIMEOUT);
-    let result = response.get("result").unwrap_or_else(|| panic!("{tool} failed: {response}")).clone();
+    let result = response
+        .get("result")
+        .unwrap_or_else(|| panic!("{tool} failed: {response}"))
+        .clone();
     (request, result)
 }
 
 #[test]
 fn sampling_request_goes_to_the_client_and_its_answer_back() {
     let mut client = example();
-    let (request, result) = serve_client_request(&mut client, "ex__sample", json!({"prompt": "say hi"}), |_| {
-        json!({"role": "assistant", "content": {"type": "text", "text": "sampled-text"}, "model": "test-model", "stopReason": "endTurn"})
-    });
+    let (request, result) = serve_client_request(
+        &mut client,
+        "ex__sample",
+        json!({"prompt": "say hi"}),
+        |_| json!({"role": "assistant", "content": {"type": "text", "text": "sampled-text"}, "model": "test-model", "stopReason": "endTurn"}),
+    );
     assert_eq!(request["method"], "sampling/createMessage", "{request}");
-    assert_eq!(request["params"]["messages"][0]["content"]["text"], "say hi", "{request}");
+    assert_eq!(
+        request["params"]["messages"][0]["content"]["text"], "say hi",
+        "{request}"
+    );
     assert_eq!(request["params"]["maxTokens"], 100);
     assert_eq!(text(&result), "sampled-text", "{result}");
     assert!(result.get("isError").is_none_or(|e| e == false), "{result}");
@@ -130,7 +186,10 @@ fn sampling_request_goes_to_the_client_and_its_answer_back() {
 #[test]
 fn sampling_error_from_the_client_reaches_the_server() {
     let mut client = example();
-    let id = client.send_request("tools/call", json!({"name": "ex__sample", "arguments": {"prompt": "p"}}));
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "ex__sample", "arguments": {"prompt": "p"}}),
+    );
     let request = client.next_client_request(TIMEOUT);
     client.respond_error(request["id"].clone(), -1, "user rejected sampling");
     let response = client.wait_response(&id, TIMEOUT);
@@ -141,27 +200,45 @@ fn sampling_error_from_the_client_reaches_the_server() {
 #[test]
 fn elicitation_request_goes_to_the_client_and_its_answer_back() {
     let mut client = example();
-    let (request, result) = serve_client_request(&mut client, "ex__elicit", json!({"message": "who are you?"}), |_| {
-        json!({"action": "accept", "content": {"name": "Ada"}})
-    });
+    let (request, result) = serve_client_request(
+        &mut client,
+        "ex__elicit",
+        json!({"message": "who are you?"}),
+        |_| json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
     assert_eq!(request["method"], "elicitation/create", "{request}");
     assert_eq!(request["params"]["message"], "who are you?");
-    assert!(request["params"]["requestedSchema"].is_object(), "{request}");
-    let answer: Value = serde_json::from_str(text(&result)).expect("the server echoes the answer as JSON");
-    assert_eq!(answer, json!({"action": "accept", "content": {"name": "Ada"}}));
+    assert!(
+        request["params"]["requestedSchema"].is_object(),
+        "{request}"
+    );
+    let answer: Value =
+        serde_json::from_str(text(&result)).expect("the server echoes the answer as JSON");
+    assert_eq!(
+        answer,
+        json!({"action": "accept", "content": {"name": "Ada"}})
+    );
 }
 
 #[test]
 fn roots_request_goes_to_the_client_and_its_answer_back() {
     let mut client = example();
     let roots = json!([{"uri": "file:///tmp/project", "name": "project"}]);
-    let (request, result) = serve_client_request(&mut client, "ex__roots", json!({}), |_| json!({"roots": roots}));
+    let (request, result) = serve_client_request(
+        &mut client,
+        "ex__roots",
+        json!({}),
+        |_| json!({"roots": roots}),
+    );
     assert_eq!(request["method"], "roots/list", "{request}");
     let answer: Value = serde_json::from_str(text(&result)).expect("roots as JSON");
     assert_eq!(answer, roots);
     // The client's roots change: the gateway passes the notification on (and nothing breaks).
     client.notify("notifications/roots/list_changed", json!({}));
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "still"}))), "still");
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "still"}))),
+        "still"
+    );
 }
 
 #[test]
@@ -169,41 +246,80 @@ fn without_the_capability_the_server_gets_an_error() {
     let mut client = config().example("ex", &[]).start();
     client.initialize_with("2025-11-25", json!({}));
     client.wait_ready();
-    for (tool, arguments) in [("ex__sample", json!({"prompt": "p"})), ("ex__elicit", json!({"message": "m"})), ("ex__roots", json!({}))] {
+    for (tool, arguments) in [
+        ("ex__sample", json!({"prompt": "p"})),
+        ("ex__elicit", json!({"message": "m"})),
+        ("ex__roots", json!({})),
+    ] {
         let result = client.call(tool, arguments);
         assert_eq!(result["isError"], true, "{tool}: {result}");
     }
-    assert!(!client.has_buffered_client_request(), "the client was asked without having the capability");
+    assert!(
+        !client.has_buffered_client_request(),
+        "the client was asked without having the capability"
+    );
 }
 
 #[test]
 fn cancelled_request_gets_no_answer_and_the_gateway_goes_on() {
     let mut client = example();
-    client.send(&json!({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
-                        "params": {"name": "ex__slow", "arguments": {"ms": 1500}}}));
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
+                        "params": {"name": "ex__slow", "arguments": {"ms": 1500}}}),
+    );
     // Let the request reach the server before it is cancelled: a ping answered after it proves it was read.
     client.result("ping", json!({}));
-    client.notify("notifications/cancelled", json!({"requestId": "slow-1", "reason": "test"}));
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "alive"}))), "alive");
+    client.notify(
+        "notifications/cancelled",
+        json!({"requestId": "slow-1", "reason": "test"}),
+    );
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "alive"}))),
+        "alive"
+    );
     // The call would have finished after 1.5 s: wait past that for an answer that must not come.
     let answer = client.try_response(&json!("slow-1"), Duration::from_millis(2500));
-    assert!(answer.is_none(), "a cancelled request was answered: {answer:?}");
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "still alive"}))), "still alive");
+    assert!(
+        answer.is_none(),
+        "a cancelled request was answered: {answer:?}"
+    );
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "still alive"}))),
+        "still alive"
+    );
 }
 
 #[test]
 fn concurrent_sampling_requests_are_answered_to_the_right_call() {
     let mut client = example();
-    let first = client.send_request("tools/call", json!({"name": "ex__sample", "arguments": {"prompt": "first"}}));
-    let second = client.send_request("tools/call", json!({"name": "ex__sample", "arguments": {"prompt": "second"}}));
+    let first = client.send_request(
+        "tools/call",
+        json!({"name": "ex__sample", "arguments": {"prompt": "first"}}),
+    );
+    let second = client.send_request(
+        "tools/call",
+        json!({"name": "ex__sample", "arguments": {"prompt": "second"}}),
+    );
     let a = client.next_client_request(TIMEOUT);
     let b = client.next_client_request(TIMEOUT);
     assert_ne!(a["id"], b["id"], "two requests to the client need two ids");
     // Answer in the reverse order, each with its own prompt in upper case.
     for request in [&b, &a] {
-        let prompt = request["params"]["messages"][0]["content"]["text"].as_str().unwrap().to_uppercase();
-        client.respond(request["id"].clone(), json!({"role": "assistant", "content": {"type": "text", "text": prompt}, "model": "m"}));
+        let prompt = request["params"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .to_uppercase();
+        client.respond(
+            request["id"].clone(),
+            json!({"role": "assistant", "content": {"type": "text", "text": prompt}, "model": "m"}),
+        );
     }
-    assert_eq!(text(&client.wait_response(&first, TIMEOUT)["result"]), "FIRST");
-    assert_eq!(text(&client.wait_response(&second, TIMEOUT)["result"]), "SECOND");
+    assert_eq!(
+        text(&client.wait_response(&first, TIMEOUT)["result"]),
+        "FIRST"
+    );
+    assert_eq!(
+        text(&client.wait_response(&second, TIMEOUT)["result"]),
+        "SECOND"
+    );
 }

@@ -58,14 +58,19 @@ fn noise(len: usize) -> Vec<u8> {
     let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     (0..len)
         .map(|_| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (state >> 33) as u8
         })
         .collect()
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Replaces `path` as build tools do: the new bytes go to a temporary name in the same
@@ -96,7 +101,10 @@ struct Setup {
 fn setup() -> Setup {
     Setup {
         // The first list waits for the plugins to load, for as long as startup_timeout.
-        gateway: vec![r#"shutdown_grace = "1s""#.into(), r#"startup_timeout = "120s""#.into()],
+        gateway: vec![
+            r#"shutdown_grace = "1s""#.into(),
+            r#"startup_timeout = "120s""#.into(),
+        ],
         files: Vec::new(),
         plugins: Vec::new(),
         folders: Vec::new(),
@@ -144,7 +152,14 @@ impl Setup {
             text.push('\n');
         }
         let path = |name: &str| toml_str(dir.join(name).to_str().expect("utf-8 path"));
-        text.push_str(&format!("\n[plugins]\ndir = {}\ncache_dir = {}\n", path("plugins"), self.cache.as_deref().map_or_else(|| path("cache"), |c| toml_str(c.to_str().expect("utf-8 path")))));
+        text.push_str(&format!(
+            "\n[plugins]\ndir = {}\ncache_dir = {}\n",
+            path("plugins"),
+            self.cache.as_deref().map_or_else(
+                || path("cache"),
+                |c| toml_str(c.to_str().expect("utf-8 path"))
+            )
+        ));
         for part in &self.plugins {
             text.push('\n');
             text.push_str(part);
@@ -170,8 +185,16 @@ impl Setup {
 
     /// Starts the gateway on the config in `config`, with its own folder `dir` for stderr.
     fn spawn(&self, config: &Path, dir: TestDir) -> Client {
-        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let mut client = Client::spawn_with_env(&["serve", "--config", config.to_str().expect("utf-8 path")], dir, &env);
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let mut client = Client::spawn_with_env(
+            &["serve", "--config", config.to_str().expect("utf-8 path")],
+            dir,
+            &env,
+        );
         client.initialize();
         client
     }
@@ -191,7 +214,10 @@ impl Setup {
 fn first_list(client: &mut Client) -> Vec<String> {
     let id = client.send_request("tools/list", json!({}));
     let response = client.wait_response(&id, LOAD_TIMEOUT);
-    assert!(response.get("result").is_some(), "tools/list failed: {response}");
+    assert!(
+        response.get("result").is_some(),
+        "tools/list failed: {response}"
+    );
     // The whole list (it may have more pages).
     client.tool_names()
 }
@@ -203,30 +229,46 @@ fn plugin_dir(client: &Client) -> PathBuf {
 /// A tool call that must succeed: a result without `isError`.
 fn call_ok(client: &mut Client, tool: &str, arguments: Value) -> Value {
     let result = client.call(tool, arguments.clone());
-    assert_ne!(result["isError"], json!(true), "{tool} {arguments} returned an error result: {result}");
+    assert_ne!(
+        result["isError"],
+        json!(true),
+        "{tool} {arguments} returned an error result: {result}"
+    );
     result
 }
 
 /// A tool call that must run and fail: a result with `isError: true`; its text.
 fn call_failed(client: &mut Client, tool: &str, arguments: Value) -> String {
     let result = client.call(tool, arguments.clone());
-    assert_eq!(result["isError"], json!(true), "{tool} {arguments} should be an error result: {result}");
+    assert_eq!(
+        result["isError"],
+        json!(true),
+        "{tool} {arguments} should be an error result: {result}"
+    );
     text(&result).to_string()
 }
 
 /// The newest event of `event_type` about `source`, waiting for one.
 fn wait_event(client: &mut Client, event_type: &str, source: &str) -> Value {
-    eventually(LOAD_TIMEOUT, &format!("a {event_type} event of {source}"), || {
-        client
-            .events(json!({"event_type": event_type, "limit": 10000}))
-            .into_iter()
-            .find(|e| e["source"] == source)
-    })
+    eventually(
+        LOAD_TIMEOUT,
+        &format!("a {event_type} event of {source}"),
+        || {
+            client
+                .events(json!({"event_type": event_type, "limit": 10000}))
+                .into_iter()
+                .find(|e| e["source"] == source)
+        },
+    )
 }
 
 /// Waits for `notifications/tools/list_changed` (at least one), then until the tool list
 /// satisfies `want`, waiting for further notifications while it does not.
-fn wait_list_change(client: &mut Client, what: &str, want: impl Fn(&[String]) -> bool) -> Vec<String> {
+fn wait_list_change(
+    client: &mut Client,
+    what: &str,
+    want: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
     client.next_notification(LIST_CHANGED, LOAD_TIMEOUT);
     wait_tools(client, what, want)
 }
@@ -242,7 +284,10 @@ fn wait_tools(client: &mut Client, what: &str, want: impl Fn(&[String]) -> bool)
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if client.try_notification(LIST_CHANGED, left).is_none() {
-            panic!("timed out waiting for {what}; the tools now: {names:?}\nstderr:\n{}", client.stderr());
+            panic!(
+                "timed out waiting for {what}; the tools now: {names:?}\nstderr:\n{}",
+                client.stderr()
+            );
         }
     }
 }
@@ -264,29 +309,74 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
         .plugins("[plugins.echo]\nconfig = { greeting = \"hello from the config\", answer = 42 }")
         .start();
     for tool in [
-        "echo", "kinds", "progress", "log", "config", "env", "read", "write", "listings", "fail", "bad_args", "is_error", "stdout", "http",
+        "echo", "kinds", "progress", "log", "config", "env", "read", "write", "listings", "fail",
+        "bad_args", "is_error", "stdout", "http",
     ] {
-        assert!(has(&names, &format!("echo__{tool}")), "echo__{tool} is not listed: {names:?}");
+        assert!(
+            has(&names, &format!("echo__{tool}")),
+            "echo__{tool} is not listed: {names:?}"
+        );
     }
     // The gateway's own tools are there too, without a prefix.
-    assert!(has(&names, "gateway_status") && has(&names, "get_events"), "{names:?}");
+    assert!(
+        has(&names, "gateway_status") && has(&names, "get_events"),
+        "{names:?}"
+    );
 
     let tools = client.tools();
-    let echo = tools.iter().find(|t| t["name"] == "echo__echo").expect("echo__echo");
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "echo__echo")
+        .expect("echo__echo");
     assert_eq!(echo["inputSchema"]["type"], "object", "{echo}");
     assert_eq!(echo["inputSchema"]["required"], json!(["text"]), "{echo}");
-    assert!(echo["description"].as_str().is_some_and(|d| !d.is_empty()), "{echo}");
-    let kinds = tools.iter().find(|t| t["name"] == "echo__kinds").expect("echo__kinds");
-    assert_eq!(kinds["outputSchema"]["required"], json!(["kinds", "count"]), "{kinds}");
+    assert!(
+        echo["description"].as_str().is_some_and(|d| !d.is_empty()),
+        "{echo}"
+    );
+    let kinds = tools
+        .iter()
+        .find(|t| t["name"] == "echo__kinds")
+        .expect("echo__kinds");
+    assert_eq!(
+        kinds["outputSchema"]["required"],
+        json!(["kinds", "count"]),
+        "{kinds}"
+    );
 
     let result = call_ok(&mut client, "echo__echo", json!({"text": "hello, plugin"}));
     assert_eq!(text(&result), "hello, plugin");
-    assert_eq!(result["content"].as_array().map(Vec::len), Some(1), "{result}");
+    assert_eq!(
+        result["content"].as_array().map(Vec::len),
+        Some(1),
+        "{result}"
+    );
 
     // The plugin's config table, numbers kept as text.
-    assert_eq!(text(&call_ok(&mut client, "echo__config", json!({"key": "greeting"}))), "hello from the config");
-    assert_eq!(text(&call_ok(&mut client, "echo__config", json!({"key": "answer"}))), "42");
-    assert_eq!(text(&call_ok(&mut client, "echo__config", json!({"key": "nothing"}))), "unset");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__config",
+            json!({"key": "greeting"})
+        )),
+        "hello from the config"
+    );
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__config",
+            json!({"key": "answer"})
+        )),
+        "42"
+    );
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__config",
+            json!({"key": "nothing"})
+        )),
+        "unset"
+    );
 
     let status = backend(&mut client, "echo");
     assert_eq!(status["kind"], "wasm", "{status}");
@@ -297,10 +387,20 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
 #[test]
 fn the_benchmarks_minimal_plugin_serves_its_one_tool() {
     let (mut client, names) = setup().file("minimal.wasm", fixture("minimal")).start();
-    let own: Vec<_> = names.iter().filter(|n| n.starts_with("minimal__")).collect();
+    let own: Vec<_> = names
+        .iter()
+        .filter(|n| n.starts_with("minimal__"))
+        .collect();
     assert_eq!(own, ["minimal__echo"], "{names:?}");
     for text_in in ["hello, plugin", "", "ünïcode ✓ \"quoted\"\n"] {
-        assert_eq!(text(&call_ok(&mut client, "minimal__echo", json!({"text": text_in}))), text_in);
+        assert_eq!(
+            text(&call_ok(
+                &mut client,
+                "minimal__echo",
+                json!({"text": text_in})
+            )),
+            text_in
+        );
     }
     // Its schema is strict: the host refuses what the plugin would not accept.
     let error = client.call_error("minimal__echo", json!({"text": "x", "extra": 1}));
@@ -331,8 +431,16 @@ fn every_content_kind_becomes_mcp_content_with_structured_content() {
         }
     }
     // The binary items decode to the bytes the plugin sent.
-    assert!(BASE64.decode(content[1]["data"].as_str().unwrap()).is_ok_and(|b| b.starts_with(b"\x89PNG")));
-    assert!(BASE64.decode(content[2]["data"].as_str().unwrap()).is_ok_and(|b| b.starts_with(b"RIFF")));
+    assert!(
+        BASE64
+            .decode(content[1]["data"].as_str().unwrap())
+            .is_ok_and(|b| b.starts_with(b"\x89PNG"))
+    );
+    assert!(
+        BASE64
+            .decode(content[2]["data"].as_str().unwrap())
+            .is_ok_and(|b| b.starts_with(b"RIFF"))
+    );
     assert_eq!(
         result["structuredContent"],
         json!({"kinds": ["text", "image", "audio", "resource-text", "resource-blob"], "count": 5}),
@@ -354,24 +462,39 @@ fn failures_are_error_results_and_bad_arguments_are_invalid_params() {
     // call-error::invalid-arguments: JSON-RPC -32602.
     let error = client.call_error("echo__bad_args", json!({}));
     assert_eq!(error["code"], -32602, "{error}");
-    assert!(error["message"].as_str().is_some_and(|m| m.contains("bad_args: rejected")), "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("bad_args: rejected")),
+        "{error}"
+    );
 
     // Arguments that break the declared schema never reach the plugin.
-    let calls_before = backend(&mut client, "echo")["calls"].as_u64().expect("calls");
+    let calls_before = backend(&mut client, "echo")["calls"]
+        .as_u64()
+        .expect("calls");
     for (tool, arguments) in [
-        ("echo__echo", json!({})),                            // required `text` missing
-        ("echo__echo", json!({"text": 5})),                   // wrong type
-        ("echo__echo", json!({"text": "a", "extra": true})),  // additionalProperties: false
-        ("echo__progress", json!({"steps": -1})),             // below minimum
-        ("echo__progress", json!({"steps": "3"})),            // a string for an integer
+        ("echo__echo", json!({})),          // required `text` missing
+        ("echo__echo", json!({"text": 5})), // wrong type
+        ("echo__echo", json!({"text": "a", "extra": true})), // additionalProperties: false
+        ("echo__progress", json!({"steps": -1})), // below minimum
+        ("echo__progress", json!({"steps": "3"})), // a string for an integer
     ] {
         let error = client.call_error(tool, arguments.clone());
         assert_eq!(error["code"], -32602, "{tool} {arguments}: {error}");
     }
-    let error = client.error("tools/call", json!({"name": "echo__echo", "arguments": "text"}));
+    let error = client.error(
+        "tools/call",
+        json!({"name": "echo__echo", "arguments": "text"}),
+    );
     assert_eq!(error["code"], -32602, "{error}");
-    let calls_after = backend(&mut client, "echo")["calls"].as_u64().expect("calls");
-    assert_eq!(calls_after, calls_before, "a call with invalid arguments reached the plugin");
+    let calls_after = backend(&mut client, "echo")["calls"]
+        .as_u64()
+        .expect("calls");
+    assert_eq!(
+        calls_after, calls_before,
+        "a call with invalid arguments reached the plugin"
+    );
 
     // A tool the plugin does not have.
     let error = client.call_error("echo__nope", json!({}));
@@ -379,7 +502,10 @@ fn failures_are_error_results_and_bad_arguments_are_invalid_params() {
 
     // The error results are recorded as failed calls.
     let called = client.events(json!({"event_type": "tool.called", "status": "failure"}));
-    assert!(called.iter().any(|e| e["tool"] == "echo__fail"), "{called:?}");
+    assert!(
+        called.iter().any(|e| e["tool"] == "echo__fail"),
+        "{called:?}"
+    );
 }
 
 // ---- 2. progress ----
@@ -395,7 +521,9 @@ fn plugin_progress_reaches_the_client_with_its_own_token() {
         // The notifications come before the answer (none may follow it).
         let mut notes = Vec::new();
         let response = loop {
-            let message = client.read_message(TIMEOUT).expect("the answer to echo__progress");
+            let message = client
+                .read_message(TIMEOUT)
+                .expect("the answer to echo__progress");
             if message["method"] == "notifications/progress" {
                 notes.push(message);
             } else if message["id"] == id {
@@ -416,7 +544,11 @@ fn plugin_progress_reaches_the_client_with_its_own_token() {
     let result = call_ok(&mut client, "echo__progress", json!({"steps": 2}));
     assert_eq!(text(&result), "done 2");
     client.result("ping", json!({}));
-    assert!(client.drain_notifications("notifications/progress").is_empty());
+    assert!(
+        client
+            .drain_notifications("notifications/progress")
+            .is_empty()
+    );
 }
 
 // ---- 3. limits ----
@@ -428,32 +560,58 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         .file("faulty.wasm", fixture("faulty"))
         .plugins("[plugins.faulty]\ntimeout = \"300ms\"\nmemory = \"16MiB\"")
         .start();
-    assert!(has(&names, "faulty__spin") && has(&names, "echo__echo"), "{names:?}");
+    assert!(
+        has(&names, "faulty__spin") && has(&names, "echo__echo"),
+        "{names:?}"
+    );
 
     // The epoch ticker sleeps after a second without guest code: the call must wake it,
     // or its time limit would never fire.
     std::thread::sleep(Duration::from_millis(1500));
     // A spinning call is stopped at its time limit; a call beside it is not held up.
     let started = Instant::now();
-    let spin = client.send_request("tools/call", json!({"name": "faulty__spin", "arguments": {}}));
-    let echo = client.send_request("tools/call", json!({"name": "echo__echo", "arguments": {"text": "meanwhile"}}));
+    let spin = client.send_request(
+        "tools/call",
+        json!({"name": "faulty__spin", "arguments": {}}),
+    );
+    let echo = client.send_request(
+        "tools/call",
+        json!({"name": "echo__echo", "arguments": {"text": "meanwhile"}}),
+    );
     let first = client
-        .take(TIMEOUT, |m| crate::harness::is_response(m) && (m["id"] == spin || m["id"] == echo))
+        .take(TIMEOUT, |m| {
+            crate::harness::is_response(m) && (m["id"] == spin || m["id"] == echo)
+        })
         .expect("an answer");
-    assert_eq!(first["id"], echo, "the spinning call held up the other one: {first}");
+    assert_eq!(
+        first["id"], echo,
+        "the spinning call held up the other one: {first}"
+    );
     assert_eq!(text(&first["result"]), "meanwhile");
     let spun = client.wait_response(&spin, TIMEOUT);
     let elapsed = started.elapsed();
     let result = &spun["result"];
     assert_eq!(result["isError"], true, "{spun}");
     let message = text(result);
-    assert!(message.contains("time limit") && message.contains("300ms"), "{message}");
-    assert!(elapsed >= Duration::from_millis(300), "stopped after {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(10), "stopped only after {elapsed:?}");
+    assert!(
+        message.contains("time limit") && message.contains("300ms"),
+        "{message}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(300),
+        "stopped after {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "stopped only after {elapsed:?}"
+    );
 
     // A call that allocates without end is stopped at the memory limit.
     let message = call_failed(&mut client, "faulty__hog", json!({}));
-    assert!(message.contains("memory") && message.contains("16 MiB"), "{message}");
+    assert!(
+        message.contains("memory") && message.contains("16 MiB"),
+        "{message}"
+    );
 
     // A trap (a Rust panic) is an error result; the next call gets a fresh instance.
     let message = call_failed(&mut client, "faulty__trap", json!({}));
@@ -461,7 +619,14 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
     assert_eq!(text(&call_ok(&mut client, "faulty__ok", json!({}))), "ok");
 
     assert_eq!(client.result("ping", json!({})), json!({}));
-    assert_eq!(text(&call_ok(&mut client, "echo__echo", json!({"text": "still here"}))), "still here");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__echo",
+            json!({"text": "still here"})
+        )),
+        "still here"
+    );
     let status = backend(&mut client, "faulty");
     assert!(status["failures"].as_u64() >= Some(3), "{status}");
     assert!(status["last_error"].is_string(), "{status}");
@@ -509,7 +674,12 @@ impl HttpServer {
                 let _ = stream.write_all(response.as_bytes());
             }
         });
-        HttpServer { port, hits, stop, thread: Some(thread) }
+        HttpServer {
+            port,
+            hits,
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 
@@ -553,7 +723,10 @@ fn the_sandbox_grants_only_what_the_config_names() {
     let outside = dir.join("outside.txt").to_str().unwrap().to_string();
     let mut client = setup.spawn(&config, dir);
     let names = first_list(&mut client);
-    assert!(has(&names, "echo__read") && has(&names, "bare__read"), "{names:?}");
+    assert!(
+        has(&names, "echo__read") && has(&names, "bare__read"),
+        "{names:?}"
+    );
 
     // Files: nothing without a grant.
     for path in ["/data/notes.txt", outside.as_str(), "/etc/passwd", "/"] {
@@ -561,56 +734,151 @@ fn the_sandbox_grants_only_what_the_config_names() {
         assert!(message.contains(&format!("read {path}")), "{message}");
     }
     // A read-only grant: reads work, writes and escapes do not.
-    assert_eq!(text(&call_ok(&mut client, "echo__read", json!({"path": "/data/notes.txt"}))), "granted notes");
-    call_failed(&mut client, "echo__write", json!({"path": "/data/new.txt", "text": "x"}));
-    call_failed(&mut client, "echo__write", json!({"path": "/data/notes.txt", "text": "overwritten"}));
-    for path in ["/data/../outside.txt", "/data/../../etc/passwd", "/data/link.txt", outside.as_str()] {
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__read",
+            json!({"path": "/data/notes.txt"})
+        )),
+        "granted notes"
+    );
+    call_failed(
+        &mut client,
+        "echo__write",
+        json!({"path": "/data/new.txt", "text": "x"}),
+    );
+    call_failed(
+        &mut client,
+        "echo__write",
+        json!({"path": "/data/notes.txt", "text": "overwritten"}),
+    );
+    for path in [
+        "/data/../outside.txt",
+        "/data/../../etc/passwd",
+        "/data/link.txt",
+        outside.as_str(),
+    ] {
         let message = call_failed(&mut client, "echo__read", json!({"path": path}));
         assert!(!message.contains("outside the grant"), "{path}: {message}");
     }
     // A read-write grant: the file lands in the host folder.
-    assert_eq!(text(&call_ok(&mut client, "echo__write", json!({"path": "/out/result.txt", "text": "written"}))), "wrote 7");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__write",
+            json!({"path": "/out/result.txt", "text": "written"})
+        )),
+        "wrote 7"
+    );
     let data = client.dir.join("data");
-    assert_eq!(std::fs::read_to_string(data.join("notes.txt")).unwrap(), "granted notes");
+    assert_eq!(
+        std::fs::read_to_string(data.join("notes.txt")).unwrap(),
+        "granted notes"
+    );
     assert!(!data.join("new.txt").exists());
-    assert_eq!(std::fs::read_to_string(client.dir.join("out/result.txt")).unwrap(), "written");
-    call_failed(&mut client, "echo__write", json!({"path": "/out/../escaped.txt", "text": "x"}));
+    assert_eq!(
+        std::fs::read_to_string(client.dir.join("out/result.txt")).unwrap(),
+        "written"
+    );
+    call_failed(
+        &mut client,
+        "echo__write",
+        json!({"path": "/out/../escaped.txt", "text": "x"}),
+    );
     assert!(!client.dir.join("escaped.txt").exists());
 
     // Environment: only the granted variable, with the gateway's value.
-    assert_eq!(text(&call_ok(&mut client, "echo__env", json!({"name": "WASMGATE_TEST_GRANTED"}))), "granted value");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__env",
+            json!({"name": "WASMGATE_TEST_GRANTED"})
+        )),
+        "granted value"
+    );
     for name in ["WASMGATE_TEST_SECRET", "PATH", "HOME"] {
-        assert_eq!(text(&call_ok(&mut client, "echo__env", json!({"name": name}))), "unset", "{name}");
+        assert_eq!(
+            text(&call_ok(&mut client, "echo__env", json!({"name": name}))),
+            "unset",
+            "{name}"
+        );
     }
-    assert_eq!(text(&call_ok(&mut client, "bare__env", json!({"name": "WASMGATE_TEST_GRANTED"}))), "unset");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "bare__env",
+            json!({"name": "WASMGATE_TEST_GRANTED"})
+        )),
+        "unset"
+    );
 
     // Network: refused before any connection without the grant, served with it.
     let url = format!("http://127.0.0.1:{}/page", server.port);
     let message = call_failed(&mut client, "bare__http", json!({"url": url}));
     assert!(message.to_lowercase().contains("denied"), "{message}");
-    assert_eq!(server.hits.load(Ordering::SeqCst), 0, "the denied request reached the server");
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        0,
+        "the denied request reached the server"
+    );
     let result = call_ok(&mut client, "echo__http", json!({"url": url}));
     assert_eq!(result["structuredContent"]["status"], 200, "{result}");
     assert_eq!(result["structuredContent"]["body"], PAGE, "{result}");
     assert_eq!(server.hits.load(Ordering::SeqCst), 1);
     // Another port of the same host is not granted.
-    let message = call_failed(&mut client, "echo__http", json!({"url": format!("http://127.0.0.1:{}/", server.port.checked_add(1).unwrap_or(1))}));
+    let message = call_failed(
+        &mut client,
+        "echo__http",
+        json!({"url": format!("http://127.0.0.1:{}/", server.port.checked_add(1).unwrap_or(1))}),
+    );
     assert!(message.to_lowercase().contains("denied"), "{message}");
 
     // A plugin's stdout and stderr go to the gateway's log, never to the MCP stream
     // (the client checks that every stdout line is JSON-RPC); `host.log` too.
     let marker = "plugin-stdout-marker-5d1e";
-    assert_eq!(text(&call_ok(&mut client, "echo__stdout", json!({"text": marker}))), "printed");
-    assert_eq!(text(&call_ok(&mut client, "echo__log", json!({"message": "plugin-log-marker-77a0"}))), "logged");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__stdout",
+            json!({"text": marker})
+        )),
+        "printed"
+    );
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__log",
+            json!({"message": "plugin-log-marker-77a0"})
+        )),
+        "logged"
+    );
     client.result("ping", json!({}));
-    let (out_lines, log_lines) = eventually(TIMEOUT, "the plugin's output in the gateway's stderr", || {
-        let stderr = client.stderr();
-        let out: Vec<String> = stderr.lines().filter(|l| l.contains(marker)).map(str::to_string).collect();
-        let log: Vec<String> = stderr.lines().filter(|l| l.contains("plugin-log-marker-77a0")).map(str::to_string).collect();
-        (out.len() >= 2 && log.len() >= 3).then_some((out, log))
-    });
-    assert!(out_lines.iter().all(|l| l.contains("echo")), "{out_lines:?}");
-    assert!(log_lines.iter().all(|l| l.contains("echo")), "{log_lines:?}");
+    let (out_lines, log_lines) = eventually(
+        TIMEOUT,
+        "the plugin's output in the gateway's stderr",
+        || {
+            let stderr = client.stderr();
+            let out: Vec<String> = stderr
+                .lines()
+                .filter(|l| l.contains(marker))
+                .map(str::to_string)
+                .collect();
+            let log: Vec<String> = stderr
+                .lines()
+                .filter(|l| l.contains("plugin-log-marker-77a0"))
+                .map(str::to_string)
+                .collect();
+            (out.len() >= 2 && log.len() >= 3).then_some((out, log))
+        },
+    );
+    assert!(
+        out_lines.iter().all(|l| l.contains("echo")),
+        "{out_lines:?}"
+    );
+    assert!(
+        log_lines.iter().all(|l| l.contains("echo")),
+        "{log_lines:?}"
+    );
 }
 
 // ---- 5. bad plugins ----
@@ -625,8 +893,17 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         .file("core.wasm", b"\0asm\x01\0\0\0".to_vec())
         .start();
     assert!(has(&names, "echo__echo"), "{names:?}");
-    assert!(!names.iter().any(|n| n.starts_with("not-a-component__") || n.starts_with("wrongworld__") || n.starts_with("core__")));
-    assert_eq!(text(&call_ok(&mut client, "echo__echo", json!({"text": "served"}))), "served");
+    assert!(!names.iter().any(|n| n.starts_with("not-a-component__")
+        || n.starts_with("wrongworld__")
+        || n.starts_with("core__")));
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__echo",
+            json!({"text": "served"})
+        )),
+        "served"
+    );
 
     for (name, reason) in [
         ("not-a-component", "not a WebAssembly file"),
@@ -635,13 +912,21 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
     ] {
         let event = wait_event(&mut client, "plugin.load_failed", name);
         assert_eq!(event["status"], "failure", "{event}");
-        let error = event["error"].as_str().unwrap_or_else(|| panic!("no error in {event}"));
-        assert!(error.contains(&format!("{name}.wasm")), "the reason does not name the file: {error}");
+        let error = event["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error in {event}"));
+        assert!(
+            error.contains(&format!("{name}.wasm")),
+            "the reason does not name the file: {error}"
+        );
         assert!(error.contains(reason), "{name}: {error}");
     }
     let status = client.status();
     for name in ["not-a-component", "wrongworld", "core"] {
-        assert!(status["backends"].get(name).is_none(), "{name} is served: {status}");
+        assert!(
+            status["backends"].get(name).is_none(),
+            "{name} is served: {status}"
+        );
     }
     assert_eq!(client.result("ping", json!({})), json!({}));
 }
@@ -657,19 +942,33 @@ fn hot_reload_adds_replaces_keeps_and_removes_a_plugin() {
 
     // A new file: loaded, announced.
     std::fs::copy(component(env!("WASMGATE_PLUGINS"), "hash"), &x).expect("copy hash.wasm");
-    wait_list_change(&mut client, "x__sha256 to be listed", |n| has(n, "x__sha256"));
+    wait_list_change(&mut client, "x__sha256 to be listed", |n| {
+        has(n, "x__sha256")
+    });
     let result = call_ok(&mut client, "x__sha256", json!({"text": "abc"}));
-    assert_eq!(result["structuredContent"]["sha256"], "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_eq!(
+        result["structuredContent"]["sha256"],
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
     wait_event(&mut client, "plugin.loaded", "x");
 
     // Replaced atomically by another plugin: its tools instead.
     replace_atomically(&x, &shipped("json"));
-    let names = wait_list_change(&mut client, "x__query to replace x__sha256", |n| has(n, "x__query") && !has(n, "x__sha256"));
+    let names = wait_list_change(&mut client, "x__query to replace x__sha256", |n| {
+        has(n, "x__query") && !has(n, "x__sha256")
+    });
     assert!(has(&names, "echo__echo"), "{names:?}");
-    let result = call_ok(&mut client, "x__query", json!({"json": "{\"a\": [1, 2]}", "pointer": "/a/1"}));
+    let result = call_ok(
+        &mut client,
+        "x__query",
+        json!({"json": "{\"a\": [1, 2]}", "pointer": "/a/1"}),
+    );
     assert_eq!(text(&result).trim(), "2");
     let reloaded = wait_event(&mut client, "plugin.reloaded", "x");
-    assert!(reloaded["compile_ms"].is_u64(), "new code is compiled: {reloaded}");
+    assert!(
+        reloaded["compile_ms"].is_u64(),
+        "new code is compiled: {reloaded}"
+    );
     assert!(reloaded["total_ms"].is_u64(), "{reloaded}");
     assert_eq!(reloaded["cached"], false, "{reloaded}");
     assert_eq!(reloaded["tools"], 3, "{reloaded}");
@@ -679,26 +978,46 @@ fn hot_reload_adds_replaces_keeps_and_removes_a_plugin() {
     // A broken build over it: refused, the previous version keeps serving.
     std::fs::write(&x, noise(1000)).expect("write a broken file");
     let failed = wait_event(&mut client, "plugin.reload_failed", "x");
-    assert!(failed["error"].as_str().is_some_and(|e| e.contains("x.wasm")), "{failed}");
-    let result = call_ok(&mut client, "x__query", json!({"json": "[true]", "pointer": "/0"}));
+    assert!(
+        failed["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("x.wasm")),
+        "{failed}"
+    );
+    let result = call_ok(
+        &mut client,
+        "x__query",
+        json!({"json": "[true]", "pointer": "/0"}),
+    );
     assert_eq!(text(&result).trim(), "true");
     assert!(has(&client.tool_names(), "x__query"));
 
     // Deleted: unloaded, its tools gone.
     client.drain_notifications(LIST_CHANGED);
     std::fs::remove_file(&x).expect("delete x.wasm");
-    let names = wait_list_change(&mut client, "the x tools to go", |n| !n.iter().any(|t| t.starts_with("x__")));
+    let names = wait_list_change(&mut client, "the x tools to go", |n| {
+        !n.iter().any(|t| t.starts_with("x__"))
+    });
     assert!(has(&names, "echo__echo"), "{names:?}");
     wait_event(&mut client, "plugin.unloaded", "x");
     let error = client.call_error("x__query", json!({"json": "1", "pointer": ""}));
     assert_eq!(error["code"], -32602, "{error}");
-    assert_eq!(text(&call_ok(&mut client, "echo__echo", json!({"text": "unaffected"}))), "unaffected");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__echo",
+            json!({"text": "unaffected"})
+        )),
+        "unaffected"
+    );
 }
 
 #[test]
 fn a_plugin_named_by_path_outside_the_folder_is_reloaded_too() {
     // The dev loop of plugins/README.md: `path` names the build output, relative to the config.
-    let setup = setup().folder("build").plugins("[plugins.y]\npath = \"build/y.wasm\"\nnamespace = \"why\"");
+    let setup = setup()
+        .folder("build")
+        .plugins("[plugins.y]\npath = \"build/y.wasm\"\nnamespace = \"why\"");
     let dir = TestDir::new("by-path");
     let config = setup.write(&dir.path);
     std::fs::write(dir.join("build/y.wasm"), shipped("hash")).unwrap();
@@ -711,10 +1030,16 @@ fn a_plugin_named_by_path_outside_the_folder_is_reloaded_too() {
 
     // A build tool writes the new output in place.
     std::fs::write(build.join("y.wasm"), shipped("json")).unwrap();
-    wait_list_change(&mut client, "why__query to be listed", |n| has(n, "why__query") && !has(n, "why__sha256"));
+    wait_list_change(&mut client, "why__query to be listed", |n| {
+        has(n, "why__query") && !has(n, "why__sha256")
+    });
     let reloaded = wait_event(&mut client, "plugin.reloaded", "y");
     assert_eq!(reloaded["tools"], 3, "{reloaded}");
-    let result = call_ok(&mut client, "why__query", json!({"json": "{\"k\": \"v\"}", "pointer": "/k"}));
+    let result = call_ok(
+        &mut client,
+        "why__query",
+        json!({"json": "{\"k\": \"v\"}", "pointer": "/k"}),
+    );
     assert_eq!(text(&result).trim(), "\"v\"");
 }
 
@@ -724,11 +1049,17 @@ fn a_plugins_namespace_and_tool_filter_apply() {
         .file("echo.wasm", fixture("echo"))
         .plugins("[plugins.echo]\nnamespace = \"e\"\ndisabled_tools = [\"fail\", \"bad_*\"]")
         .start();
-    assert!(has(&names, "e__echo") && has(&names, "e__is_error"), "{names:?}");
+    assert!(
+        has(&names, "e__echo") && has(&names, "e__is_error"),
+        "{names:?}"
+    );
     for hidden in ["e__fail", "e__bad_args", "echo__echo"] {
         assert!(!has(&names, hidden), "{hidden} is listed: {names:?}");
     }
-    assert_eq!(text(&call_ok(&mut client, "e__echo", json!({"text": "renamed"}))), "renamed");
+    assert_eq!(
+        text(&call_ok(&mut client, "e__echo", json!({"text": "renamed"}))),
+        "renamed"
+    );
     let error = client.call_error("e__fail", json!({}));
     assert_eq!(error["code"], -32602, "a filtered tool was called: {error}");
     assert_eq!(backend(&mut client, "echo")["tool_count"], 13);
@@ -754,7 +1085,10 @@ fn a_hundred_reloads_while_calls_run_lose_no_call() {
     assert_eq!(backend(&mut client, "x")["digest"], digests[0]);
 
     // A long call started now finishes on the version it started with, reloads or not.
-    let long_call = client.send_request("tools/call", json!({"name": "x__sleep", "arguments": {"ms": 2000}}));
+    let long_call = client.send_request(
+        "tools/call",
+        json!({"name": "x__sleep", "arguments": {"ms": 2000}}),
+    );
 
     let mut calls = 0usize;
     let mut failures = Vec::new();
@@ -768,11 +1102,17 @@ fn a_hundred_reloads_while_calls_run_lose_no_call() {
             let sent: Vec<(Value, String)> = (0..IN_FLIGHT)
                 .map(|k| {
                     let word = format!("call-{reload}-{calls}-{k}");
-                    let id = client.send_request("tools/call", json!({"name": "x__echo", "arguments": {"text": word}}));
+                    let id = client.send_request(
+                        "tools/call",
+                        json!({"name": "x__echo", "arguments": {"text": word}}),
+                    );
                     (id, word)
                 })
                 .collect();
-            let status = client.send_request("tools/call", json!({"name": "gateway_status", "arguments": {}}));
+            let status = client.send_request(
+                "tools/call",
+                json!({"name": "gateway_status", "arguments": {}}),
+            );
             for (id, word) in sent {
                 calls += 1;
                 let response = client.wait_response(&id, TIMEOUT);
@@ -785,7 +1125,10 @@ fn a_hundred_reloads_while_calls_run_lose_no_call() {
             if status["result"]["structuredContent"]["backends"]["x"]["digest"] == digests[next] {
                 break;
             }
-            assert!(Instant::now() < deadline, "reload {reload} was not served within {LOAD_TIMEOUT:?}: {status}");
+            assert!(
+                Instant::now() < deadline,
+                "reload {reload} was not served within {LOAD_TIMEOUT:?}: {status}"
+            );
         }
     }
     let elapsed = started.elapsed();
@@ -797,14 +1140,23 @@ fn a_hundred_reloads_while_calls_run_lose_no_call() {
     }
     let long = client.wait_response(&long_call, TIMEOUT);
     assert_eq!(long["result"]["content"][0]["text"], "slept 2000", "{long}");
-    assert!(failures.is_empty(), "{} of {calls} calls failed during the reloads, the first: {}", failures.len(), failures[0]);
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} calls failed during the reloads, the first: {}",
+        failures.len(),
+        failures[0]
+    );
     assert!(calls >= RELOADS * IN_FLIGHT);
     let reloaded: Vec<Value> = client
         .events(json!({"event_type": "plugin.reloaded", "limit": 10000}))
         .into_iter()
         .filter(|e| e["source"] == "x")
         .collect();
-    assert!(reloaded.len() >= RELOADS, "{} reload events for {RELOADS} reloads", reloaded.len());
+    assert!(
+        reloaded.len() >= RELOADS,
+        "{} reload events for {RELOADS} reloads",
+        reloaded.len()
+    );
     // Both variants were compiled once; every later reload came from the cache.
     let compiled = reloaded.iter().filter(|e| e["compile_ms"].is_u64()).count();
     assert!(compiled <= 1, "{compiled} reloads compiled: {reloaded:?}");
@@ -817,7 +1169,9 @@ fn a_hundred_reloads_while_calls_run_lose_no_call() {
 
 #[test]
 fn a_second_start_loads_compiled_plugins_from_the_cache() {
-    let setup = setup().file("echo.wasm", fixture("echo")).file("faulty.wasm", fixture("faulty"));
+    let setup = setup()
+        .file("echo.wasm", fixture("echo"))
+        .file("faulty.wasm", fixture("faulty"));
     let shared = TestDir::new("cache");
     let config = setup.write(&shared.path);
 
@@ -830,18 +1184,30 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
         assert!(event["total_ms"].is_u64(), "{event}");
     }
     drop(first);
-    let cached = std::fs::read_dir(shared.join("cache")).map(|d| d.count()).unwrap_or(0);
-    assert!(cached > 0, "nothing in the cache folder {}", shared.join("cache").display());
+    let cached = std::fs::read_dir(shared.join("cache"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(
+        cached > 0,
+        "nothing in the cache folder {}",
+        shared.join("cache").display()
+    );
 
     let mut second = setup.spawn(&config, TestDir::new("warm"));
     let names = first_list(&mut second);
-    assert!(has(&names, "echo__echo") && has(&names, "faulty__ok"), "{names:?}");
+    assert!(
+        has(&names, "echo__echo") && has(&names, "faulty__ok"),
+        "{names:?}"
+    );
     for name in ["echo", "faulty"] {
         let event = wait_event(&mut second, "plugin.loaded", name);
         assert_eq!(event["cached"], true, "{event}");
         assert!(event["compile_ms"].is_null(), "{event}");
     }
-    assert_eq!(text(&call_ok(&mut second, "echo__echo", json!({"text": "warm"}))), "warm");
+    assert_eq!(
+        text(&call_ok(&mut second, "echo__echo", json!({"text": "warm"}))),
+        "warm"
+    );
 }
 
 // ---- 9. the embedded default ----
@@ -850,20 +1216,47 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
 fn without_a_config_the_bundled_plugins_are_served() {
     let dir = TestDir::new("embedded");
     let cache = dir.join("xdg-cache");
-    let mut client = Client::spawn_with_env(&[], dir, &[("XDG_CACHE_HOME", cache.to_str().unwrap())]);
+    let mut client =
+        Client::spawn_with_env(&[], dir, &[("XDG_CACHE_HOME", cache.to_str().unwrap())]);
     client.initialize();
     first_list(&mut client);
     // The first list waits for the plugins only as long as the default startup_timeout
     // (10 s); a debug build on a busy machine may take longer to compile all four.
-    let bundled = ["hash__sha256", "hash__base64_encode", "json__query", "json__validate", "files__read", "fetch__get"];
-    let names = wait_tools(&mut client, "the bundled plugins' tools", |n| bundled.iter().all(|t| has(n, t)));
-    for tool in ["hash__sha256", "hash__base64_encode", "json__query", "json__validate", "files__read", "fetch__get"] {
+    let bundled = [
+        "hash__sha256",
+        "hash__base64_encode",
+        "json__query",
+        "json__validate",
+        "files__read",
+        "fetch__get",
+    ];
+    let names = wait_tools(&mut client, "the bundled plugins' tools", |n| {
+        bundled.iter().all(|t| has(n, t))
+    });
+    for tool in [
+        "hash__sha256",
+        "hash__base64_encode",
+        "json__query",
+        "json__validate",
+        "files__read",
+        "fetch__get",
+    ] {
         assert!(has(&names, tool), "{tool} is not served: {names:?}");
     }
     let result = call_ok(&mut client, "hash__sha256", json!({"text": "abc"}));
-    assert_eq!(text(&result), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    assert_eq!(backend(&mut client, "hash")["path"], Value::Null, "a bundled plugin has no file");
-    assert!(cache.join("wasmgate").is_dir(), "the compiled plugins were not cached under $XDG_CACHE_HOME/wasmgate");
+    assert_eq!(
+        text(&result),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    assert_eq!(
+        backend(&mut client, "hash")["path"],
+        Value::Null,
+        "a bundled plugin has no file"
+    );
+    assert!(
+        cache.join("wasmgate").is_dir(),
+        "the compiled plugins were not cached under $XDG_CACHE_HOME/wasmgate"
+    );
 }
 
 // ---- 10. a plugin in Python ----
@@ -872,7 +1265,10 @@ fn without_a_config_the_bundled_plugins_are_served() {
 fn a_plugin_written_in_python_is_listed_and_called() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins/python/text/text.wasm");
     if !path.is_file() {
-        let why = format!("{} is missing: build it with plugins/python/text/build.sh (scripts/test.sh does)", path.display());
+        let why = format!(
+            "{} is missing: build it with plugins/python/text/build.sh (scripts/test.sh does)",
+            path.display()
+        );
         if std::env::var_os("CI").is_some() {
             panic!("{why}");
         }
@@ -882,14 +1278,43 @@ fn a_plugin_written_in_python_is_listed_and_called() {
     // Its first load compiles a whole CPython (tens of seconds in a debug build): the
     // compiled code is kept in the target folder, so later runs load it from the cache.
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wasmgate-python-plugin-cache");
-    let (mut client, names) = setup().file("text.wasm", std::fs::read(&path).expect("read text.wasm")).cache(cache).start();
+    let (mut client, names) = setup()
+        .file("text.wasm", std::fs::read(&path).expect("read text.wasm"))
+        .cache(cache)
+        .start();
     for tool in ["text__word_count", "text__slugify", "text__reverse"] {
-        assert!(has(&names, tool), "{tool} is not listed: {names:?}\nstderr:\n{}", client.stderr());
+        assert!(
+            has(&names, tool),
+            "{tool} is not listed: {names:?}\nstderr:\n{}",
+            client.stderr()
+        );
     }
-    let result = call_ok(&mut client, "text__word_count", json!({"text": "one two\nthree"}));
-    assert_eq!(result["structuredContent"], json!({"words": 3, "lines": 2, "characters": 13}), "{result}");
-    assert_eq!(text(&call_ok(&mut client, "text__slugify", json!({"text": "Héllo, Wörld!"}))), "hello-world");
-    assert_eq!(text(&call_ok(&mut client, "text__reverse", json!({"text": "abc"}))), "cba");
+    let result = call_ok(
+        &mut client,
+        "text__word_count",
+        json!({"text": "one two\nthree"}),
+    );
+    assert_eq!(
+        result["structuredContent"],
+        json!({"words": 3, "lines": 2, "characters": 13}),
+        "{result}"
+    );
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "text__slugify",
+            json!({"text": "Héllo, Wörld!"})
+        )),
+        "hello-world"
+    );
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "text__reverse",
+            json!({"text": "abc"})
+        )),
+        "cba"
+    );
     let message = call_failed(&mut client, "text__slugify", json!({"text": "!!!"}));
     assert!(message.contains("no letters or digits"), "{message}");
     let error = client.call_error("text__reverse", json!({}));
@@ -905,9 +1330,18 @@ const APPEAR_TIMEOUT: Duration = Duration::from_secs(30);
 /// Starts a gateway on `[plugins]` text whose folders do not exist yet.
 fn start_before_folders(label: &str, plugins: &str) -> (Client, TestDir) {
     let dir = TestDir::new(label);
-    let text = format!("[gateway]\nshutdown_grace = \"1s\"\n\n[plugins]\ncache_dir = \"{{dir}}/cache\"\n{plugins}\n");
-    let config = dir.write("gateway.toml", &text.replace("{dir}", dir.path.to_str().unwrap()));
-    let mut client = Client::spawn_with_env(&["serve", "--config", config.to_str().unwrap()], TestDir::new(&format!("{label}-gw")), &[]);
+    let text = format!(
+        "[gateway]\nshutdown_grace = \"1s\"\n\n[plugins]\ncache_dir = \"{{dir}}/cache\"\n{plugins}\n"
+    );
+    let config = dir.write(
+        "gateway.toml",
+        &text.replace("{dir}", dir.path.to_str().unwrap()),
+    );
+    let mut client = Client::spawn_with_env(
+        &["serve", "--config", config.to_str().unwrap()],
+        TestDir::new(&format!("{label}-gw")),
+        &[],
+    );
     client.initialize();
     let names = first_list(&mut client);
     assert!(!names.iter().any(|n| n.starts_with("echo__")), "{names:?}");
@@ -916,11 +1350,20 @@ fn start_before_folders(label: &str, plugins: &str) -> (Client, TestDir) {
 }
 
 fn wait_announced(client: &mut Client, tool: &str) {
-    if client.try_notification(LIST_CHANGED, APPEAR_TIMEOUT).is_none() {
-        panic!("{tool}: no tools/list_changed within {APPEAR_TIMEOUT:?} after the plugin appeared\nstderr:\n{}", client.stderr());
+    if client
+        .try_notification(LIST_CHANGED, APPEAR_TIMEOUT)
+        .is_none()
+    {
+        panic!(
+            "{tool}: no tools/list_changed within {APPEAR_TIMEOUT:?} after the plugin appeared\nstderr:\n{}",
+            client.stderr()
+        );
     }
     wait_tools(client, &format!("{tool} to be listed"), |n| has(n, tool));
-    assert_eq!(text(&call_ok(client, tool, json!({"text": "late"}))), "late");
+    assert_eq!(
+        text(&call_ok(client, tool, json!({"text": "late"}))),
+        "late"
+    );
 }
 
 #[test]
@@ -937,8 +1380,10 @@ fn a_plugin_folder_created_after_the_start_is_watched_when_it_appears() {
 fn a_plugin_path_whose_folder_does_not_exist_yet_is_loaded_after_the_first_build() {
     // The dev loop of plugins/README.md before the first build: `target/` is not there yet.
     // The config check says "... does not exist (yet); it will be loaded when it appears".
-    let (mut client, dir) =
-        start_before_folders("late-path", "[plugins.echo]\npath = \"{dir}/target/wasm32-wasip2/release/echo.wasm\"");
+    let (mut client, dir) = start_before_folders(
+        "late-path",
+        "[plugins.echo]\npath = \"{dir}/target/wasm32-wasip2/release/echo.wasm\"",
+    );
     let release = dir.join("target/wasm32-wasip2/release");
     std::fs::create_dir_all(&release).unwrap();
     replace_atomically(&release.join("echo.wasm"), &fixture("echo"));

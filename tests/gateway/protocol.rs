@@ -12,7 +12,9 @@ fn initialized() -> Client {
 /// Sends `line` and returns the next message, which must be its answer.
 fn answer_to(client: &mut Client, line: &str) -> Value {
     client.send_line(line);
-    client.read_message(TIMEOUT).unwrap_or_else(|| panic!("no answer to {line}"))
+    client
+        .read_message(TIMEOUT)
+        .unwrap_or_else(|| panic!("no answer to {line}"))
 }
 
 fn assert_still_serving(client: &mut Client) {
@@ -23,7 +25,12 @@ fn assert_still_serving(client: &mut Client) {
 #[test]
 fn invalid_json_is_a_parse_error_with_null_id_and_the_session_goes_on() {
     let mut client = initialized();
-    for line in ["{oops", r#"{"jsonrpc":"2.0","id":1,"method":"ping""#, "not json at all", "[1,"] {
+    for line in [
+        "{oops",
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping""#,
+        "not json at all",
+        "[1,",
+    ] {
         let answer = answer_to(&mut client, line);
         assert_eq!(answer["error"]["code"], -32700, "{line}: {answer}");
         assert!(answer["id"].is_null(), "{line}: {answer}");
@@ -36,15 +43,39 @@ fn messages_that_are_not_json_rpc_are_invalid_requests() {
     let mut client = initialized();
     let cases = [
         ("missing jsonrpc", r#"{"id":1,"method":"ping"}"#),
-        ("wrong version", r#"{"jsonrpc":"1.0","id":2,"method":"ping"}"#),
-        ("numeric version", r#"{"jsonrpc":2.0,"id":3,"method":"ping"}"#),
-        ("object id", r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#),
-        ("boolean id", r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#),
+        (
+            "wrong version",
+            r#"{"jsonrpc":"1.0","id":2,"method":"ping"}"#,
+        ),
+        (
+            "numeric version",
+            r#"{"jsonrpc":2.0,"id":3,"method":"ping"}"#,
+        ),
+        (
+            "object id",
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+        ),
+        (
+            "boolean id",
+            r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+        ),
         ("array id", r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#),
-        ("number params", r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":3}"#),
-        ("string params", r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":"x"}"#),
-        ("array params", r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":[]}"#),
-        ("method not a string", r#"{"jsonrpc":"2.0","id":7,"method":42}"#),
+        (
+            "number params",
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":3}"#,
+        ),
+        (
+            "string params",
+            r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":"x"}"#,
+        ),
+        (
+            "array params",
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":[]}"#,
+        ),
+        (
+            "method not a string",
+            r#"{"jsonrpc":"2.0","id":7,"method":42}"#,
+        ),
         ("not an object", "42"),
         ("a string", r#""ping""#),
     ];
@@ -55,7 +86,11 @@ fn messages_that_are_not_json_rpc_are_invalid_requests() {
             failures.push(format!("{what}: {line} -> {answer}"));
         }
     }
-    assert!(failures.is_empty(), "expected -32600 for:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "expected -32600 for:\n{}",
+        failures.join("\n")
+    );
     assert_still_serving(&mut client);
 }
 
@@ -64,7 +99,13 @@ fn unknown_method_is_method_not_found() {
     let mut client = initialized();
     let response = client.request("tools/frobnicate", json!({}));
     assert_eq!(response["error"]["code"], -32601, "{response}");
-    assert!(response["error"]["message"].as_str().unwrap().contains("tools/frobnicate"), "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tools/frobnicate"),
+        "{response}"
+    );
 }
 
 #[test]
@@ -83,7 +124,16 @@ fn notifications_get_no_answer() {
 #[test]
 fn string_and_number_ids_are_echoed_exactly() {
     let mut client = initialized();
-    let ids = [json!("abc"), json!("7"), json!(7), json!(0), json!(-3), json!(9007199254740993u64), json!(""), json!("ü-ñ 🙂")];
+    let ids = [
+        json!("abc"),
+        json!("7"),
+        json!(7),
+        json!(0),
+        json!(-3),
+        json!(9007199254740993u64),
+        json!(""),
+        json!("ü-ñ 🙂"),
+    ];
     // All in flight at once: "7" and 7 must not be confused.
     for id in &ids {
         client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
@@ -95,7 +145,10 @@ fn string_and_number_ids_are_echoed_exactly() {
     // Through a backend call too.
     client.send(&json!({"jsonrpc": "2.0", "id": "call-1", "method": "tools/call", "params": {"name": "gateway_status"}}));
     let response = client.wait_response(&json!("call-1"), TIMEOUT);
-    assert!(response["result"]["structuredContent"].is_object(), "{response}");
+    assert!(
+        response["result"]["structuredContent"].is_object(),
+        "{response}"
+    );
 }
 
 #[test]
@@ -110,9 +163,20 @@ fn batch_in_array_out_without_notifications() {
     ]);
     client.send(&batch);
     let answer = client.read_message(TIMEOUT).expect("a batch answer");
-    let answers = answer.as_array().unwrap_or_else(|| panic!("a batch is answered with an array: {answer}"));
-    assert_eq!(answers.len(), 4, "one answer per request, none for the notification: {answer}");
-    let by_id = |id: Value| answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("no answer for {id} in {answer}"));
+    let answers = answer
+        .as_array()
+        .unwrap_or_else(|| panic!("a batch is answered with an array: {answer}"));
+    assert_eq!(
+        answers.len(),
+        4,
+        "one answer per request, none for the notification: {answer}"
+    );
+    let by_id = |id: Value| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer for {id} in {answer}"))
+    };
     assert_eq!(by_id(json!("b1"))["result"], json!({}));
     assert!(by_id(json!(2))["result"]["tools"].is_array());
     assert_eq!(by_id(json!(3))["error"]["code"], -32601);
@@ -145,7 +209,10 @@ fn bytes_that_are_not_utf8_are_a_parse_error_and_the_session_goes_on() {
     // message is not JSON, however readable the rest of it is.
     client.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":\"bad-bytes\",\"method\":\"ping\",\"params\":{\"x\":\"\xc3\x28\"}}\n");
     let answer = client.read_message(TIMEOUT).expect("an answer");
-    assert_eq!(answer["error"]["code"], -32700, "invalid UTF-8 was accepted: {answer}");
+    assert_eq!(
+        answer["error"]["code"], -32700,
+        "invalid UTF-8 was accepted: {answer}"
+    );
     assert_still_serving(&mut client);
 }
 
@@ -157,16 +224,28 @@ fn ten_megabyte_result_passes() {
     assert_eq!(body.len(), 10_000_000);
     assert!(body.bytes().all(|b| b == b'x'));
     // And the session is still in order.
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "after"}))), "after");
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "after"}))),
+        "after"
+    );
 }
 
 #[test]
 fn ten_megabyte_argument_passes() {
     let mut client = config().example("ex", &[]).start_initialized();
-    let big: String = (0..10_000_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let big: String = (0..10_000_000u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
     let result = client.call("ex__echo", json!({"text": big}));
-    assert!(text(&result) == big, "the 10 MB argument came back changed ({} bytes)", text(&result).len());
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "after"}))), "after");
+    assert!(
+        text(&result) == big,
+        "the 10 MB argument came back changed ({} bytes)",
+        text(&result).len()
+    );
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "after"}))),
+        "after"
+    );
 }
 
 #[test]

@@ -25,7 +25,10 @@ fn adding_a_server_to_the_config_file_announces_its_tools() {
             break;
         }
     }
-    assert_eq!(text(&client.call("two__echo", json!({"text": "new"}))), "new");
+    assert_eq!(
+        text(&client.call("two__echo", json!({"text": "new"}))),
+        "new"
+    );
     // The unchanged server kept running.
     assert_eq!(text(&client.call("one__pid", json!({}))), pid_before);
     let reloaded = client.events(json!({"event_type": "config.reloaded"}));
@@ -36,7 +39,11 @@ fn adding_a_server_to_the_config_file_announces_its_tools() {
 fn reading_the_config_file_is_not_a_change() {
     let first = config().example("one", &["--name", "one"]);
     let mut client = first.start_initialized();
-    let reloads = |client: &mut crate::harness::Client| client.events(json!({"event_type": "config.reloaded"})).len();
+    let reloads = |client: &mut crate::harness::Client| {
+        client
+            .events(json!({"event_type": "config.reloaded"}))
+            .len()
+    };
     // An editor or a backup tool reads the file; so does the gateway, after each change.
     for _ in 0..3 {
         std::fs::read_to_string(client.config_path()).unwrap();
@@ -54,23 +61,42 @@ fn reading_the_config_file_is_not_a_change() {
     // The gateway's own read of the new file must not start another reload (the
     // debounce is 150 ms: a loop would have reloaded several times by now).
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(reloads(&mut client), after_write, "the config reloaded again without a change");
+    assert_eq!(
+        reloads(&mut client),
+        after_write,
+        "the config reloaded again without a change"
+    );
 }
 
 #[test]
 fn removing_a_server_drops_its_tools() {
-    let both = config().example("one", &[]).example("two", &["--name", "two"]);
+    let both = config()
+        .example("one", &[])
+        .example("two", &["--name", "two"]);
     let mut client = both.start_initialized();
     let names = client.tool_names();
     assert!(names.contains(&"two__echo".to_string()), "{names:?}");
     let pid_two: u32 = text(&client.call("two__pid", json!({}))).parse().unwrap();
     client.drain_notifications("notifications/tools/list_changed");
 
-    std::fs::write(client.config_path(), config().example("one", &[]).render(&client.dir.path)).unwrap();
+    std::fs::write(
+        client.config_path(),
+        config().example("one", &[]).render(&client.dir.path),
+    )
+    .unwrap();
     client.next_notification("notifications/tools/list_changed", Duration::from_secs(15));
-    eventually(Duration::from_secs(5), "two__echo to disappear", || (!client.tool_names().contains(&"two__echo".to_string())).then_some(()));
-    eventually(Duration::from_secs(5), "the removed server's process to end", || crate::harness::process_gone(pid_two).then_some(()));
-    assert_eq!(text(&client.call("one__echo", json!({"text": "kept"}))), "kept");
+    eventually(Duration::from_secs(5), "two__echo to disappear", || {
+        (!client.tool_names().contains(&"two__echo".to_string())).then_some(())
+    });
+    eventually(
+        Duration::from_secs(5),
+        "the removed server's process to end",
+        || crate::harness::process_gone(pid_two).then_some(()),
+    );
+    assert_eq!(
+        text(&client.call("one__echo", json!({"text": "kept"}))),
+        "kept"
+    );
 }
 
 #[test]
@@ -83,28 +109,60 @@ fn an_invalid_edit_is_recorded_and_the_old_config_stays() {
         events.into_iter().next()
     });
     assert_eq!(invalid["status"], "failure", "{invalid}");
-    assert!(invalid["error"].as_str().is_some_and(|e| e.contains("gateway.toml")), "the error names the file: {invalid}");
-    assert_eq!(text(&client.call("one__echo", json!({"text": "still here"}))), "still here");
+    assert!(
+        invalid["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("gateway.toml")),
+        "the error names the file: {invalid}"
+    );
+    assert_eq!(
+        text(&client.call("one__echo", json!({"text": "still here"}))),
+        "still here"
+    );
     assert!(client.tool_names().contains(&"one__echo".to_string()));
 }
 
 #[test]
 fn changing_one_servers_args_restarts_only_that_server() {
-    let before = config().example("stay", &["--name", "stay"]).example("change", &["--name", "v1"]);
+    let before = config()
+        .example("stay", &["--name", "stay"])
+        .example("change", &["--name", "v1"]);
     let mut client = before.start_initialized();
     let stay_pid = text(&client.call("stay__pid", json!({}))).to_string();
-    let old_pid: u32 = text(&client.call("change__pid", json!({}))).parse().unwrap();
+    let old_pid: u32 = text(&client.call("change__pid", json!({})))
+        .parse()
+        .unwrap();
 
-    let after = config().example("stay", &["--name", "stay"]).example("change", &["--name", "v2", "--tools", "1"]);
+    let after = config()
+        .example("stay", &["--name", "stay"])
+        .example("change", &["--name", "v2", "--tools", "1"]);
     std::fs::write(client.config_path(), after.render(&client.dir.path)).unwrap();
     client.next_notification("notifications/tools/list_changed", Duration::from_secs(15));
-    eventually(Duration::from_secs(10), "change__gen_0 to be listed", || {
-        client.tool_names().contains(&"change__gen_0".to_string()).then_some(())
-    });
-    let new_pid: u32 = text(&client.call("change__pid", json!({}))).parse().unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "change__gen_0 to be listed",
+        || {
+            client
+                .tool_names()
+                .contains(&"change__gen_0".to_string())
+                .then_some(())
+        },
+    );
+    let new_pid: u32 = text(&client.call("change__pid", json!({})))
+        .parse()
+        .unwrap();
     assert_ne!(new_pid, old_pid, "the changed server was restarted");
-    eventually(Duration::from_secs(5), "the old process to end", || crate::harness::process_gone(old_pid).then_some(()));
-    assert_eq!(text(&client.call("stay__pid", json!({}))), stay_pid, "the unchanged server kept running");
+    eventually(Duration::from_secs(5), "the old process to end", || {
+        crate::harness::process_gone(old_pid).then_some(())
+    });
+    assert_eq!(
+        text(&client.call("stay__pid", json!({}))),
+        stay_pid,
+        "the unchanged server kept running"
+    );
     let status = client.status();
-    assert_eq!(status["backends"]["change"]["server_info"]["name"], "v2", "{status}");
+    assert_eq!(
+        status["backends"]["change"]["server_info"]["name"], "v2",
+        "{status}"
+    );
 }

@@ -9,8 +9,20 @@ use serde_json::{Value, json};
 use crate::harness::{config, text};
 
 const EXAMPLE_TOOLS: [&str; 14] = [
-    "echo", "add", "slow", "fail", "error", "log", "sample", "elicit", "roots", "notify_changed", "update_resource", "big",
-    "hang", "pid",
+    "echo",
+    "add",
+    "slow",
+    "fail",
+    "error",
+    "log",
+    "sample",
+    "elicit",
+    "roots",
+    "notify_changed",
+    "update_resource",
+    "big",
+    "hang",
+    "pid",
 ];
 
 #[test]
@@ -37,20 +49,30 @@ fn call_is_routed_with_the_servers_own_name() {
 
 #[test]
 fn custom_separator() {
-    let mut client = config().gateway(r#"separator = ".""#).example("ex", &[]).start_initialized();
+    let mut client = config()
+        .gateway(r#"separator = ".""#)
+        .example("ex", &[])
+        .start_initialized();
     let names = client.tool_names();
     assert!(names.contains(&"ex.echo".to_string()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("ex__")), "{names:?}");
     assert_eq!(text(&client.call("ex.echo", json!({"text": "dot"}))), "dot");
     let prompts = client.list_all("prompts/list", "prompts");
-    assert!(prompts.iter().any(|p| p["name"] == "ex.greet"), "{prompts:?}");
+    assert!(
+        prompts.iter().any(|p| p["name"] == "ex.greet"),
+        "{prompts:?}"
+    );
 }
 
 #[test]
 fn namespace_override_and_empty_namespace() {
     let mut client = config()
         .example_with("first", &["--name", "first"], &[r#"namespace = "zz""#])
-        .example_with("second", &["--name", "second"], &[r#"namespace = """#, r#"tools = ["echo", "pid"]"#])
+        .example_with(
+            "second",
+            &["--name", "second"],
+            &[r#"namespace = """#, r#"tools = ["echo", "pid"]"#],
+        )
         .start_initialized();
     let names = client.tool_names();
     assert!(names.contains(&"zz__echo".to_string()), "{names:?}");
@@ -66,18 +88,36 @@ fn namespace_override_and_empty_namespace() {
 #[test]
 fn allow_and_deny_globs() {
     let mut client = config()
-        .example_with("ex", &[], &[r#"tools = ["e*", "add", "f?il"]"#, r#"disabled_tools = ["error", "fail"]"#])
+        .example_with(
+            "ex",
+            &[],
+            &[
+                r#"tools = ["e*", "add", "f?il"]"#,
+                r#"disabled_tools = ["error", "fail"]"#,
+            ],
+        )
         .start_initialized();
     let names: HashSet<String> = client.tool_names().into_iter().collect();
-    let want: HashSet<String> =
-        ["gateway_status", "get_events", "ex__echo", "ex__elicit", "ex__add"].iter().map(|s| s.to_string()).collect();
+    let want: HashSet<String> = [
+        "gateway_status",
+        "get_events",
+        "ex__echo",
+        "ex__elicit",
+        "ex__add",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     assert_eq!(names, want);
     // A filtered tool cannot be called either.
     let error = client.call_error("ex__fail", json!({}));
     assert_eq!(error["code"], -32602, "{error}");
     let error = client.call_error("ex__pid", json!({}));
     assert_eq!(error["code"], -32602, "{error}");
-    assert_eq!(text(&client.call("ex__echo", json!({"text": "allowed"}))), "allowed");
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "allowed"}))),
+        "allowed"
+    );
 }
 
 #[test]
@@ -86,7 +126,10 @@ fn unknown_tool_is_invalid_params_naming_it() {
     for name in ["ex__nope", "nope", "other__echo", "echo"] {
         let error = client.call_error(name, json!({}));
         assert_eq!(error["code"], -32602, "{name}: {error}");
-        assert!(error["message"].as_str().unwrap().contains(name), "{name}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(name),
+            "{name}: {error}"
+        );
     }
     let error = client.error("tools/call", json!({"arguments": {}}));
     assert_eq!(error["code"], -32602, "tools/call without a name: {error}");
@@ -98,16 +141,31 @@ fn arguments_are_checked_against_the_input_schema() {
     let error = client.call_error("ex__echo", json!({}));
     assert_eq!(error["code"], -32602, "{error}");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("ex__echo") && message.contains("text"), "{error}");
+    assert!(
+        message.contains("ex__echo") && message.contains("text"),
+        "{error}"
+    );
 
     let error = client.call_error("ex__add", json!({"a": "two", "b": 3}));
     assert_eq!(error["code"], -32602, "{error}");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("ex__add") && message.contains("a"), "{error}");
-    assert!(message.contains("/a") || message.contains("\"two\""), "the message names the field: {error}");
+    assert!(
+        message.contains("ex__add") && message.contains("a"),
+        "{error}"
+    );
+    assert!(
+        message.contains("/a") || message.contains("\"two\""),
+        "the message names the field: {error}"
+    );
 
-    let error = client.error("tools/call", json!({"name": "ex__echo", "arguments": "text"}));
-    assert_eq!(error["code"], -32602, "arguments that are not an object: {error}");
+    let error = client.error(
+        "tools/call",
+        json!({"name": "ex__echo", "arguments": "text"}),
+    );
+    assert_eq!(
+        error["code"], -32602,
+        "arguments that are not an object: {error}"
+    );
 
     // Nothing of the failed calls reached the server: a good call still works.
     assert_eq!(text(&client.call("ex__echo", json!({"text": "ok"}))), "ok");
@@ -121,10 +179,16 @@ fn results_and_definitions_pass_through_untouched() {
     assert_eq!(result["content"], json!([{"type": "text", "text": "42"}]));
 
     let tools = client.tools();
-    let add = tools.iter().find(|t| t["name"] == "ex__add").expect("ex__add listed");
+    let add = tools
+        .iter()
+        .find(|t| t["name"] == "ex__add")
+        .expect("ex__add listed");
     assert_eq!(add["title"], "Add two numbers");
     assert_eq!(add["description"], "Adds a and b");
-    assert_eq!(add["outputSchema"], json!({"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}));
+    assert_eq!(
+        add["outputSchema"],
+        json!({"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]})
+    );
     assert_eq!(add["annotations"], json!({"readOnlyHint": true}));
     assert_eq!(add["_meta"], json!({"example/extra": 1}));
     assert_eq!(add["x-custom"], json!({"keep": true}));
@@ -146,7 +210,11 @@ fn server_json_rpc_error_passes_through_with_its_code() {
     assert_eq!(error["message"], "example error", "{error}");
     assert_eq!(error["data"]["server"], "ex", "{error}");
     assert_eq!(error["data"]["originalError"]["code"], -32099, "{error}");
-    assert_eq!(error["data"]["originalError"]["data"], json!({"detail": "x"}), "{error}");
+    assert_eq!(
+        error["data"]["originalError"]["data"],
+        json!({"detail": "x"}),
+        "{error}"
+    );
     let error = client.call_error("ex__error", json!({"code": 1234}));
     assert_eq!(error["code"], 1234, "{error}");
 }
@@ -158,7 +226,10 @@ fn resources_templates_and_reads() {
     let uris: Vec<&str> = resources.iter().filter_map(|r| r["uri"].as_str()).collect();
     assert_eq!(uris, ["example://static/hello", "example://static/blob"]);
     let templates = client.list_all("resources/templates/list", "resourceTemplates");
-    assert_eq!(templates, [json!({"uriTemplate": "example://item/{id}", "name": "item", "mimeType": "text/plain"})]);
+    assert_eq!(
+        templates,
+        [json!({"uriTemplate": "example://item/{id}", "name": "item", "mimeType": "text/plain"})]
+    );
 
     let read = client.result("resources/read", json!({"uri": "example://static/hello"}));
     assert_eq!(read["contents"][0]["text"], "hello from example", "{read}");
@@ -179,9 +250,18 @@ fn prompts_are_prefixed_and_routed() {
     assert_eq!(prompts.len(), 1, "{prompts:?}");
     assert_eq!(prompts[0]["name"], "ex__greet");
     assert_eq!(prompts[0]["arguments"][0]["name"], "name");
-    let prompt = client.result("prompts/get", json!({"name": "ex__greet", "arguments": {"name": "Ada"}}));
-    assert_eq!(prompt["messages"][0]["content"]["text"], "Hello, Ada!", "{prompt}");
-    let error = client.error("prompts/get", json!({"name": "greet", "arguments": {"name": "Ada"}}));
+    let prompt = client.result(
+        "prompts/get",
+        json!({"name": "ex__greet", "arguments": {"name": "Ada"}}),
+    );
+    assert_eq!(
+        prompt["messages"][0]["content"]["text"], "Hello, Ada!",
+        "{prompt}"
+    );
+    let error = client.error(
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"name": "Ada"}}),
+    );
     assert_eq!(error["code"], -32602, "{error}");
 }
 
@@ -192,12 +272,20 @@ fn completion_for_prompts_and_templates() {
         "completion/complete",
         json!({"ref": {"type": "ref/prompt", "name": "ex__greet"}, "argument": {"name": "name", "value": "A"}}),
     );
-    assert_eq!(completion["completion"]["values"], json!(["Alice"]), "{completion}");
+    assert_eq!(
+        completion["completion"]["values"],
+        json!(["Alice"]),
+        "{completion}"
+    );
     let completion = client.result(
         "completion/complete",
         json!({"ref": {"type": "ref/resource", "uri": "example://item/{id}"}, "argument": {"name": "id", "value": "4"}}),
     );
-    assert_eq!(completion["completion"]["values"], json!(["42"]), "{completion}");
+    assert_eq!(
+        completion["completion"]["values"],
+        json!(["42"]),
+        "{completion}"
+    );
     let error = client.error(
         "completion/complete",
         json!({"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "name", "value": ""}}),
@@ -207,11 +295,17 @@ fn completion_for_prompts_and_templates() {
 
 #[test]
 fn two_servers_are_aggregated() {
-    let mut client = config().example("one", &["--name", "one"]).example("two", &["--name", "two"]).start_initialized();
+    let mut client = config()
+        .example("one", &["--name", "one"])
+        .example("two", &["--name", "two"])
+        .start_initialized();
     let names = client.tool_names();
     for server in ["one", "two"] {
         for tool in EXAMPLE_TOOLS {
-            assert!(names.contains(&format!("{server}__{tool}")), "{server}__{tool} missing: {names:?}");
+            assert!(
+                names.contains(&format!("{server}__{tool}")),
+                "{server}__{tool} missing: {names:?}"
+            );
         }
     }
     assert_eq!(names.len(), 2 + 2 * EXAMPLE_TOOLS.len());
@@ -221,23 +315,40 @@ fn two_servers_are_aggregated() {
     let prompts: Vec<Value> = client.list_all("prompts/list", "prompts");
     let prompt_names: HashSet<&str> = prompts.iter().filter_map(|p| p["name"].as_str()).collect();
     assert_eq!(prompt_names, HashSet::from(["one__greet", "two__greet"]));
-    let greeting = client.result("prompts/get", json!({"name": "two__greet", "arguments": {"name": "B"}}));
+    let greeting = client.result(
+        "prompts/get",
+        json!({"name": "two__greet", "arguments": {"name": "B"}}),
+    );
     assert_eq!(greeting["messages"][0]["content"]["text"], "Hello, B!");
     let status = client.status();
     for server in ["one", "two"] {
         assert_eq!(status["backends"][server]["status"], "ready", "{status}");
-        assert_eq!(status["backends"][server]["tool_count"], EXAMPLE_TOOLS.len(), "{status}");
+        assert_eq!(
+            status["backends"][server]["tool_count"],
+            EXAMPLE_TOOLS.len(),
+            "{status}"
+        );
     }
     // The same URI from both: served once, by the first.
     let resources = client.list_all("resources/list", "resources");
-    assert_eq!(resources.iter().filter(|r| r["uri"] == "example://static/hello").count(), 1, "{resources:?}");
+    assert_eq!(
+        resources
+            .iter()
+            .filter(|r| r["uri"] == "example://static/hello")
+            .count(),
+        1,
+        "{resources:?}"
+    );
     let read = client.result("resources/read", json!({"uri": "example://static/hello"}));
     assert_eq!(read["contents"][0]["text"], "hello from one");
 }
 
 #[test]
 fn gateway_pagination_covers_the_list_exactly_once() {
-    let mut client = config().gateway("page_size = 5").example("ex", &[]).start_initialized();
+    let mut client = config()
+        .gateway("page_size = 5")
+        .example("ex", &[])
+        .start_initialized();
     let mut seen = Vec::new();
     let mut params = json!({});
     let mut pages = 0;
@@ -246,7 +357,11 @@ fn gateway_pagination_covers_the_list_exactly_once() {
         let tools = page["tools"].as_array().unwrap();
         assert!(tools.len() <= 5, "page of {}", tools.len());
         assert!(!tools.is_empty(), "an empty page: {page}");
-        seen.extend(tools.iter().map(|t| t["name"].as_str().unwrap().to_string()));
+        seen.extend(
+            tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string()),
+        );
         pages += 1;
         match page.get("nextCursor") {
             Some(Value::String(cursor)) => params = json!({"cursor": cursor}),
@@ -257,7 +372,11 @@ fn gateway_pagination_covers_the_list_exactly_once() {
     }
     let total = 2 + EXAMPLE_TOOLS.len();
     assert_eq!(seen.len(), total, "{seen:?}");
-    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), total, "each tool exactly once: {seen:?}");
+    assert_eq!(
+        seen.iter().collect::<HashSet<_>>().len(),
+        total,
+        "each tool exactly once: {seen:?}"
+    );
     assert_eq!(pages, total.div_ceil(5));
 
     for bad in [json!("garbage"), json!("o999999"), json!(12), json!("")] {
@@ -268,10 +387,15 @@ fn gateway_pagination_covers_the_list_exactly_once() {
 
 #[test]
 fn server_side_pagination_is_followed() {
-    let mut client = config().example("ex", &["--tools", "25", "--page-size", "10"]).start_initialized();
+    let mut client = config()
+        .example("ex", &["--tools", "25", "--page-size", "10"])
+        .start_initialized();
     let names = client.tool_names();
     for i in 0..25 {
-        assert!(names.contains(&format!("ex__gen_{i}")), "ex__gen_{i} missing: {names:?}");
+        assert!(
+            names.contains(&format!("ex__gen_{i}")),
+            "ex__gen_{i} missing: {names:?}"
+        );
     }
     assert_eq!(names.len(), 2 + EXAMPLE_TOOLS.len() + 25, "{names:?}");
     assert_eq!(text(&client.call("ex__gen_24", json!({}))), "gen_24 called");
@@ -282,7 +406,10 @@ fn server_side_pagination_is_followed() {
 
 #[test]
 fn disabled_server_is_not_started_but_shown() {
-    let mut client = config().example("on", &[]).example_with("off", &[], &["disabled = true"]).start_initialized();
+    let mut client = config()
+        .example("on", &[])
+        .example_with("off", &[], &["disabled = true"])
+        .start_initialized();
     let names = client.tool_names();
     assert!(!names.iter().any(|n| n.starts_with("off__")), "{names:?}");
     assert!(names.contains(&"on__echo".to_string()));
@@ -305,31 +432,54 @@ fn server_env_and_cwd_are_applied() {
     );
     let mut client = config()
         .folder("work-here")
-        .server("wrapped", "/bin/sh", &["-c", script], &[&env, r#"cwd = "work-here""#])
+        .server(
+            "wrapped",
+            "/bin/sh",
+            &["-c", script],
+            &[&env, r#"cwd = "work-here""#],
+        )
         .start_initialized();
     let read = client.result("resources/read", json!({"uri": "example://static/hello"}));
-    assert_eq!(read["contents"][0]["text"], "hello from from-env-work-here", "{read}");
+    assert_eq!(
+        read["contents"][0]["text"], "hello from from-env-work-here",
+        "{read}"
+    );
     let status = client.status();
-    assert_eq!(status["backends"]["wrapped"]["server_info"]["name"], "from-env-work-here", "{status}");
+    assert_eq!(
+        status["backends"]["wrapped"]["server_info"]["name"], "from-env-work-here",
+        "{status}"
+    );
 }
 
 #[test]
 fn gateway_status_describes_each_server() {
     let mut client = config()
         .gateway(r#"timeout = "7s""#)
-        .example_with("ex", &["--name", "described"], &[r#"tools = ["echo", "add", "pid"]"#])
+        .example_with(
+            "ex",
+            &["--name", "described"],
+            &[r#"tools = ["echo", "add", "pid"]"#],
+        )
         .start_initialized();
-    let pid: u64 = text(&client.call("ex__pid", json!({}))).parse().expect("a pid");
+    let pid: u64 = text(&client.call("ex__pid", json!({})))
+        .parse()
+        .expect("a pid");
     let status = client.status();
     let ex = &status["backends"]["ex"];
     assert_eq!(ex["status"], "ready", "{status}");
     assert_eq!(ex["namespace"], "ex");
-    assert_eq!(ex["tool_count"], 3, "only the allowed tools count: {status}");
+    assert_eq!(
+        ex["tool_count"], 3,
+        "only the allowed tools count: {status}"
+    );
     assert_eq!(ex["restarts"], 0);
     assert_eq!(ex["prompt_count"], 1);
     assert_eq!(ex["timeout_ms"], 7000);
     assert_eq!(ex["server_info"]["name"], "described");
     assert_eq!(ex["pid"], pid, "{status}");
-    assert_eq!(status["gateway"]["tool_count"], 5, "two built-in tools and three of ex: {status}");
+    assert_eq!(
+        status["gateway"]["tool_count"], 5,
+        "two built-in tools and three of ex: {status}"
+    );
     assert_eq!(status["gateway"]["config"]["separator"], "__");
 }

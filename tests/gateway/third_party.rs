@@ -13,7 +13,9 @@ use crate::harness::{Client, TIMEOUT, config, text};
 /// Finds `command` on PATH.
 fn on_path(command: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(command)).find(|p| is_executable(p))
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(command))
+        .find(|p| is_executable(p))
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -35,7 +37,10 @@ fn require(what: &str, found: Option<PathBuf>, how: &str) -> Option<PathBuf> {
 }
 
 fn time_server() -> Option<PathBuf> {
-    let found = std::env::var_os("WASMGATE_TIME_SERVER").map(PathBuf::from).filter(|p| is_executable(p)).or_else(|| on_path("mcp-server-time"));
+    let found = std::env::var_os("WASMGATE_TIME_SERVER")
+        .map(PathBuf::from)
+        .filter(|p| is_executable(p))
+        .or_else(|| on_path("mcp-server-time"));
     require("mcp-server-time", found, "pip install mcp-server-time")
 }
 
@@ -56,17 +61,31 @@ fn time_server_through_the_gateway() {
     let Some(command) = time_server() else { return };
     let mut client = config()
         .gateway(r#"startup_timeout = "30s""#)
-        .server("time", command.to_str().unwrap(), &["--local-timezone", "UTC"], &[])
+        .server(
+            "time",
+            command.to_str().unwrap(),
+            &["--local-timezone", "UTC"],
+            &[],
+        )
         .start_initialized();
     let names = client.tool_names();
-    assert!(names.contains(&"time__get_current_time".to_string()), "{names:?}");
-    assert!(names.contains(&"time__convert_time".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"time__get_current_time".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"time__convert_time".to_string()),
+        "{names:?}"
+    );
     let result = client.call("time__get_current_time", json!({"timezone": "UTC"}));
     assert_ne!(result["isError"], true, "{result}");
     assert_eq!(result["structuredContent"]["timezone"], "UTC", "{result}");
     assert!(text(&result).contains("UTC"), "{result}");
     let error = client.call_error("time__get_current_time", json!({}));
-    assert_eq!(error["code"], -32602, "the gateway checks the required timezone: {error}");
+    assert_eq!(
+        error["code"], -32602,
+        "the gateway checks the required timezone: {error}"
+    );
 }
 
 fn everything() -> Option<Client> {
@@ -85,48 +104,100 @@ fn wait_for_tool(client: &mut Client, tool: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
     while !client.tool_names().iter().any(|n| n == tool) {
         let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "{tool} never appeared: {:?}", client.tool_names());
-        client.try_notification("notifications/tools/list_changed", left.min(Duration::from_millis(500)));
+        assert!(
+            !left.is_zero(),
+            "{tool} never appeared: {:?}",
+            client.tool_names()
+        );
+        client.try_notification(
+            "notifications/tools/list_changed",
+            left.min(Duration::from_millis(500)),
+        );
     }
 }
 
 #[test]
 fn everything_server_tools_resources_prompts() {
-    let Some(mut client) = everything() else { return };
+    let Some(mut client) = everything() else {
+        return;
+    };
     let names = client.tool_names();
-    for tool in ["every__echo", "every__get-sum", "every__get-structured-content"] {
-        assert!(names.contains(&tool.to_string()), "{tool} missing: {names:?}");
+    for tool in [
+        "every__echo",
+        "every__get-sum",
+        "every__get-structured-content",
+    ] {
+        assert!(
+            names.contains(&tool.to_string()),
+            "{tool} missing: {names:?}"
+        );
     }
     let result = client.call("every__echo", json!({"message": "through wasmgate"}));
     assert_eq!(text(&result), "Echo: through wasmgate");
     let sum = client.call("every__get-sum", json!({"a": 2, "b": 40}));
     assert!(text(&sum).contains("42"), "{sum}");
-    let structured = client.call("every__get-structured-content", json!({"location": "Chicago"}));
-    assert!(structured["structuredContent"]["temperature"].is_number(), "{structured}");
+    let structured = client.call(
+        "every__get-structured-content",
+        json!({"location": "Chicago"}),
+    );
+    assert!(
+        structured["structuredContent"]["temperature"].is_number(),
+        "{structured}"
+    );
     let error = client.call_error("every__echo", json!({"message": 5}));
     assert_eq!(error["code"], -32602, "{error}");
 
     let resources = client.list_all("resources/list", "resources");
-    let first = resources.first().unwrap_or_else(|| panic!("no resources: {resources:?}"));
+    let first = resources
+        .first()
+        .unwrap_or_else(|| panic!("no resources: {resources:?}"));
     let uri = first["uri"].as_str().unwrap();
     let read = client.result("resources/read", json!({"uri": uri}));
     assert_eq!(read["contents"][0]["uri"], uri, "{read}");
-    assert!(read["contents"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{read}");
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{read}"
+    );
     let templates = client.list_all("resources/templates/list", "resourceTemplates");
-    assert!(templates.iter().any(|t| t["uriTemplate"] == "demo://resource/dynamic/text/{resourceId}"), "{templates:?}");
-    let read = client.result("resources/read", json!({"uri": "demo://resource/dynamic/text/7"}));
-    assert!(read["contents"][0]["text"].as_str().is_some_and(|t| t.contains('7')), "{read}");
+    assert!(
+        templates
+            .iter()
+            .any(|t| t["uriTemplate"] == "demo://resource/dynamic/text/{resourceId}"),
+        "{templates:?}"
+    );
+    let read = client.result(
+        "resources/read",
+        json!({"uri": "demo://resource/dynamic/text/7"}),
+    );
+    assert!(
+        read["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains('7')),
+        "{read}"
+    );
 
     let prompts = client.list_all("prompts/list", "prompts");
-    assert!(prompts.iter().any(|p| p["name"] == "every__args-prompt"), "{prompts:?}");
-    let prompt = client.result("prompts/get", json!({"name": "every__args-prompt", "arguments": {"city": "Paris"}}));
-    let body = prompt["messages"][0]["content"]["text"].as_str().unwrap_or_default();
+    assert!(
+        prompts.iter().any(|p| p["name"] == "every__args-prompt"),
+        "{prompts:?}"
+    );
+    let prompt = client.result(
+        "prompts/get",
+        json!({"name": "every__args-prompt", "arguments": {"city": "Paris"}}),
+    );
+    let body = prompt["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(body.contains("Paris"), "{prompt}");
 }
 
 #[test]
 fn everything_server_progress() {
-    let Some(mut client) = everything() else { return };
+    let Some(mut client) = everything() else {
+        return;
+    };
     wait_for_tool(&mut client, "every__trigger-long-running-operation");
     let result = client.result(
         "tools/call",
@@ -137,7 +208,10 @@ fn everything_server_progress() {
     let mut seen = Vec::new();
     for _ in 0..3 {
         let progress = client.next_notification("notifications/progress", Duration::from_secs(5));
-        assert_eq!(progress["params"]["progressToken"], "every-progress", "{progress}");
+        assert_eq!(
+            progress["params"]["progressToken"], "every-progress",
+            "{progress}"
+        );
         seen.push(progress["params"]["progress"].clone());
     }
     assert_eq!(seen, [json!(1), json!(2), json!(3)]);
@@ -145,7 +219,9 @@ fn everything_server_progress() {
 
 #[test]
 fn everything_server_sampling() {
-    let Some(mut client) = everything() else { return };
+    let Some(mut client) = everything() else {
+        return;
+    };
     wait_for_tool(&mut client, "every__trigger-sampling-request");
     let id = client.send_request(
         "tools/call",
@@ -153,7 +229,9 @@ fn everything_server_sampling() {
     );
     let request = client.next_client_request(TIMEOUT);
     assert_eq!(request["method"], "sampling/createMessage", "{request}");
-    let asked = request["params"]["messages"][0]["content"]["text"].as_str().unwrap_or_default();
+    let asked = request["params"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(asked.contains("what is 2+2"), "{request}");
     client.respond(
         request["id"].clone(),

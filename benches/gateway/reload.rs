@@ -87,7 +87,11 @@ pub async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<M
     let debounce_ms = debounce_ms();
     let (compile_p50, load_p50) = (median(&mut compile_ms), median(&mut load_ms));
     println!(
-        "hot reload of echo.wasm ({} KB, new bytes each time), {} rounds; latency = rename over the file to notifications/tools/list_changed read",
+        "hot reload of {} as echo.wasm ({} KB, new bytes each time), {} rounds; latency = rename over the file to notifications/tools/list_changed read",
+        paths.plugin.file_name().map_or_else(
+            || paths.plugin.display().to_string(),
+            |f| f.to_string_lossy().into_owned()
+        ),
         original.len() / 1024,
         spread.count
     );

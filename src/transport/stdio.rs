@@ -88,6 +88,13 @@ async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedRe
                 return;
             }
         }
+        // Calls that are ready to finish run first, and their answers join this write.
+        tokio::task::yield_now().await;
+        while let Ok(line) = rx.try_recv() {
+            if write_line(&mut out, &line).await.is_err() {
+                return;
+            }
+        }
         if out.flush().await.is_err() {
             return;
         }

@@ -82,9 +82,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedRe
         if write_line(&mut out, &line).await.is_err() {
             return;
         }
-        // Calls that are ready to finish run first; then everything queued goes out with
-        // one flush: answers that complete together leave in one write.
-        tokio::task::yield_now().await;
+        // Everything already queued goes out with one flush.
         while let Ok(line) = rx.try_recv() {
             if write_line(&mut out, &line).await.is_err() {
                 return;

@@ -136,13 +136,7 @@ impl Gateway {
         context: &RequestContext,
         mut params: Value,
     ) -> Result<Reply, RpcError> {
-        let Some(name) = params
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-        else {
-            return Err(RpcError::invalid_params("tools/call needs a string `name`"));
-        };
+        let name = required_string(&params, "tools/call", "name")?;
         let route = match self.catalog().tool(&name).cloned() {
             Some(route) => route,
             None => {
@@ -225,32 +219,27 @@ impl Gateway {
         };
         let host = self.plugin_host().ok_or_else(unavailable)?;
         // Progress goes straight to the asking session: no backend id to map.
-        let progress = params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
-            .filter(|t| !t.is_null())
-            .map(|token| {
-                let session = Arc::downgrade(&context.session);
-                let token = token.clone();
-                let sink: crate::plugin::ProgressSink =
-                    Arc::new(move |progress, total, message| {
-                        let Some(session) = session.upgrade() else {
-                            return;
-                        };
-                        let mut params = json!({"progressToken": token, "progress": progress});
-                        if let Some(total) = total {
-                            params["total"] = json!(total);
-                        }
-                        if let Some(message) = message {
-                            params["message"] = json!(message);
-                        }
-                        session.send(protocol::notification(
-                            "notifications/progress",
-                            Some(params),
-                        ));
-                    });
-                sink
+        let progress = progress_token(params).map(|token| {
+            let session = Arc::downgrade(&context.session);
+            let token = token.clone();
+            let sink: crate::plugin::ProgressSink = Arc::new(move |progress, total, message| {
+                let Some(session) = session.upgrade() else {
+                    return;
+                };
+                let mut params = json!({"progressToken": token, "progress": progress});
+                if let Some(total) = total {
+                    params["total"] = json!(total);
+                }
+                if let Some(message) = message {
+                    params["message"] = json!(message);
+                }
+                session.send(protocol::notification(
+                    "notifications/progress",
+                    Some(params),
+                ));
             });
+            sink
+        });
         let ctx = crate::plugin::CallContext {
             timeout,
             progress,
@@ -268,18 +257,12 @@ impl Gateway {
 
     /// Replaces the client's progress token with one unique across sessions.
     fn map_progress(&self, context: &RequestContext, mut params: Value) -> (Value, Option<String>) {
-        let token = params
-            .get("_meta")
-            .and_then(|m| m.get("progressToken"))
-            .cloned();
-        match token {
-            Some(token) if !token.is_null() => {
-                let ours = self.register_progress(&context.session, token);
-                params["_meta"]["progressToken"] = Value::String(ours.clone());
-                (params, Some(ours))
-            }
-            _ => (params, None),
-        }
+        let Some(token) = progress_token(&params).cloned() else {
+            return (params, None);
+        };
+        let ours = self.register_progress(&context.session, token);
+        params["_meta"]["progressToken"] = Value::String(ours.clone());
+        (params, Some(ours))
     }
 
     async fn forward(
@@ -323,15 +306,7 @@ impl Gateway {
         context: &RequestContext,
         mut params: Value,
     ) -> Result<Reply, RpcError> {
-        let Some(name) = params
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-        else {
-            return Err(RpcError::invalid_params(
-                "prompts/get needs a string `name`",
-            ));
-        };
+        let name = required_string(&params, "prompts/get", "name")?;
         self.wait_for_startup().await;
         let catalog = self.catalog();
         let route = catalog
@@ -348,15 +323,7 @@ impl Gateway {
         method: &str,
         params: Value,
     ) -> Result<Reply, RpcError> {
-        let Some(uri) = params
-            .get("uri")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-        else {
-            return Err(RpcError::invalid_params(format!(
-                "{method} needs a string `uri`"
-            )));
-        };
+        let uri = required_string(&params, method, "uri")?;
         self.wait_for_startup().await;
         let catalog = self.catalog();
         let target = catalog.resource_target(&uri).cloned().or_else(|| {
@@ -476,6 +443,23 @@ impl Gateway {
         }
         Ok(json!({}))
     }
+}
+
+/// The client's progress token (`_meta.progressToken`), unless absent or null.
+fn progress_token(params: &Value) -> Option<&Value> {
+    params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .filter(|t| !t.is_null())
+}
+
+/// `params[key]` as a string, or the invalid-params error that names the method and the key.
+fn required_string(params: &Value, method: &str, key: &str) -> Result<String, RpcError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `{key}`")))
 }
 
 /// The first text content of a `tools/call` result (the error, when `isError` is set).

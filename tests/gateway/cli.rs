@@ -47,13 +47,7 @@ fn check_accepts_a_good_config_and_prints_a_summary() {
         &dir.path,
         LIMIT,
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout,
-        out.stderr
-    );
+    out.assert_exit(0);
     assert!(
         out.stdout.contains("gateway.toml"),
         "the summary names the file:\n{}",
@@ -86,13 +80,7 @@ fn check_rejects_a_bad_config_naming_file_and_line() {
         "[gateway]\ntimeout = \"30s\"\n\n[servers.ex]\ncommand = \"x\"\nbogus_key = 1\n",
     );
     let out = run_cli(&["check", "--config", &path], &dir.path, LIMIT);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout,
-        out.stderr
-    );
+    out.assert_exit(1);
     assert!(
         out.stderr.contains("gateway.toml:6"),
         "stderr names file and line 6:\n{}",
@@ -102,7 +90,7 @@ fn check_rejects_a_bad_config_naming_file_and_line() {
 
     let (dir, path) = with_config("[gateway]\ntimeout = \"soon\"\n");
     let out = run_cli(&["check", "--config", &path], &dir.path, LIMIT);
-    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    out.assert_exit(1);
     assert!(
         out.stderr.contains("gateway.toml:2"),
         "stderr names file and line 2:\n{}",
@@ -114,7 +102,7 @@ fn check_rejects_a_bad_config_naming_file_and_line() {
         &dir.path,
         LIMIT,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    out.assert_exit(1);
     assert!(
         out.stderr.contains("/nonexistent/wasmgate.toml"),
         "{}",
@@ -126,7 +114,7 @@ fn check_rejects_a_bad_config_naming_file_and_line() {
 fn serve_with_a_bad_config_exits_1_without_touching_stdout() {
     let (dir, path) = with_config("[gateway\n");
     let out = run_cli(&["serve", "--config", &path], &dir.path, LIMIT);
-    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    out.assert_exit(1);
     assert!(out.stdout.is_empty(), "stdout: {}", out.stdout);
     assert!(out.stderr.contains("gateway.toml:1"), "{}", out.stderr);
 }
@@ -172,13 +160,7 @@ fn call_prints_the_result() {
         &dir.path,
         LIMIT,
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout,
-        out.stderr
-    );
+    out.assert_exit(0);
     let result: Value = serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", out.stdout));
     assert_eq!(result["content"][0]["text"], "hi");
@@ -188,13 +170,7 @@ fn call_prints_the_result() {
 fn call_of_a_failing_tool_exits_1() {
     let (dir, path) = example_config();
     let out = run_cli(&["call", "--config", &path, "ex__fail"], &dir.path, LIMIT);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout,
-        out.stderr
-    );
+    out.assert_exit(1);
     assert!(
         out.stdout.contains("this tool always fails"),
         "{}",
@@ -206,7 +182,7 @@ fn call_of_a_failing_tool_exits_1() {
         &dir.path,
         LIMIT,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    out.assert_exit(1);
     assert!(out.stderr.contains("ex__nope"), "{}", out.stderr);
 
     let out = run_cli(
@@ -214,7 +190,7 @@ fn call_of_a_failing_tool_exits_1() {
         &dir.path,
         LIMIT,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", out.stderr);
+    out.assert_exit(1);
 }
 
 #[test]
@@ -234,13 +210,7 @@ fn claude_desktop_json_config_works() {
         &dir.path,
         LIMIT,
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout,
-        out.stderr
-    );
+    out.assert_exit(0);
     assert!(out.stdout.contains("json"));
 }
 

@@ -686,6 +686,20 @@ pub struct Output {
     pub stderr: String,
 }
 
+impl Output {
+    /// Asserts the exit code; a mismatch shows both streams.
+    #[track_caller]
+    pub fn assert_exit(&self, code: i32) {
+        assert_eq!(
+            self.status.code(),
+            Some(code),
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
 /// Runs the binary to completion (bounded by `timeout`) in `dir`.
 pub fn run_cli(args: &[&str], dir: &Path, timeout: Duration) -> Output {
     let mut child = Command::new(wasmgate())

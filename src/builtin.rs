@@ -13,7 +13,7 @@ pub fn tool_definitions() -> Vec<Value> {
             "name": "gateway_status",
             "title": "Gateway status",
             "description": "Status of the wasmgate gateway and of every backend (servers and plugins): state, namespace, tool counts, restarts, last error.",
-            "inputSchema": {"type": "object", "properties": {}, "required": []},
+            "inputSchema": {"type": "object", "properties": {}, "required": [], "additionalProperties": false},
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }),
         json!({
@@ -29,7 +29,9 @@ pub fn tool_definitions() -> Vec<Value> {
                     "since": {"type": "string", "description": "RFC 3339 timestamp: only events at or after it"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}
                 },
-                "required": []
+                "required": [],
+                // A misspelt filter must not quietly return every event.
+                "additionalProperties": false
             },
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }),
@@ -75,7 +77,8 @@ fn query(arguments: &Value) -> Result<Query, RpcError> {
     })
 }
 
-fn status(gateway: &Gateway) -> Value {
+/// What `gateway_status` answers; `wasmgate tools` reads the failed backends from it too.
+pub fn status(gateway: &Gateway) -> Value {
     let config = gateway.config.load();
     let catalog = gateway.catalog();
     let mut backends = serde_json::Map::new();
@@ -121,11 +124,28 @@ fn status(gateway: &Gateway) -> Value {
                     "calls": plugin.calls,
                     "failures": plugin.failures,
                     "last_error": plugin.last_error,
+                    "reload_error": plugin.reload_error,
                     "limits": {
                         "memory_bytes": plugin.limits.memory,
                         "timeout_ms": plugin.limits.timeout.as_millis() as u64,
                         "fuel": plugin.limits.fuel,
                     },
+                }),
+            );
+        }
+    }
+    if let Some(host) = gateway.plugin_host() {
+        for failed in host.failed_plugins() {
+            let at: chrono::DateTime<chrono::Utc> = failed.at.into();
+            backends.insert(
+                failed.name,
+                json!({
+                    "kind": "wasm",
+                    "status": "failed",
+                    "tool_count": 0,
+                    "path": failed.path.map(|p| p.display().to_string()),
+                    "failed_at": at.to_rfc3339(),
+                    "last_error": failed.reason,
                 }),
             );
         }

@@ -152,8 +152,26 @@ async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
             println!("{name:<40} {description}");
         }
     }
+    // What did not start serves nothing above: say so, and fail, so a script notices.
+    let status = crate::builtin::status(&gateway);
+    let failed: Vec<(&String, &Value)> = status["backends"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, backend)| backend["status"] == "failed")
+        .collect();
+    for (name, backend) in &failed {
+        let reason = backend["last_error"]
+            .as_str()
+            .unwrap_or("no reason recorded");
+        eprintln!("failed: {name}: {reason}");
+    }
     gateway.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {

@@ -11,7 +11,7 @@ mod validate;
 pub use error::{ConfigError, Diagnostic};
 pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_env, process_env};
 pub use model::*;
-pub use validate::EnvLookup;
+pub use validate::{EnvLookup, namespace_for};
 
 #[cfg(test)]
 mod tests;

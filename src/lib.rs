@@ -10,6 +10,7 @@
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
 //! - `backend`: where tools live: subprocess MCP servers (`backend::process`).
 //! - `plugin`: the WASM plugin host: wasmtime engine, sandbox, limits, cache, hot reload.
+//! - `schema`: JSON Schema checks (tool arguments, plugin schemas and structured output).
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
 //! - `reload`: config file watching.
 //! - `telemetry`: logging to stderr and the event log.
@@ -36,6 +37,7 @@ pub mod plugin;
 pub mod protocol;
 pub mod reload;
 pub mod router;
+pub mod schema;
 pub mod session;
 pub mod telemetry;
 pub mod transport;

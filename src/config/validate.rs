@@ -516,16 +516,7 @@ impl<'a> Ctx<'a> {
             }
             None if valid_namespace(name) => name.to_owned(),
             None => {
-                let fixed: String = name
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || c == '-' {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
+                let fixed = namespace_for(name);
                 self.warnings.push(format!(
                     "{kind} `{name}`: its name is not a valid namespace, so its tools are prefixed \"{fixed}\"; set `namespace` to choose another"
                 ));
@@ -812,6 +803,20 @@ impl<'a> Ctx<'a> {
             warnings: self.warnings,
         })
     }
+}
+
+/// The namespace a backend gets by default: its name, with every character clients
+/// refuse in a tool name made `_`.
+pub fn namespace_for(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 pub(crate) fn valid_namespace(ns: &str) -> bool {

@@ -1,6 +1,8 @@
 //! WIT values to MCP JSON: tool descriptions (validated, a plugin that breaks
 //! the rules is refused) and tool outputs (`CallToolResult`).
 
+use std::sync::Arc;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Value, json};
@@ -15,9 +17,18 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// An MCP `Tool` object (unprefixed name) from a plugin's description, or why
-/// it is not acceptable.
-pub fn tool_to_mcp(info: &ToolInfo) -> Result<Value, String> {
+/// A plugin's tool as the host keeps it.
+pub struct CheckedTool {
+    /// The MCP `Tool` object, unprefixed name.
+    pub mcp: Value,
+    /// What its structured output must match, when it declares an output schema.
+    pub output_schema: Option<Arc<jsonschema::Validator>>,
+}
+
+/// A tool from a plugin's description, or why it is not acceptable: a name clients
+/// refuse, or a schema that is not an object schema that compiles (a broken input schema
+/// would refuse every call or check nothing).
+pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
     if !valid_tool_name(&info.name) {
         return Err(format!(
             "tool name {:?} is not 1-64 characters of letters, digits, `_`, `-`, `.`",
@@ -33,15 +44,13 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<Value, String> {
         "description".into(),
         Value::String(info.description.clone()),
     );
-    tool.insert(
-        "inputSchema".into(),
-        json_object(&info.name, "input-schema", &info.input_schema)?,
-    );
-    if let Some(schema) = &info.output_schema {
-        tool.insert(
-            "outputSchema".into(),
-            json_object(&info.name, "output-schema", schema)?,
-        );
+    let (input, _) = object_schema(&info.name, "input-schema", &info.input_schema)?;
+    tool.insert("inputSchema".into(), input);
+    let mut output_schema = None;
+    if let Some(text) = &info.output_schema {
+        let (schema, validator) = object_schema(&info.name, "output-schema", text)?;
+        tool.insert("outputSchema".into(), schema);
+        output_schema = Some(Arc::new(validator));
     }
     if let Some(annotations) = &info.annotations {
         tool.insert(
@@ -49,7 +58,29 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<Value, String> {
             json_object(&info.name, "annotations", annotations)?,
         );
     }
-    Ok(Value::Object(tool))
+    Ok(CheckedTool {
+        mcp: Value::Object(tool),
+        output_schema,
+    })
+}
+
+/// A schema MCP accepts for tool arguments and structured output: `"type": "object"`,
+/// valid JSON Schema.
+fn object_schema(
+    tool: &str,
+    field: &str,
+    text: &str,
+) -> Result<(Value, jsonschema::Validator), String> {
+    let schema = json_object(tool, field, text)?;
+    if schema.get("type") != Some(&json!("object")) {
+        return Err(format!(
+            "tool `{tool}`: {field} must have \"type\": \"object\" (MCP passes arguments and \
+             structured results as JSON objects)"
+        ));
+    }
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| format!("tool `{tool}`: {field} is not a valid JSON Schema: {e}"))?;
+    Ok((schema, validator))
 }
 
 fn json_object(tool: &str, field: &str, text: &str) -> Result<Value, String> {
@@ -60,13 +91,32 @@ fn json_object(tool: &str, field: &str, text: &str) -> Result<Value, String> {
     }
 }
 
-/// An MCP `CallToolResult` from a tool's output.
-pub fn output_to_mcp(plugin: &str, tool: &str, output: ToolOutput) -> Value {
+/// An MCP `CallToolResult` from a tool's output. A tool with an output schema must
+/// return structured output that matches it (MCP: servers MUST); one that does not
+/// gets an error result that says why, so its author learns it before a strict client does.
+pub fn output_to_mcp(
+    plugin: &str,
+    tool: &str,
+    output: ToolOutput,
+    schema: Option<&jsonschema::Validator>,
+) -> Value {
     let mut content: Vec<Value> = output.content.into_iter().map(content_to_mcp).collect();
     let mut result = Map::new();
+    let schema = schema.filter(|_| !output.is_error);
+    if output.structured.is_none() && schema.is_some() {
+        return error_result(format!(
+            "plugin `{plugin}` tool `{tool}` has an output schema but returned no structured output"
+        ));
+    }
     if let Some(text) = output.structured {
         match serde_json::from_str::<Value>(&text) {
             Ok(structured) => {
+                if let Some(why) = schema.and_then(|s| crate::schema::mismatch(s, &structured)) {
+                    return error_result(format!(
+                        "plugin `{plugin}` tool `{tool}` returned structured output that does \
+                         not match its output schema: {why}"
+                    ));
+                }
                 // Clients that predate `structuredContent` read the text.
                 if content.is_empty() {
                     content.push(json!({"type": "text", "text": text}));
@@ -148,16 +198,57 @@ mod tests {
             annotations: None,
         };
         assert!(tool_to_mcp(&info(r#"{"type":"object"}"#)).is_ok());
+        let refused = |schema: &str| tool_to_mcp(&info(schema)).err().unwrap();
+        assert!(refused(r#"{"type":"string"}"#).contains(r#"must have "type": "object""#));
+        assert!(refused("{}").contains(r#"must have "type": "object""#));
         assert!(
-            tool_to_mcp(&info("[]"))
-                .unwrap_err()
-                .contains("not a JSON object")
+            refused(r#"{"type":"object","properties":{"a":{"type":"nonsense"}}}"#)
+                .contains("input-schema is not a valid JSON Schema")
         );
+        assert!(refused("[]").contains("not a JSON object"));
+        assert!(refused("{").contains("not valid JSON"));
+    }
+
+    #[test]
+    fn structured_output_must_match_the_output_schema() {
+        let tool = tool_to_mcp(&ToolInfo {
+            name: "t".into(),
+            title: None,
+            description: String::new(),
+            input_schema: r#"{"type":"object"}"#.into(),
+            output_schema: Some(
+                r#"{"type":"object","properties":{"len":{"type":"integer"}},"required":["len"]}"#
+                    .into(),
+            ),
+            annotations: None,
+        })
+        .unwrap();
+        let schema = tool.output_schema.as_deref();
+        let out = |structured: Option<&str>, is_error| ToolOutput {
+            content: vec![],
+            structured: structured.map(String::from),
+            is_error,
+        };
+        let good = output_to_mcp("p", "t", out(Some(r#"{"len":3}"#), false), schema);
+        assert_eq!(good["structuredContent"], json!({"len": 3}));
+        assert_eq!(good.get("isError"), None);
+        let bad = output_to_mcp("p", "t", out(Some(r#"{"len":"nope"}"#), false), schema);
+        assert_eq!(bad["isError"], true);
+        let text = bad["content"][0]["text"].as_str().unwrap();
         assert!(
-            tool_to_mcp(&info("{"))
-                .unwrap_err()
-                .contains("not valid JSON")
+            text.contains("does not match its output schema: /len: "),
+            "{text}"
         );
+        let missing = output_to_mcp("p", "t", out(None, false), schema);
+        assert!(
+            missing["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("returned no structured output")
+        );
+        // A tool error needs no structured output, and its own is passed as it is.
+        let error = output_to_mcp("p", "t", out(Some(r#"{"len":"?"}"#), true), schema);
+        assert_eq!(error["structuredContent"], json!({"len": "?"}));
     }
 
     #[test]
@@ -167,7 +258,7 @@ mod tests {
             structured: Some("{nope".into()),
             is_error: false,
         };
-        let v = output_to_mcp("p", "t", out);
+        let v = output_to_mcp("p", "t", out, None);
         assert_eq!(v["isError"], true);
         assert!(
             v["content"][0]["text"]

@@ -110,7 +110,8 @@ pub fn arm<T: LimitState>(
     Ok(())
 }
 
-/// The limit a failed call ran into, in words for the client.
+/// The limit a failed call ran into, in words for the client; a trap or other failure
+/// quotes the last lines the guest wrote to `stderr`.
 pub fn describe_failure(
     plugin: &str,
     error: &wasmtime::Error,
@@ -118,6 +119,7 @@ pub fn describe_failure(
     time_expired: bool,
     limits: &crate::config::PluginLimits,
     timeout: Duration,
+    stderr: &str,
 ) -> String {
     if memory_exceeded || find::<MemoryLimitExceeded>(error).is_some() {
         return format!(
@@ -134,8 +136,21 @@ pub fn describe_failure(
             limits.fuel.map_or_else(|| "none".into(), |f| f.to_string())
         ),
         Some(Trap::Interrupt) => time_limit_message(plugin, timeout),
-        Some(trap) => format!("plugin `{plugin}` trapped: {trap}"),
-        None => format!("plugin `{plugin}` failed: {}", chain(error)),
+        Some(trap) => format!("plugin `{plugin}` trapped: {trap}{}", quoted(stderr)),
+        None => format!(
+            "plugin `{plugin}` failed: {}{}",
+            chain(error),
+            quoted(stderr)
+        ),
+    }
+}
+
+/// What the guest wrote to stderr before it failed, as the end of a message.
+fn quoted(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (its stderr: {stderr})")
     }
 }
 

@@ -20,7 +20,7 @@ mod workers;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
@@ -59,7 +59,20 @@ pub struct PluginInfo {
     pub calls: u64,
     /// Calls that trapped, hit a limit or failed.
     pub failures: u64,
+    /// The last of those failures.
     pub last_error: Option<String>,
+    /// Why the last new version was refused, while this one keeps serving; cleared
+    /// when a new version loads.
+    pub reload_error: Option<String>,
+}
+
+/// A plugin that is configured or present but could not be loaded, and serves nothing.
+#[derive(Debug, Clone)]
+pub struct FailedPlugin {
+    pub name: String,
+    pub path: Option<PathBuf>,
+    pub reason: String,
+    pub at: SystemTime,
 }
 
 /// Per-call context from the gateway.
@@ -157,7 +170,7 @@ impl Settings {
                 tool_filter: c.tool_filter.clone(),
             },
             None => Settings {
-                namespace: name.to_string(),
+                namespace: default_namespace(name),
                 limits: defaults,
                 allow_dirs: Vec::new(),
                 allow_env: Vec::new(),
@@ -217,6 +230,8 @@ struct Code {
     pre: PluginPre<StoreState>,
     /// Every tool the plugin lists, validated, unfiltered.
     tools: Vec<Value>,
+    /// The output schemas of the tools that declare one, by tool name.
+    output_schemas: HashMap<String, Arc<jsonschema::Validator>>,
     /// Ready instances get a `list-tools` call first, used stores are reset on the
     /// reaper thread (see `pool::BIG_RUNTIME`).
     big_runtime: bool,
@@ -274,11 +289,7 @@ impl Version {
     /// A big runtime's instantiation takes milliseconds: without a ready instance, its call
     /// starts on the plugin threads.
     fn may_run_inline(&self, ready: bool) -> bool {
-        let recently_async = self
-            .went_async
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some_and(|at| at.elapsed() < ASYNC_MEMORY);
+        let recently_async = lock(&self.went_async).is_some_and(|at| at.elapsed() < ASYNC_MEMORY);
         !recently_async && (ready || !self.code.big_runtime)
     }
 
@@ -295,7 +306,7 @@ impl Version {
     fn polled_long(&self) {
         if self.long_polls.fetch_add(1, Ordering::Relaxed) + 1 >= 2 {
             self.long_polls.store(0, Ordering::Relaxed);
-            *self.went_async.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            *lock(&self.went_async) = Some(Instant::now());
         }
     }
 
@@ -309,12 +320,17 @@ struct Stats {
     calls: AtomicU64,
     failures: AtomicU64,
     last_error: StdMutex<Option<String>>,
+    reload_error: StdMutex<Option<String>>,
 }
 
 impl Stats {
     fn failed(&self, reason: &str) {
         self.failures.fetch_add(1, Ordering::Relaxed);
-        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_string());
+        *lock(&self.last_error) = Some(reason.to_string());
+    }
+
+    fn set_reload_error(&self, reason: Option<String>) {
+        *lock(&self.reload_error) = reason;
     }
 }
 
@@ -344,6 +360,8 @@ pub struct PluginHost {
     workers: workers::Workers,
     /// The catalog of loaded plugins; replaced whole when one is added or removed.
     slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
+    /// Plugins that could not be loaded, by name, until they load or are gone.
+    failed: StdMutex<BTreeMap<String, FailedPlugin>>,
     /// Bounds the instances alive at once to what the pooling allocator holds.
     instances: Arc<Semaphore>,
     events: mpsc::UnboundedSender<PluginEvent>,
@@ -387,6 +405,7 @@ impl PluginHost {
             ticker,
             workers,
             slots: ArcSwap::default(),
+            failed: StdMutex::default(),
             instances: Arc::new(Semaphore::new(
                 (engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize,
             )),
@@ -440,15 +459,33 @@ impl PluginHost {
                     limits: version.settings.limits,
                     calls: slot.stats.calls.load(Ordering::Relaxed),
                     failures: slot.stats.failures.load(Ordering::Relaxed),
-                    last_error: slot
-                        .stats
-                        .last_error
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clone(),
+                    last_error: read(&slot.stats.last_error),
+                    reload_error: read(&slot.stats.reload_error),
                 }
             })
             .collect()
+    }
+
+    /// The plugins that could not be loaded now, with the reason.
+    pub fn failed_plugins(&self) -> Vec<FailedPlugin> {
+        read(&self.failed).into_values().collect()
+    }
+
+    /// Records why `name` could not be loaded, for the log, the event log and status.
+    fn load_failed(&self, name: String, path: Option<PathBuf>, reason: String) {
+        tracing::error!(plugin = %name, "{reason}");
+        let failure = FailedPlugin {
+            name: name.clone(),
+            path,
+            reason: reason.clone(),
+            at: SystemTime::now(),
+        };
+        lock(&self.failed).insert(name.clone(), failure);
+        self.emit(PluginEvent::LoadFailed { name, reason });
+    }
+
+    fn forget_failure(&self, name: &str) {
+        lock(&self.failed).remove(name);
     }
 
     /// Runs one tool in a fresh instance. Traps, exhausted limits and timeouts
@@ -504,7 +541,13 @@ impl PluginHost {
         match outcome {
             Ok(Ok(output)) => {
                 tracing::debug!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "plugin call done");
-                Ok(convert::output_to_mcp(plugin, tool, output))
+                let schema = version.code.output_schemas.get(tool);
+                Ok(convert::output_to_mcp(
+                    plugin,
+                    tool,
+                    output,
+                    schema.map(|s| &**s),
+                ))
             }
             Ok(Err(CallError::UnknownTool(_))) => Err(PluginCallError::UnknownTool {
                 plugin: plugin.into(),
@@ -639,6 +682,7 @@ impl PluginHost {
                 data.deadline.expired,
                 limits,
                 timeout,
+                &data.stderr_tail(),
             )),
             Err(_elapsed) => Err(limits::time_limit_message(name, timeout)),
         };
@@ -721,16 +765,13 @@ impl PluginHost {
     async fn apply(&self, control: &mut Control) {
         let desired = desired_plugins(&control.config, control.bundled);
         let current = self.slots.load_full();
+        lock(&self.failed).retain(|name, _| desired.contains_key(name));
         for (name, entry) in &control.config.plugins {
             if let (Some(path), false, false) =
                 (&entry.path, entry.disabled, desired.contains_key(name))
             {
                 let reason = format!("plugin `{name}` ({}): file not found", path.display());
-                tracing::error!(plugin = %name, "{reason}");
-                self.emit(PluginEvent::LoadFailed {
-                    name: name.clone(),
-                    reason,
-                });
+                self.load_failed(name.clone(), Some(path.clone()), reason);
             }
         }
         for name in current.keys() {
@@ -803,7 +844,10 @@ impl PluginHost {
             .await;
         match loaded {
             Ok(None) => {
-                // Same bytes as the running version.
+                // Same bytes as the running version: a refused version in between is moot.
+                if let Some(slot) = self.slots.load().get(&name) {
+                    slot.stats.set_reload_error(None);
+                }
                 if let Some(old) = existing
                     .filter(|old| !old.settings.same_as(&settings) || !old.source.same_as(&source))
                 {
@@ -831,16 +875,14 @@ impl PluginHost {
                     },
                 });
             }
-            Err(reason) => {
-                tracing::error!(plugin = %name, "{reason}");
-                if let Some(slot) = self.slots.load().get(&name) {
-                    slot.stats.failed(&reason);
+            Err(reason) => match self.slots.load().get(&name).filter(|_| existing.is_some()) {
+                Some(slot) => {
+                    tracing::error!(plugin = %name, "{reason}");
+                    slot.stats.set_reload_error(Some(reason.clone()));
+                    self.emit(PluginEvent::ReloadFailed { name, reason });
                 }
-                self.emit(match existing {
-                    Some(_) => PluginEvent::ReloadFailed { name, reason },
-                    None => PluginEvent::LoadFailed { name, reason },
-                });
-            }
+                None => self.load_failed(name, source.path().map(Path::to_path_buf), reason),
+            },
         }
     }
 
@@ -917,6 +959,7 @@ impl PluginHost {
                 digest: digest.clone(),
                 pre: pre.clone(),
                 tools: Vec::new(),
+                output_schemas: HashMap::new(),
                 big_runtime: false,
             }),
             settings.clone(),
@@ -938,19 +981,24 @@ impl PluginHost {
             .await
             .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
         let mut tools = Vec::with_capacity(infos.len());
+        let mut output_schemas = HashMap::new();
         let mut seen = BTreeSet::new();
         for info in &infos {
             let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
             if !seen.insert(info.name.clone()) {
                 return Err(format!("{what}: lists tool `{}` twice", info.name));
             }
-            tools.push(tool);
+            if let Some(schema) = tool.output_schema {
+                output_schemas.insert(info.name.clone(), schema);
+            }
+            tools.push(tool.mcp);
         }
         Ok(Some((
             Arc::new(Code {
                 digest,
                 pre,
                 tools,
+                output_schemas,
                 big_runtime,
             }),
             compile_ms,
@@ -959,9 +1007,11 @@ impl PluginHost {
 
     fn install(&self, name: &str, version: Version) {
         let version = Arc::new(version);
+        self.forget_failure(name);
         if let Some(slot) = self.slots.load().get(name) {
             // Calls in flight keep the old version; its spare instances go now.
             slot.current.swap(version).pool.clear();
+            slot.stats.set_reload_error(None);
             return;
         }
         self.slots.rcu(|slots| {
@@ -978,6 +1028,7 @@ impl PluginHost {
     }
 
     fn unload(&self, name: &str) {
+        self.forget_failure(name);
         let mut removed = None;
         self.slots.rcu(|slots| {
             let mut slots = BTreeMap::clone(slots);
@@ -1086,6 +1137,7 @@ impl PluginHost {
                 if existing.is_some_and(|v| v.source.path() == Some(path)) {
                     self.unload(&name);
                 }
+                self.forget_failure(&name);
             }
         }
         drop(control);
@@ -1151,6 +1203,20 @@ fn desired_plugins(
     out
 }
 
+/// The namespace of a plugin found in the plugin folder: its file name may hold what
+/// clients refuse in a tool name (spaces, dots, non-ASCII), which becomes `_`.
+fn default_namespace(name: &str) -> String {
+    let namespace = crate::config::namespace_for(name);
+    if namespace != name {
+        tracing::warn!(
+            plugin = %name,
+            "plugin `{name}`: its file name is not a valid namespace, so its tools are prefixed \
+             \"{namespace}\"; rename the file or give it a [plugins] table with a namespace"
+        );
+    }
+    namespace
+}
+
 /// The plugin name of a file in the plugin directory: its stem, for `*.wasm`.
 fn dir_plugin_name(path: &Path) -> Option<String> {
     if path.extension()? != "wasm" {
@@ -1195,6 +1261,15 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// A lock whose holder panicked still guards plain data: go on with it.
+fn lock<T>(mutex: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read<T: Clone>(mutex: &StdMutex<T>) -> T {
+    lock(mutex).clone()
 }
 
 fn ms(since: Instant) -> u64 {

@@ -14,6 +14,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
 
 use super::bindings::Plugin;
+use super::lock;
 use super::sandbox::StoreState;
 
 /// Ready instances kept per plugin version: enough for a burst of calls to start at
@@ -74,17 +75,16 @@ impl ReadyPool {
     }
 
     pub fn take(&self) -> Option<Ready> {
-        self.ready.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        lock(&self.ready).pop()
     }
 
     pub fn missing(&self) -> usize {
-        self.size
-            .saturating_sub(self.ready.lock().unwrap_or_else(|e| e.into_inner()).len())
+        self.size.saturating_sub(lock(&self.ready).len())
     }
 
     /// Leaves a used store for the refill task; drops it here when too many wait.
     pub fn throw_away(&self, used: Used) {
-        let mut waiting = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiting = lock(&self.used);
         if waiting.len() < USED_BACKLOG {
             waiting.push(used);
             return;
@@ -95,24 +95,16 @@ impl ReadyPool {
 
     /// The used stores waiting to be dropped.
     pub fn take_used(&self) -> Vec<Used> {
-        std::mem::take(&mut *self.used.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *lock(&self.used))
     }
 
     /// Whether the refill has work: a ready instance missing or a used store waiting.
     pub fn needs_refill(&self) -> bool {
-        self.missing() > 0
-            || !self
-                .used
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_empty()
+        self.missing() > 0 || !lock(&self.used).is_empty()
     }
 
     pub fn put(&self, ready: Ready) {
-        self.ready
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(ready);
+        lock(&self.ready).push(ready);
     }
 
     /// Claims the right to refill; `false` when a refill is already running.
@@ -125,7 +117,7 @@ impl ReadyPool {
     }
 
     pub fn clear(&self) {
-        self.ready.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        self.used.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        lock(&self.ready).clear();
+        lock(&self.used).clear();
     }
 }

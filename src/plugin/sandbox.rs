@@ -2,8 +2,9 @@
 //! instance (WASI context, wasi:http context and its host allow list, the
 //! `host` interface state, limits), built from the plugin's grants.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use http_body_util::BodyExt;
@@ -28,22 +29,34 @@ pub struct StoreState {
     pub host: HostCtx,
     pub memory: MemoryLimiter,
     pub deadline: Deadline,
+    /// The last lines the instance wrote to stderr: a trap's error result quotes them
+    /// (a Rust panic's message, a Python traceback's last line).
+    stderr_tail: StderrTail,
 }
+
+type StderrTail = Arc<Mutex<VecDeque<String>>>;
+
+/// Lines of stderr a trap's message quotes, at most, and characters per line.
+const TAIL_LINES: usize = 4;
+const TAIL_LINE_CHARS: usize = 300;
 
 impl StoreState {
     /// The sandbox of one instance of `plugin`, from its grants. Fails only when
     /// a granted directory cannot be opened.
     pub fn new(plugin: &Arc<str>, settings: &Arc<Settings>) -> anyhow::Result<StoreState> {
         let mut wasi = WasiCtxBuilder::new();
+        let stderr_tail = StderrTail::default();
         // No args, no stdin, no inherited environment; network off at the
         // socket level (wasi:http goes through the allow list below).
         wasi.stdout(LogStream {
             plugin: plugin.clone(),
             stream: "stdout",
+            tail: None,
         })
         .stderr(LogStream {
             plugin: plugin.clone(),
             stream: "stderr",
+            tail: Some(stderr_tail.clone()),
         })
         .allow_tcp(false)
         .allow_udp(false)
@@ -78,7 +91,14 @@ impl StoreState {
             host: HostCtx::new(plugin.clone(), settings.config.clone()),
             memory: MemoryLimiter::new(settings.limits.memory),
             deadline: Deadline::after(settings.limits.timeout),
+            stderr_tail,
         })
+    }
+
+    /// The instance's last non-empty stderr lines, joined; empty when it wrote none.
+    pub fn stderr_tail(&self) -> String {
+        let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+        Vec::from_iter(tail.iter().map(String::as_str)).join(" / ")
     }
 }
 
@@ -211,6 +231,7 @@ impl WasiHttpHooks for HostAllowList {
 struct LogStream {
     plugin: Arc<str>,
     stream: &'static str,
+    tail: Option<StderrTail>,
 }
 
 impl IsTerminal for LogStream {
@@ -224,6 +245,7 @@ impl StdoutStream for LogStream {
         Box::new(LineLogger {
             plugin: self.plugin.clone(),
             stream: self.stream,
+            tail: self.tail.clone(),
             pending: Vec::new(),
         })
     }
@@ -235,6 +257,7 @@ const MAX_LINE: usize = 8 * 1024;
 struct LineLogger {
     plugin: Arc<str>,
     stream: &'static str,
+    tail: Option<StderrTail>,
     pending: Vec<u8>,
 }
 
@@ -243,6 +266,13 @@ impl LineLogger {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
         tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
+        if let Some(tail) = self.tail.as_ref().filter(|_| !line.trim().is_empty()) {
+            let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.len() == TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line.trim().chars().take(TAIL_LINE_CHARS).collect());
+        }
     }
 
     fn flush_lines(&mut self) {

@@ -55,26 +55,7 @@ impl ToolRoute {
         let Some(validator) = validator else {
             return Ok(());
         };
-        if validator.is_valid(arguments) {
-            return Ok(());
-        }
-        let errors: Vec<String> = validator
-            .iter_errors(arguments)
-            .take(5)
-            .map(|e| {
-                let path = e.instance_path.to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{path}: {e}")
-                }
-            })
-            .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
+        crate::schema::mismatch(validator, arguments).map_or(Ok(()), Err)
     }
 }
 

@@ -153,6 +153,32 @@ fn tools_lists_names_and_json() {
 }
 
 #[test]
+fn tools_exits_1_naming_what_failed_to_start() {
+    let dir = TestDir::new("cli");
+    let broken = dir.write("broken.wasm", "not WebAssembly");
+    let text = config().example("ex", &[]).render(&dir.path)
+        + &format!(
+            "\n[plugins.broken]\npath = {:?}\n",
+            broken.to_str().unwrap()
+        );
+    let path = dir.write("gateway.toml", &text);
+    let out = run_cli(
+        &["tools", "--config", path.to_str().unwrap()],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(1);
+    assert!(out.stdout.contains("ex__echo"), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.starts_with("failed: broken: ") && l.contains("not a WebAssembly file")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn call_prints_the_result() {
     let (dir, path) = example_config();
     let out = run_cli(

@@ -103,6 +103,10 @@ fn filters_limit_trace_id_and_since() {
     assert_eq!(error["code"], -32602, "{error}");
     let error = client.call_error("get_events", json!({"limit": 0}));
     assert_eq!(error["code"], -32602, "{error}");
+    // A misspelt filter is refused, not ignored (which would return every event).
+    let error = client.call_error("get_events", json!({"type": "tool.called"}));
+    assert_eq!(error["code"], -32602, "{error}");
+    assert!(error.to_string().contains("type"), "{error}");
 }
 
 #[test]

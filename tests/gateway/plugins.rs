@@ -613,10 +613,23 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         "{message}"
     );
 
-    // A trap (a Rust panic) is an error result; the next call gets a fresh instance.
+    // A trap (a Rust panic) is an error result that quotes the panic message; the next
+    // call gets a fresh instance.
     let message = call_failed(&mut client, "faulty__trap", json!({}));
-    assert!(message.contains("faulty"), "{message}");
+    assert!(
+        message.contains("plugin `faulty` trapped")
+            && message.contains("its stderr: ")
+            && message.contains("faulty.trap: requested panic"),
+        "{message}"
+    );
     assert_eq!(text(&call_ok(&mut client, "faulty__ok", json!({}))), "ok");
+
+    // Structured output that breaks the tool's own output schema does not reach the client.
+    let message = call_failed(&mut client, "faulty__off_schema", json!({}));
+    assert!(
+        message.contains("does not match its output schema: /len: "),
+        "{message}"
+    );
 
     assert_eq!(client.result("ping", json!({})), json!({}));
     assert_eq!(
@@ -891,11 +904,18 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         .file("wrongworld.wasm", fixture("wrongworld"))
         // A core module (the empty one): WebAssembly, but not a component.
         .file("core.wasm", b"\0asm\x01\0\0\0".to_vec())
+        // A component whose `ok` tool takes a string: no MCP client could call it.
+        .file("strict.wasm", fixture("faulty"))
+        .plugins("[plugins.strict]\nconfig = { string_schema = \"true\" }")
+        // Served, under a namespace clients accept.
+        .file("my plugin.v2.wasm", fixture("minimal"))
         .start();
     assert!(has(&names, "echo__echo"), "{names:?}");
+    assert!(has(&names, "my_plugin_v2__echo"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("not-a-component__")
         || n.starts_with("wrongworld__")
-        || n.starts_with("core__")));
+        || n.starts_with("core__")
+        || n.starts_with("strict__")));
     assert_eq!(
         text(&call_ok(
             &mut client,
@@ -909,6 +929,10 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         ("not-a-component", "not a WebAssembly file"),
         ("wrongworld", "wasmgate:plugin"),
         ("core", "core WebAssembly module"),
+        (
+            "strict",
+            r#"tool `ok`: input-schema must have "type": "object""#,
+        ),
     ] {
         let event = wait_event(&mut client, "plugin.load_failed", name);
         assert_eq!(event["status"], "failure", "{event}");
@@ -921,13 +945,27 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         );
         assert!(error.contains(reason), "{name}: {error}");
     }
+    // Status shows them failed, with the reason, serving nothing.
     let status = client.status();
-    for name in ["not-a-component", "wrongworld", "core"] {
+    for name in ["not-a-component", "wrongworld", "core", "strict"] {
+        let backend = &status["backends"][name];
+        assert_eq!(backend["status"], "failed", "{name}: {status}");
+        assert_eq!(backend["tool_count"], 0, "{name}: {backend}");
         assert!(
-            status["backends"].get(name).is_none(),
-            "{name} is served: {status}"
+            backend["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("{name}.wasm"))),
+            "{name}: {backend}"
         );
     }
+    // One that is removed is no longer reported.
+    std::fs::remove_file(plugin_dir(&client).join("core.wasm")).expect("delete core.wasm");
+    eventually(TIMEOUT, "core to leave the status", || {
+        client.status()["backends"]
+            .get("core")
+            .is_none()
+            .then_some(())
+    });
     assert_eq!(client.result("ping", json!({})), json!({}));
 }
 
@@ -991,6 +1029,25 @@ fn hot_reload_adds_replaces_keeps_and_removes_a_plugin() {
     );
     assert_eq!(text(&result).trim(), "true");
     assert!(has(&client.tool_names(), "x__query"));
+    let status = backend(&mut client, "x");
+    assert_eq!(status["status"], "ready", "{status}");
+    assert!(
+        status["reload_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not a WebAssembly file")),
+        "{status}"
+    );
+    assert_eq!(
+        status["failures"], 0,
+        "a refused version is no failed call: {status}"
+    );
+    // The serving version written back: the refusal no longer applies.
+    replace_atomically(&x, &shipped("json"));
+    eventually(TIMEOUT, "the reload error to clear", || {
+        backend(&mut client, "x")["reload_error"]
+            .is_null()
+            .then_some(())
+    });
 
     // Deleted: unloaded, its tools gone.
     client.drain_notifications(LIST_CHANGED);
@@ -1241,6 +1298,21 @@ fn without_a_config_the_bundled_plugins_are_served() {
         text(&result),
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
+    // Base64 both ways; URL-safe Base64 usually comes without its padding.
+    let encoded = call_ok(
+        &mut client,
+        "hash__base64_encode",
+        json!({"text": "ab?>", "url_safe": true}),
+    );
+    assert_eq!(text(&encoded), "YWI_Pg==");
+    for data in ["YWI_Pg==", "YWI_Pg"] {
+        let decoded = call_ok(
+            &mut client,
+            "hash__base64_decode",
+            json!({"data": data, "url_safe": true}),
+        );
+        assert_eq!(text(&decoded), "ab?>", "{data}");
+    }
     assert_eq!(
         backend(&mut client, "hash")["path"],
         Value::Null,

@@ -1,7 +1,9 @@
 //! `hash`: digests and encodings, pure compute with no grants.
 
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+use base64::alphabet;
+use base64::engine::DecodePaddingMode;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD, URL_SAFE};
 use plugin_kit::{
     CallResult, Guest, ToolInfo, ToolInfoExt, args, failed, text, text_and_structured, tool,
     unknown_tool,
@@ -61,7 +63,8 @@ impl Guest for Hash {
             .pure(),
             tool(
                 "base64_decode",
-                "Decodes padded Base64 `data` into UTF-8 text; fails if the bytes are not UTF-8.",
+                "Decodes Base64 `data`, padded or not, into UTF-8 text; fails if the bytes are \
+                 not UTF-8.",
                 json!({"data": base64, "url_safe": url_safe}),
                 &["data"],
             )
@@ -91,7 +94,12 @@ impl Guest for Hash {
             }
             "base64_decode" => {
                 let a: DecodeArgs = args(&arguments)?;
-                let bytes = engine(a.url_safe)
+                let decoder = if a.url_safe {
+                    &URL_SAFE_DECODER
+                } else {
+                    &STANDARD_DECODER
+                };
+                let bytes = decoder
                     .decode(a.data.trim())
                     .map_err(|e| failed(format!("not Base64: {e}")))?;
                 let len = bytes.len();
@@ -119,9 +127,16 @@ fn digest_schema() -> serde_json::Value {
     })
 }
 
-fn engine(url_safe: bool) -> &'static base64::engine::GeneralPurpose {
+fn engine(url_safe: bool) -> &'static GeneralPurpose {
     if url_safe { &URL_SAFE } else { &STANDARD }
 }
+
+/// Decoders that take Base64 with or without its `=` padding: URL-safe Base64 (JWTs,
+/// URLs) usually comes without it.
+const ANY_PADDING: GeneralPurposeConfig =
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+const STANDARD_DECODER: GeneralPurpose = GeneralPurpose::new(&alphabet::STANDARD, ANY_PADDING);
+const URL_SAFE_DECODER: GeneralPurpose = GeneralPurpose::new(&alphabet::URL_SAFE, ANY_PADDING);
 
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;

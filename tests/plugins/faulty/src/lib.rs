@@ -3,9 +3,12 @@
 //! (every call runs in a fresh instance, so a trap leaves nothing behind).
 //!
 //! With config `spin_in_list_tools = "true"`, `list-tools` itself never
-//! returns: the host must refuse to load such a version.
+//! returns; with `string_schema = "true"`, `ok` takes a string, not an object:
+//! the host must refuse to load either version.
 
-use plugin_kit::{CallResult, Guest, ToolInfo, host, text, tool, unknown_tool};
+use plugin_kit::{
+    CallResult, Guest, ToolInfo, ToolInfoExt, host, structured, text, tool, unknown_tool,
+};
 use serde_json::json;
 use std::hint::black_box;
 
@@ -37,7 +40,18 @@ impl Guest for Faulty {
                 none.clone(),
                 &[],
             ),
-            tool("ok", "Returns \"ok\".", none, &[]),
+            tool(
+                "off_schema",
+                "Returns structured output that breaks its own output schema.",
+                none.clone(),
+                &[],
+            )
+            .output_schema(json!({
+                "type": "object",
+                "properties": {"len": {"type": "integer"}},
+                "required": ["len"],
+            })),
+            ok(none),
         ]
     }
 
@@ -46,10 +60,19 @@ impl Guest for Faulty {
             "spin" => spin(),
             "hog" => hog(),
             "trap" => panic!("faulty.trap: requested panic"),
+            "off_schema" => structured(&json!({"len": "nope"})),
             "ok" => Ok(text("ok")),
             _ => Err(unknown_tool(&name)),
         }
     }
+}
+
+fn ok(arguments: serde_json::Value) -> ToolInfo {
+    let mut ok = tool("ok", "Returns \"ok\".", arguments, &[]);
+    if host::config("string_schema").as_deref() == Some("true") {
+        ok.input_schema = json!({"type": "string"}).to_string();
+    }
+    ok
 }
 
 fn spin() -> ! {

@@ -96,7 +96,7 @@ impl Gateway {
             }
             "completion/complete" => self.complete(context, params.unwrap_or_default()).await,
             "logging/setLevel" => self
-                .set_level(params.unwrap_or_default())
+                .set_level(context, params.unwrap_or_default())
                 .await
                 .map(Reply::from),
             _ => Err(RpcError::new(
@@ -243,6 +243,7 @@ impl Gateway {
         let ctx = crate::plugin::CallContext {
             timeout,
             progress,
+            log: plugin_log_sink(context, plugin),
             trace_id: context.trace_id.clone(),
         };
         host.call(plugin, tool, arguments, ctx)
@@ -399,7 +400,7 @@ impl Gateway {
     }
 
     /// Forwarded to every ready server that logs; the gateway's own log level is not changed.
-    async fn set_level(&self, params: Value) -> Result<Value, RpcError> {
+    async fn set_level(&self, context: &RequestContext, params: Value) -> Result<Value, RpcError> {
         const LEVELS: &[&str] = &[
             "debug",
             "info",
@@ -414,12 +415,14 @@ impl Gateway {
             .get("level")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if !LEVELS.contains(&level) {
+        let Some(rank) = LEVELS.iter().position(|l| *l == level) else {
             return Err(RpcError::invalid_params(format!(
                 "Unknown log level `{level}`; one of {}",
                 LEVELS.join(", ")
             )));
-        }
+        };
+        // Plugins log to the session that set a level (see `plugin_log_sink`).
+        context.session.set_log_level(rank as u8);
         let mut forwards = Vec::new();
         for backend in self
             .process_backends()
@@ -446,6 +449,27 @@ impl Gateway {
 }
 
 /// The client's progress token (`_meta.progressToken`), unless absent or null.
+/// A plugin's `host.log` lines, as `notifications/message` to the calling session once its
+/// client has asked for messages with `logging/setLevel` (at that level or above).
+fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plugin::LogSink> {
+    context.session.log_level()?;
+    let session = Arc::downgrade(&context.session);
+    let logger = plugin.to_string();
+    Some(Arc::new(
+        move |level: &'static str, rank: u8, message: &str| {
+            let Some(session) = session.upgrade() else {
+                return;
+            };
+            if session.log_level().is_some_and(|min| rank >= min) {
+                session.notify(
+                    "notifications/message",
+                    Some(json!({"level": level, "logger": logger, "data": message})),
+                );
+            }
+        },
+    ))
+}
+
 fn progress_token(params: &Value) -> Option<&Value> {
     params
         .get("_meta")

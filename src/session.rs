@@ -3,7 +3,7 @@
 //! to the client. Per-request state lives in `RequestContext`, apart from the session's.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -46,7 +46,12 @@ pub struct Session {
     next_request_id: AtomicU64,
     /// Woken whenever a request in flight ends, for the drain after the client left.
     request_ended: tokio::sync::Notify,
+    /// The client's `logging/setLevel`, as a rank from debug (0) to emergency (7);
+    /// `NO_LOG_LEVEL` until it sets one.
+    log_level: AtomicU8,
 }
+
+const NO_LOG_LEVEL: u8 = u8::MAX;
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -62,6 +67,7 @@ impl Session {
             forwarded: Mutex::new(HashMap::new()),
             next_request_id: AtomicU64::new(1),
             request_ended: tokio::sync::Notify::new(),
+            log_level: AtomicU8::new(NO_LOG_LEVEL),
         });
         session.gateway.register_session(&session);
         session
@@ -80,6 +86,15 @@ impl Session {
         if self.client.lock().unwrap().initialized {
             self.send(protocol::notification(method, params));
         }
+    }
+
+    pub fn set_log_level(&self, rank: u8) {
+        self.log_level.store(rank, Ordering::Relaxed);
+    }
+
+    /// The rank of the client's `logging/setLevel`, if it set one.
+    pub fn log_level(&self) -> Option<u8> {
+        Some(self.log_level.load(Ordering::Relaxed)).filter(|&r| r != NO_LOG_LEVEL)
     }
 
     pub fn client_has(&self, capability: &str) -> bool {

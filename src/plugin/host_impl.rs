@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use wasmtime::component::HasData;
 
-use super::ProgressSink;
 use super::bindings::Level;
 use super::bindings::wasmgate::plugin::host;
+use super::{LogSink, ProgressSink};
 
 /// Per-instance state behind the `host` interface.
 pub struct HostCtx {
@@ -16,7 +16,15 @@ pub struct HostCtx {
     config: Arc<BTreeMap<String, String>>,
     /// Filled at call time, so that an instance made ahead of its call still
     /// reports to the right client.
+    pub sinks: Sinks,
+}
+
+/// Where a call's reports go besides the gateway's log: its client's progress token,
+/// and its session when the client asked for log messages.
+#[derive(Default)]
+pub struct Sinks {
     pub progress: Option<ProgressSink>,
+    pub log: Option<LogSink>,
 }
 
 impl HostCtx {
@@ -24,7 +32,7 @@ impl HostCtx {
         HostCtx {
             plugin,
             config,
-            progress: None,
+            sinks: Sinks::default(),
         }
     }
 }
@@ -48,16 +56,31 @@ impl host::Host for HostCtx {
     fn log(&mut self, level: Level, message: String) {
         let plugin = &*self.plugin;
         let message = clip(message);
-        match level {
-            Level::Debug => tracing::debug!(target: "wasmgate::plugin::log", plugin, "{message}"),
-            Level::Info => tracing::info!(target: "wasmgate::plugin::log", plugin, "{message}"),
-            Level::Warning => tracing::warn!(target: "wasmgate::plugin::log", plugin, "{message}"),
-            Level::Error => tracing::error!(target: "wasmgate::plugin::log", plugin, "{message}"),
+        let (mcp_level, rank) = match level {
+            Level::Debug => {
+                tracing::debug!(target: "wasmgate::plugin::log", plugin, "{message}");
+                ("debug", 0)
+            }
+            Level::Info => {
+                tracing::info!(target: "wasmgate::plugin::log", plugin, "{message}");
+                ("info", 1)
+            }
+            Level::Warning => {
+                tracing::warn!(target: "wasmgate::plugin::log", plugin, "{message}");
+                ("warning", 3)
+            }
+            Level::Error => {
+                tracing::error!(target: "wasmgate::plugin::log", plugin, "{message}");
+                ("error", 4)
+            }
+        };
+        if let Some(sink) = &self.sinks.log {
+            sink(mcp_level, rank, &message);
         }
     }
 
     fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
-        if let Some(sink) = &self.progress {
+        if let Some(sink) = &self.sinks.progress {
             sink(progress, total, message.map(clip));
         }
     }

@@ -39,6 +39,9 @@ use bindings::{CallError, PluginPre};
 use cache::Cache;
 use sandbox::StoreState;
 
+/// Receives a call's `host.log` lines: `(MCP level, its rank from debug = 0, message)`.
+pub type LogSink = Arc<dyn Fn(&'static str, u8, &str) + Send + Sync>;
+
 /// Receives a call's progress reports: `(progress, total, message)`.
 pub type ProgressSink = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
 
@@ -81,6 +84,7 @@ pub struct CallContext {
     /// The gateway's timeout for this call; the plugin's own limit bounds it too.
     pub timeout: Duration,
     pub progress: Option<ProgressSink>,
+    pub log: Option<LogSink>,
     pub trace_id: String,
 }
 
@@ -521,7 +525,10 @@ impl PluginHost {
             .run(
                 version.clone(),
                 timeout,
-                ctx.progress,
+                host_impl::Sinks {
+                    progress: ctx.progress,
+                    log: ctx.log,
+                },
                 ready,
                 inline,
                 |store, plugin| {
@@ -590,7 +597,7 @@ impl PluginHost {
         &self,
         version: Arc<Version>,
         timeout: Duration,
-        progress: Option<ProgressSink>,
+        sinks: host_impl::Sinks,
         ready: Option<pool::Ready>,
         inline: bool,
         f: impl for<'a> FnOnce(
@@ -607,7 +614,7 @@ impl PluginHost {
             .ok_or("the plugin host is shutting down")?;
         let started_on = inline.then(|| version.clone());
         let mut task =
-            Box::pin(async move { host.run_here(&version, timeout, progress, ready, f).await });
+            Box::pin(async move { host.run_here(&version, timeout, sinks, ready, f).await });
         if let Some(version) = started_on {
             let polled_at = Instant::now();
             let first = std::future::poll_fn(|cx| {
@@ -635,7 +642,7 @@ impl PluginHost {
         &self,
         version: &Version,
         timeout: Duration,
-        progress: Option<ProgressSink>,
+        sinks: host_impl::Sinks,
         ready: Option<pool::Ready>,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
@@ -660,7 +667,7 @@ impl PluginHost {
         };
         limits::arm(&mut store, timeout, self.fuel_enabled, limits.fuel)
             .map_err(|e| limits::chain(&e))?;
-        store.data_mut().host.progress = progress;
+        store.data_mut().host.sinks = sinks;
         let pre = version.code.pre.clone();
         let busy = self.ticker.busy();
         let result = tokio::time::timeout(timeout + TIMEOUT_GRACE, async {
@@ -969,7 +976,7 @@ impl PluginHost {
             .run(
                 Arc::new(probe),
                 timeout,
-                None,
+                host_impl::Sinks::default(),
                 None,
                 false,
                 |store, plugin| {

@@ -120,6 +120,7 @@ fn ctx() -> CallContext {
     CallContext {
         timeout: Duration::from_secs(30),
         progress: None,
+        log: None,
         trace_id: "test".into(),
     }
 }

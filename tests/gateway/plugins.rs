@@ -551,6 +551,31 @@ fn plugin_progress_reaches_the_client_with_its_own_token() {
     );
 }
 
+#[test]
+fn plugin_log_lines_reach_a_client_that_set_a_level() {
+    let (mut client, _) = setup().file("echo.wasm", fixture("echo")).start();
+    let log = json!({"message": "from the plugin"});
+    // Before logging/setLevel: the gateway's log only.
+    call_ok(&mut client, "echo__log", log.clone());
+    client.result("ping", json!({}));
+    assert!(
+        client
+            .drain_notifications("notifications/message")
+            .is_empty()
+    );
+    // At warning: the warning and error lines, each named after the plugin.
+    client.result("logging/setLevel", json!({"level": "warning"}));
+    call_ok(&mut client, "echo__log", log);
+    client.result("ping", json!({}));
+    let messages = client.drain_notifications("notifications/message");
+    let levels: Vec<&Value> = messages.iter().map(|m| &m["params"]["level"]).collect();
+    assert_eq!(levels, [&json!("warning"), &json!("error")], "{messages:?}");
+    for message in &messages {
+        assert_eq!(message["params"]["logger"], "echo", "{message}");
+        assert_eq!(message["params"]["data"], "from the plugin", "{message}");
+    }
+}
+
 // ---- 3. limits ----
 
 #[test]

@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::backend::BackendState;
 use crate::gateway::Gateway;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
@@ -84,17 +85,27 @@ pub fn status(gateway: &Gateway) -> Value {
     let mut backends = serde_json::Map::new();
     for backend in gateway.process_backends() {
         let discovered = backend.discovered();
-        let server = &backend.config;
+        let server = backend.config();
+        let state = backend.state();
+        // What the catalog lists of it: a failed server's items were removed from it, though
+        // its last lists are kept (with its protocol version and info) for diagnosis.
+        let listed = |count: usize| {
+            if state == BackendState::Failed {
+                0
+            } else {
+                count
+            }
+        };
         backends.insert(
             server.name.clone(),
             json!({
                 "kind": "process",
-                "status": backend.state().as_str(),
+                "status": state.as_str(),
                 "namespace": server.namespace,
-                "tool_count": discovered.tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| server.tool_filter.allows(n))).count(),
-                "resource_count": discovered.resources.len(),
-                "resource_template_count": discovered.resource_templates.len(),
-                "prompt_count": discovered.prompts.len(),
+                "tool_count": listed(discovered.tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| server.tool_filter.allows(n))).count()),
+                "resource_count": listed(discovered.resources.len()),
+                "resource_template_count": listed(discovered.resource_templates.len()),
+                "prompt_count": listed(discovered.prompts.len()),
                 "restarts": backend.restarts(),
                 "last_error": backend.last_error(),
                 "pid": backend.pid(),

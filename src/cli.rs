@@ -67,6 +67,12 @@ pub fn run(cli: Cli) -> ExitCode {
         }
     };
     if let Command::Check = command {
+        if let Some(path) = &cli.config
+            && let Err(err) = config::check_commands(&config, path, &config::process_env)
+        {
+            eprintln!("{err}");
+            return ExitCode::from(1);
+        }
         print!("{}", config.summary());
         println!("config OK");
         return ExitCode::SUCCESS;

@@ -1,6 +1,8 @@
 //! Gateway configuration: the validated model (`model`), the file schemas (`raw`),
-//! and loading with errors that name the file, the line and the fix.
+//! loading with errors that name the file, the line and the fix, and what only
+//! `wasmgate check` verifies (`commands`).
 
+mod commands;
 mod error;
 mod load;
 mod model;
@@ -8,6 +10,7 @@ mod raw;
 mod summary;
 mod validate;
 
+pub use commands::check_commands;
 pub use error::{ConfigError, Diagnostic};
 pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_env, process_env};
 pub use model::*;

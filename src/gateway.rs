@@ -162,6 +162,7 @@ impl Gateway {
         let config = self.config.load();
         let backends = self.process_backends();
         let discovered: Vec<_> = backends.iter().map(|b| b.discovered()).collect();
+        let server_configs: Vec<_> = backends.iter().map(|b| b.config()).collect();
         let timeouts: Vec<_> = backends
             .iter()
             .map(|b| {
@@ -173,12 +174,13 @@ impl Gateway {
             .iter()
             .zip(&discovered)
             .zip(&timeouts)
-            .filter(|((b, _), _)| b.state() != BackendState::Failed)
-            .map(|((b, d), t)| Source {
+            .zip(&server_configs)
+            .filter(|(((b, _), _), _)| b.state() != BackendState::Failed)
+            .map(|(((b, d), t), c)| Source {
                 target: Target::Process(b.clone()),
-                namespace: &b.config.namespace,
+                namespace: &c.namespace,
                 discovered: d,
-                filter: &b.config.tool_filter,
+                filter: &c.tool_filter,
                 timeout_for: t,
             })
             .collect();
@@ -302,19 +304,26 @@ impl Gateway {
         empty
     }
 
-    /// Applies a new configuration: servers added, removed or changed are started,
-    /// stopped or restarted; the others are untouched.
+    /// Applies a new configuration: servers added, removed or with a changed process
+    /// (command, args, env, cwd) are started, stopped or restarted; the others keep running
+    /// and take their new filters, timeouts and namespace at once.
     pub async fn reconfigure(self: &Arc<Self>, next: Config) {
         let previous = self.config.load_full();
         self.config.store(Arc::new(next.clone()));
         let mut stopped = Vec::new();
         for (name, old) in &previous.servers {
-            let keep = next
+            let kept = next
                 .servers
                 .get(name)
-                .is_some_and(|new| !new.disabled && crate::reload::same_server(old, new));
-            if !keep && let Some(backend) = self.backends.lock().unwrap().remove(name) {
-                stopped.push(backend);
+                .filter(|new| !new.disabled && crate::reload::same_process(old, new));
+            let mut backends = self.backends.lock().unwrap();
+            match kept {
+                Some(new) => {
+                    if let Some(backend) = backends.get(name) {
+                        backend.update_config(new.clone());
+                    }
+                }
+                None => stopped.extend(backends.remove(name)),
             }
         }
         for backend in &stopped {

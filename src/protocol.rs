@@ -95,7 +95,8 @@ pub enum Message {
 /// What one line of input holds.
 #[derive(Debug)]
 pub enum Incoming {
-    Single(Result<Message, RpcError>),
+    /// An invalid message comes with its id when that could be read, else null.
+    Single(Result<Message, (Value, RpcError)>),
     /// A batch (2025-03-26): each element parsed on its own.
     Batch(Vec<Result<Message, (Value, RpcError)>>),
 }
@@ -114,20 +115,21 @@ pub fn parse_line(line: &str) -> Result<Incoming, Value> {
             &RpcError::new(INVALID_REQUEST, "Invalid Request: empty batch"),
         )),
         Value::Array(items) => Ok(Incoming::Batch(
-            items
-                .into_iter()
-                .map(|item| {
-                    let id = item
-                        .get("id")
-                        .cloned()
-                        .filter(valid_id)
-                        .unwrap_or(Value::Null);
-                    parse_message(item).map_err(|err| (id, err))
-                })
-                .collect(),
+            items.into_iter().map(parse_with_id).collect(),
         )),
-        single => Ok(Incoming::Single(parse_message(single))),
+        single => Ok(Incoming::Single(parse_with_id(single))),
     }
+}
+
+/// `parse_message`, with the id for an error answer: JSON-RPC 2.0 answers with null only
+/// when the id cannot be read, so a client can match the error to its request.
+fn parse_with_id(value: Value) -> Result<Message, (Value, RpcError)> {
+    let id = value
+        .get("id")
+        .cloned()
+        .filter(valid_id)
+        .unwrap_or(Value::Null);
+    parse_message(value).map_err(|err| (id, err))
 }
 
 fn valid_id(id: &Value) -> bool {
@@ -159,15 +161,28 @@ pub fn parse_message(value: Value) -> Result<Message, RpcError> {
         ));
     }
     let params = obj.remove("params");
-    if let Some(p) = &params
-        && !p.is_object()
-    {
-        return Err(RpcError::new(
-            INVALID_REQUEST,
-            "Invalid Request: params must be an object",
-        ));
+    match &params {
+        None | Some(Value::Object(_)) => {}
+        // By-position params are valid JSON-RPC, but every MCP method takes named ones.
+        Some(Value::Array(_)) => {
+            return Err(RpcError::invalid_params(
+                "Invalid params: params must be an object, not an array",
+            ));
+        }
+        // JSON-RPC allows only an object or an array: the request itself is malformed.
+        Some(_) => {
+            return Err(RpcError::new(
+                INVALID_REQUEST,
+                "Invalid Request: params must be an object",
+            ));
+        }
     }
     match obj.remove("method") {
+        // MCP (basic protocol): a request id MUST NOT be null; such a request is not run.
+        Some(Value::String(_)) if id.as_ref().is_some_and(Value::is_null) => Err(RpcError::new(
+            INVALID_REQUEST,
+            "Invalid Request: id must not be null (write a string or a number, or leave it out for a notification)",
+        )),
         Some(Value::String(method)) => Ok(match id {
             Some(id) => Message::Request { id, method, params },
             None => Message::Notification { method, params },
@@ -340,11 +355,23 @@ pub fn negotiate_version(requested: Option<&str>) -> &'static str {
         .unwrap_or(LATEST_VERSION)
 }
 
+/// The first version without JSON-RPC batching (added in 2025-03-26, removed again here).
+const BATCHING_REMOVED: &str = "2025-06-18";
+
+/// Whether a session at `version` may send batches. Versions are dates, so they order as text.
+pub fn batching_allowed(version: &str) -> bool {
+    version < BATCHING_REMOVED
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn single(line: &str) -> Result<Message, RpcError> {
+        single_with_id(line).map_err(|(_, err)| err)
+    }
+
+    fn single_with_id(line: &str) -> Result<Message, (Value, RpcError)> {
         match parse_line(line).expect("parses") {
             Incoming::Single(m) => m,
             Incoming::Batch(_) => panic!("not a batch"),
@@ -405,6 +432,46 @@ mod tests {
     }
 
     #[test]
+    fn errors_carry_the_id_when_it_can_be_read() {
+        for (line, id, code) in [
+            (r#"{"id":8,"method":"ping"}"#, json!(8), INVALID_REQUEST),
+            (
+                r#"{"jsonrpc":"2.0","id":"a","method":"ping","params":"x"}"#,
+                json!("a"),
+                INVALID_REQUEST,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"method":"ping","params":[1]}"#,
+                json!(2),
+                INVALID_PARAMS,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":5}"#,
+                json!(3),
+                INVALID_REQUEST,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+                Value::Null,
+                INVALID_REQUEST,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+                Value::Null,
+                INVALID_REQUEST,
+            ),
+        ] {
+            let (got_id, err) = single_with_id(line).unwrap_err();
+            assert_eq!((got_id, err.code), (id, code), "{line}");
+        }
+        // A response to an unparseable request carries id null: that stays readable.
+        assert!(matches!(
+            single(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m"}}"#),
+            Ok(Message::Response { .. })
+        ));
+    }
+
+    #[test]
     fn batch_elements_parse_independently() {
         let Incoming::Batch(items) =
             parse_line(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"id":2}]"#).unwrap()
@@ -460,6 +527,14 @@ mod tests {
             assert!(RawEnvelope::fast_response(line).is_none(), "{line}");
         }
         assert!(!Reply::Built(json!({"content": []})).is_error_result());
+    }
+
+    #[test]
+    fn batching_ends_with_2025_06_18() {
+        assert!(batching_allowed("2024-11-05"));
+        assert!(batching_allowed("2025-03-26"));
+        assert!(!batching_allowed("2025-06-18"));
+        assert!(!batching_allowed(LATEST_VERSION));
     }
 
     #[test]

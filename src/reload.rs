@@ -17,17 +17,11 @@ use crate::telemetry::events::Status;
 /// Quiet time after the last file event before the config is read.
 const DEBOUNCE: Duration = Duration::from_millis(150);
 
-/// True when a running server can be kept as it is under the new config.
-pub fn same_server(old: &ServerConfig, new: &ServerConfig) -> bool {
-    old.command == new.command
-        && old.args == new.args
-        && old.env == new.env
-        && old.cwd == new.cwd
-        && old.namespace == new.namespace
-        && old.timeout == new.timeout
-        && old.tool_timeouts == new.tool_timeouts
-        && old.tool_filter.same_as(&new.tool_filter)
-        && old.disabled == new.disabled
+/// True when a running server's process can serve the new entry: what starts the process
+/// is unchanged. Everything else (tool filters, timeouts, namespace) is applied to it live,
+/// so that editing a filter does not kill the calls in flight.
+pub fn same_process(old: &ServerConfig, new: &ServerConfig) -> bool {
+    old.command == new.command && old.args == new.args && old.env == new.env && old.cwd == new.cwd
 }
 
 /// Watches `path` until the returned watcher is dropped.

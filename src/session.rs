@@ -129,15 +129,33 @@ impl Session {
         }
         match protocol::parse_line(line) {
             Err(answer) => self.send(answer),
-            Ok(Incoming::Single(Err(error))) => {
-                self.send(protocol::error_response(Value::Null, &error))
+            Ok(Incoming::Single(Err((id, error)))) => {
+                self.send(protocol::error_response(id, &error))
             }
             Ok(Incoming::Single(Ok(message))) => self.handle_message(message),
-            Ok(Incoming::Batch(items)) => {
-                let session = self.clone();
-                tokio::spawn(async move { session.handle_batch(items).await });
-            }
+            Ok(Incoming::Batch(items)) => match self.batch_refused() {
+                Some(error) => self.send(protocol::error_response(Value::Null, &error)),
+                None => {
+                    let session = self.clone();
+                    tokio::spawn(async move { session.handle_batch(items).await });
+                }
+            },
         }
+    }
+
+    /// Batches are refused whole in a session at a version without them: one error, id null,
+    /// since no single request of the batch is answered.
+    fn batch_refused(&self) -> Option<RpcError> {
+        let client = self.client.lock().unwrap();
+        (client.initialized && !protocol::batching_allowed(&client.protocol_version)).then(|| {
+            RpcError::new(
+                protocol::INVALID_REQUEST,
+                format!(
+                    "Invalid Request: JSON-RPC batching was removed in MCP 2025-06-18 and this session uses {}; send each message on its own line",
+                    client.protocol_version
+                ),
+            )
+        })
     }
 
     fn handle_message(self: &Arc<Self>, message: Message) {
@@ -177,12 +195,15 @@ impl Session {
         for item in items {
             match item {
                 Err((id, error)) => answers.push(protocol::error_response(id, &error).to_string()),
+                Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                    let error = RpcError::new(
+                        protocol::INVALID_REQUEST,
+                        "Invalid Request: initialize must not be part of a batch (MCP 2025-03-26); send it on its own",
+                    );
+                    answers.push(protocol::response_line(&id, Err(error)));
+                }
                 Ok(Message::Request { id, method, params }) => {
-                    let answer = if method == "initialize" {
-                        self.initialize(params).map(Reply::from)
-                    } else {
-                        self.request(&method, params).await
-                    };
+                    let answer = self.request(&method, params).await;
                     answers.push(protocol::response_line(&id, answer));
                 }
                 Ok(other) => self.handle_message(other),
@@ -194,24 +215,26 @@ impl Session {
     }
 
     fn initialize(&self, params: Option<Value>) -> Result<Value, RpcError> {
-        let params = params.unwrap_or_default();
-        let requested = params.get("protocolVersion").and_then(Value::as_str);
-        let version = protocol::negotiate_version(requested);
+        let (requested, capabilities, info) = initialize_params(params.as_ref())?;
+        let version = protocol::negotiate_version(Some(requested));
         {
             let mut client = self.client.lock().unwrap();
+            // Renegotiating mid-session would change the rules under requests in flight.
+            if client.initialized {
+                return Err(RpcError::new(
+                    protocol::INVALID_REQUEST,
+                    format!(
+                        "Invalid Request: already initialized (protocol version {}); initialize is sent once per session",
+                        client.protocol_version
+                    ),
+                ));
+            }
             client.initialized = true;
             client.protocol_version = version.to_string();
-            client.capabilities = params
-                .get("capabilities")
-                .cloned()
-                .unwrap_or_else(|| json!({}));
-            client.info = params.get("clientInfo").cloned().unwrap_or(Value::Null);
+            client.capabilities = capabilities.clone();
+            client.info = info.clone();
         }
-        let client = params
-            .get("clientInfo")
-            .map(|info| info.to_string())
-            .unwrap_or_default();
-        tracing::info!(session = self.id, client = %client, version, "client initialized");
+        tracing::info!(session = self.id, client = %info, version, "client initialized");
         Ok(self.gateway.initialize_result(version))
     }
 
@@ -311,4 +334,33 @@ impl Session {
             ));
         }
     }
+}
+
+/// The `initialize` params the schema requires: `protocolVersion` (a string),
+/// `capabilities` (an object) and `clientInfo` (an object with string `name` and `version`).
+/// Not lenient about their absence: the official TypeScript and Python SDK servers refuse
+/// such an `initialize` too, so clients in the field send them. Lenient where the
+/// specification is: a version the gateway does not speak is negotiated, not refused, and
+/// fields it does not know (in the capabilities too) are accepted.
+fn initialize_params(params: Option<&Value>) -> Result<(&str, &Value, &Value), RpcError> {
+    let invalid =
+        |problem: &str| RpcError::invalid_params(format!("Invalid params: initialize: {problem}"));
+    let params = params.ok_or_else(|| {
+        invalid("params are required: {\"protocolVersion\", \"capabilities\", \"clientInfo\"}")
+    })?;
+    let version = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            invalid("protocolVersion is required and must be a string, e.g. \"2025-06-18\"")
+        })?;
+    let capabilities = params
+        .get("capabilities")
+        .filter(|c| c.is_object())
+        .ok_or_else(|| invalid("capabilities is required and must be an object ({} for none)"))?;
+    let info = params
+        .get("clientInfo")
+        .filter(|i| ["name", "version"].iter().all(|key| i[key].is_string()))
+        .ok_or_else(|| invalid("clientInfo is required: an object with string name and version"))?;
+    Ok((version, capabilities, info))
 }

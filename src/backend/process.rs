@@ -27,12 +27,17 @@ fn client_capabilities() -> Value {
     json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
 }
 
-/// A run of this long resets the count of consecutive failures.
+/// A run of this long resets the count of consecutive failures. A shorter one counts as a
+/// failure even after a good start: a server that crashes soon after each `initialize` is
+/// in a crash loop as surely as one that never starts.
 const HEALTHY_RUN: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 pub struct ProcessBackend {
-    pub config: ServerConfig,
+    name: String,
+    /// Swapped by a config reload that changes only what needs no new process (filters,
+    /// timeouts, namespace); a change to the process itself replaces the whole backend.
+    config: ArcSwap<ServerConfig>,
     state: watch::Sender<BackendState>,
     connection: ArcSwapOption<Connection>,
     discovered: ArcSwap<Discovered>,
@@ -186,7 +191,8 @@ impl ProcessBackend {
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
     ) -> Arc<Self> {
         let backend = Arc::new(ProcessBackend {
-            config,
+            name: config.name.clone(),
+            config: ArcSwap::from_pointee(config),
             state: watch::channel(BackendState::Starting).0,
             connection: ArcSwapOption::empty(),
             discovered: ArcSwap::from_pointee(Discovered::default()),
@@ -205,7 +211,17 @@ impl ProcessBackend {
     }
 
     pub fn name(&self) -> &str {
-        &self.config.name
+        &self.name
+    }
+
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.config.load_full()
+    }
+
+    /// Takes a reloaded entry whose process settings are unchanged (`reload::same_process`):
+    /// calls in flight go on, the next catalog build and calls use the new settings.
+    pub fn update_config(&self, config: ServerConfig) {
+        self.config.store(Arc::new(config));
     }
 
     pub fn state(&self) -> BackendState {
@@ -237,9 +253,10 @@ impl ProcessBackend {
 
     /// Timeout for one call of `tool` (per-tool override, else the server's).
     pub fn timeout_for(&self, tool: Option<&str>) -> Duration {
-        tool.and_then(|t| self.config.tool_timeouts.get(t))
+        let config = self.config.load();
+        tool.and_then(|t| config.tool_timeouts.get(t))
             .copied()
-            .unwrap_or(self.config.timeout)
+            .unwrap_or(config.timeout)
     }
 
     /// Forwards a request. Fails at once unless the server is ready.
@@ -271,7 +288,7 @@ impl ProcessBackend {
         match (state, self.connection.load_full()) {
             (BackendState::Ready, Some(c)) => Ok(c),
             _ => Err(BackendError::Unavailable {
-                server: self.config.name.clone(),
+                server: self.name.clone(),
                 state: state.as_str(),
             }),
         }
@@ -289,28 +306,22 @@ impl ProcessBackend {
             return Ok(());
         };
         let mut next = (*self.discovered.load_full()).clone();
+        let timeout = self.config.load().timeout;
         match kind {
             ListKind::Tools => {
-                next.tools =
-                    list_all(&connection, "tools/list", "tools", self.config.timeout).await?
+                next.tools = list_all(&connection, "tools/list", "tools", timeout).await?
             }
             ListKind::Prompts => {
-                next.prompts =
-                    list_all(&connection, "prompts/list", "prompts", self.config.timeout).await?
+                next.prompts = list_all(&connection, "prompts/list", "prompts", timeout).await?
             }
             ListKind::Resources => {
-                next.resources = list_all(
-                    &connection,
-                    "resources/list",
-                    "resources",
-                    self.config.timeout,
-                )
-                .await?;
+                next.resources =
+                    list_all(&connection, "resources/list", "resources", timeout).await?;
                 next.resource_templates = list_all(
                     &connection,
                     "resources/templates/list",
                     "resourceTemplates",
-                    self.config.timeout,
+                    timeout,
                 )
                 .await?;
             }
@@ -331,17 +342,17 @@ impl ProcessBackend {
     fn set_state(&self, state: BackendState) {
         self.state.send_replace(state);
         let _ = self.to_gateway.send(BackendEvent::Changed {
-            server: self.config.name.clone(),
+            server: self.name.clone(),
         });
     }
 
     fn fail(&self, message: String) {
-        tracing::warn!(server = %self.config.name, "{message}");
+        tracing::warn!(server = %self.name, "{message}");
         *self.last_error.lock().unwrap() = Some(message);
     }
 
     async fn supervise(self: Arc<Self>) {
-        let name = self.config.name.clone();
+        let name = self.name.clone();
         let mut stopping = self.stopping.subscribe();
         let mut failures: u32 = 0;
         loop {
@@ -370,7 +381,13 @@ impl ProcessBackend {
                     Status::Failure,
                     json!({"error": last_error, "failures": failures}),
                 );
-                tracing::error!(server = %name, failures, "giving up on the server after {failures} failed starts");
+                tracing::error!(
+                    server = %name,
+                    failures,
+                    "giving up on the server: {failures} crashes or failed starts in a row, each within {} s of starting (max_restarts = {})",
+                    HEALTHY_RUN.as_secs(),
+                    self.max_restarts
+                );
                 self.set_state(BackendState::Failed);
                 return;
             }
@@ -400,10 +417,10 @@ impl ProcessBackend {
         self: &Arc<Self>,
         stopping: &mut watch::Receiver<bool>,
     ) -> Result<(), String> {
-        let name = &self.config.name;
-        let mut child = self
-            .spawn()
-            .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
+        let name = &self.name;
+        let config = self.config.load_full();
+        let mut child =
+            spawn(&config).map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
         let pid = child.id().unwrap_or(0);
         self.pid.store(pid, Ordering::Relaxed);
         let restarted = self.restarts() > 0;
@@ -411,7 +428,7 @@ impl ProcessBackend {
             "backend.started",
             name,
             Status::Pending,
-            json!({"pid": pid, "command": self.config.command}),
+            json!({"pid": pid, "command": config.command}),
         );
 
         let (writer_tx, writer_rx) = mpsc::unbounded_channel();
@@ -467,23 +484,6 @@ impl ProcessBackend {
         connection.close();
         let _ = reader.await;
         result
-    }
-
-    fn spawn(&self) -> std::io::Result<Child> {
-        let mut command = Command::new(&self.config.command);
-        command
-            .args(&self.config.args)
-            .envs(&self.config.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            // Its own process group, so that stopping it reaches what it spawned (npx, uvx wrappers).
-            .process_group(0);
-        if let Some(cwd) = &self.config.cwd {
-            command.current_dir(cwd);
-        }
-        command.spawn()
     }
 
     async fn handshake(&self, connection: &Arc<Connection>) -> Result<(), String> {
@@ -548,7 +548,7 @@ impl ProcessBackend {
     }
 
     async fn terminate(&self, mut child: Child, connection: &Arc<Connection>) {
-        let name = &self.config.name;
+        let name = &self.name;
         let grace = self.shutdown_grace;
         // Closing stdin is the polite way to ask an MCP server to leave.
         connection.close();
@@ -568,6 +568,23 @@ impl ProcessBackend {
         }
         let _ = child.kill().await;
     }
+}
+
+fn spawn(config: &ServerConfig) -> std::io::Result<Child> {
+    let mut command = Command::new(&config.command);
+    command
+        .args(&config.args)
+        .envs(&config.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        // Its own process group, so that stopping it reaches what it spawned (npx, uvx wrappers).
+        .process_group(0);
+    if let Some(cwd) = &config.cwd {
+        command.current_dir(cwd);
+    }
+    command.spawn()
 }
 
 /// Resolves when a stop was asked for; the borrow of the flag ends here, before any await of the caller.

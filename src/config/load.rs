@@ -31,16 +31,10 @@ pub fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigEr
     let base_dir = absolute
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-    let format = match path.extension().and_then(|e| e.to_str()) {
-        Some(e) if e.eq_ignore_ascii_case("toml") => Format::Toml,
-        Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
-        _ if text.trim_start().starts_with('{') => Format::Json,
-        _ => Format::Toml,
-    };
     let source = Source {
         file: path,
         text: &text,
-        format,
+        format: Format::detect(path, &text),
         base_dir: &base_dir,
         source: Some(absolute.clone()),
     };

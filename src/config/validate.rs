@@ -21,6 +21,27 @@ pub(crate) enum Format {
     Json,
 }
 
+impl Format {
+    /// By the extension (`.toml`, `.json`); for any other name, text whose first non-blank
+    /// character is `{` is JSON, anything else TOML.
+    pub fn detect(path: &Path, text: &str) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("toml") => Format::Toml,
+            Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
+            _ if text.trim_start().starts_with('{') => Format::Json,
+            _ => Format::Toml,
+        }
+    }
+
+    /// `[servers]` is `"mcpServers"` in JSON.
+    pub fn servers_key(self) -> &'static str {
+        match self {
+            Format::Toml => "servers",
+            Format::Json => "mcpServers",
+        }
+    }
+}
+
 /// The file being validated, for locating keys and resolving relative paths.
 pub(crate) struct Source<'a> {
     /// As named to the loader; used in messages.
@@ -134,10 +155,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn servers_key(&self) -> &'static str {
-        match self.src.format {
-            Format::Toml => "servers",
-            Format::Json => "mcpServers",
-        }
+        self.src.format.servers_key()
     }
 
     fn error(

@@ -10,10 +10,6 @@ use tokio::sync::mpsc;
 use crate::gateway::Gateway;
 use crate::session::Session;
 
-/// How long answers still in flight may take once the client closed stdin: a script that
-/// pipes requests in and closes stdin still gets its answers, a stuck call cannot hold exit.
-const DRAIN: Duration = Duration::from_secs(30);
-
 /// Serves one client until `input` ends. Generic so tests can use in-memory pipes.
 pub async fn serve<R, W>(gateway: Arc<Gateway>, input: R, output: W) -> std::io::Result<()>
 where
@@ -42,7 +38,11 @@ where
             )),
         }
     }
-    session.drained(tokio::time::Instant::now() + DRAIN).await;
+    // Answers still in flight get `shutdown_grace` once the client closed stdin: a script
+    // that pipes requests in and closes stdin still gets its answers, and a stuck call holds
+    // exit no longer than a server that ignores its closed stdin would.
+    let grace = session.gateway.config.load().gateway.shutdown_grace;
+    session.drained(tokio::time::Instant::now() + grace).await;
     drop(session);
     let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
     Ok(())

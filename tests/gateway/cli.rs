@@ -270,3 +270,21 @@ fn one_shot_commands_leave_no_server_behind() {
         });
     }
 }
+
+#[test]
+fn check_reports_commands_that_cannot_be_run_and_serve_still_starts() {
+    let toml = "[servers.gone]\ncommand = \"/nonexistent/bin/x\"\n\n[servers.nameless]\ncommand = \"no-such-program-wasmgate-test\"\n";
+    let (dir, path) = with_config(toml);
+    let out = run_cli(&["check", "--config", &path], &dir.path, LIMIT);
+    out.assert_exit(1);
+    for expected in [
+        "gateway.toml:2:1: servers.gone.command: command `/nonexistent/bin/x` does not exist",
+        "gateway.toml:5:1: servers.nameless.command: command `no-such-program-wasmgate-test` is not found on PATH",
+    ] {
+        assert!(out.stderr.contains(expected), "{expected}\n{}", out.stderr);
+    }
+    // Serving is unchanged: the entries fail to start, the gateway serves the rest.
+    let mut client = crate::harness::Client::spawn(&["serve", "--config", &path], dir);
+    client.initialize();
+    assert!(client.tool_names().contains(&"gateway_status".to_string()));
+}

@@ -332,3 +332,65 @@ fn failures_of_one_server_do_not_disturb_calls_to_another() {
         -32001
     );
 }
+
+#[test]
+fn crashes_soon_after_good_starts_count_and_a_failed_server_lists_nothing() {
+    // Each life starts well and crashes at its first call: a crash loop all the same.
+    let mut client = config()
+        .gateway("max_restarts = 1")
+        .example("ex", &["--crash-after", "1"])
+        .example("good", &["--name", "good"])
+        .start_initialized();
+    assert!(client.status()["backends"]["ex"]["tool_count"].as_u64() > Some(0));
+    assert_eq!(
+        client.call_error("ex__echo", json!({"text": "1"}))["code"],
+        -32000
+    );
+    client.wait_ready();
+    assert_eq!(
+        client.call_error("ex__echo", json!({"text": "2"}))["code"],
+        -32000
+    );
+    let status = eventually(Duration::from_secs(15), "ex to be marked failed", || {
+        let status = client.status();
+        (status["backends"]["ex"]["status"] == "failed").then_some(status)
+    });
+    let ex = &status["backends"]["ex"];
+    for count in [
+        "tool_count",
+        "prompt_count",
+        "resource_count",
+        "resource_template_count",
+    ] {
+        assert_eq!(ex[count], 0, "{count} of a failed server: {status}");
+    }
+    let names = client.tool_names();
+    assert!(!names.iter().any(|n| n.starts_with("ex__")), "{names:?}");
+    assert!(
+        client.stderr().contains(
+            "2 crashes or failed starts in a row, each within 30 s of starting (max_restarts = 1)"
+        ),
+        "the log says what it counted:\n{}",
+        client.stderr()
+    );
+}
+
+#[test]
+fn stdin_close_with_a_stuck_call_exits_after_shutdown_grace() {
+    // The harness config has shutdown_grace = "1s": the drain of answers in flight gets that long.
+    let mut client = config().example("ex", &[]).start_initialized();
+    let pids = server_pids(&mut client, &["ex"]);
+    client.send_request("tools/call", json!({"name": "ex__hang", "arguments": {}}));
+    client.close_stdin();
+    let started = Instant::now();
+    let status = client
+        .wait_exit(Duration::from_secs(15))
+        .expect("the gateway exits once shutdown_grace has passed");
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "exit took {:?}",
+        started.elapsed()
+    );
+    assert_gone(&pids);
+}

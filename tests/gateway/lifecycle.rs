@@ -1,5 +1,5 @@
-//! The MCP lifecycle: what works before `initialize`, version negotiation, the
-//! `initialized` notification in both spellings.
+//! The MCP lifecycle: what works before `initialize`, its params, version negotiation,
+//! a second `initialize`, the `initialized` notification in both spellings.
 
 use serde_json::json;
 
@@ -203,4 +203,78 @@ fn a_call_straight_after_initialize_reaches_a_fast_server() {
             );
         }
     }
+}
+
+#[test]
+fn initialize_params_are_checked() {
+    let mut client = config().start();
+    let info = json!({"name": "me", "version": "1"});
+    let cases = [
+        (None, "params"),
+        (
+            Some(json!({"capabilities": {}, "clientInfo": info})),
+            "protocolVersion",
+        ),
+        (
+            Some(json!({"protocolVersion": 5, "capabilities": {}, "clientInfo": info})),
+            "protocolVersion",
+        ),
+        (
+            Some(json!({"protocolVersion": "2025-06-18", "clientInfo": info})),
+            "capabilities",
+        ),
+        (
+            Some(json!({"protocolVersion": "2025-06-18", "capabilities": [], "clientInfo": info})),
+            "capabilities",
+        ),
+        (
+            Some(json!({"protocolVersion": "2025-06-18", "capabilities": {}})),
+            "clientInfo",
+        ),
+        (
+            Some(
+                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "me"}}),
+            ),
+            "clientInfo",
+        ),
+    ];
+    for (params, field) in cases {
+        let mut request = json!({"jsonrpc": "2.0", "id": "init", "method": "initialize"});
+        if let Some(params) = &params {
+            request["params"] = params.clone();
+        }
+        client.send(&request);
+        let answer = client.wait_response(&json!("init"), TIMEOUT);
+        assert_eq!(answer["error"]["code"], -32602, "{params:?}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{params:?}: {message}");
+    }
+    // None of them initialized the session.
+    assert_eq!(client.error("tools/list", json!({}))["code"], -32002);
+    client.initialize_with("2025-06-18", json!({}));
+    assert!(client.tool_names().contains(&"gateway_status".to_string()));
+}
+
+#[test]
+fn a_second_initialize_is_refused_and_changes_nothing() {
+    let mut client = config().start();
+    client.initialize_with("2025-06-18", json!({}));
+    let error = client.error(
+        "initialize",
+        json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "again", "version": "1"}}),
+    );
+    assert_eq!(error["code"], -32600, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("already initialized"),
+        "{error}"
+    );
+    // Still at 2025-06-18, which has no batches.
+    client.send(&json!([{"jsonrpc": "2.0", "id": "b", "method": "ping"}]));
+    let answer = client
+        .read_message(TIMEOUT)
+        .expect("an answer to the batch");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
 }

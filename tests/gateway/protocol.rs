@@ -39,59 +39,111 @@ fn invalid_json_is_a_parse_error_with_null_id_and_the_session_goes_on() {
 }
 
 #[test]
-fn messages_that_are_not_json_rpc_are_invalid_requests() {
+fn messages_that_are_not_json_rpc_are_invalid_requests_answered_with_their_id() {
     let mut client = initialized();
+    // JSON-RPC 2.0: the error carries the request's id, null only when it cannot be read.
     let cases = [
-        ("missing jsonrpc", r#"{"id":1,"method":"ping"}"#),
+        ("missing jsonrpc", r#"{"id":1,"method":"ping"}"#, json!(1)),
         (
             "wrong version",
             r#"{"jsonrpc":"1.0","id":2,"method":"ping"}"#,
+            json!(2),
         ),
         (
             "numeric version",
-            r#"{"jsonrpc":2.0,"id":3,"method":"ping"}"#,
+            r#"{"jsonrpc":2.0,"id":"three","method":"ping"}"#,
+            json!("three"),
         ),
         (
             "object id",
             r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            Value::Null,
         ),
         (
             "boolean id",
             r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+            Value::Null,
         ),
-        ("array id", r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#),
+        (
+            "array id",
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+            Value::Null,
+        ),
+        (
+            "null id (MCP: a request id must not be null)",
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            Value::Null,
+        ),
         (
             "number params",
             r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":3}"#,
+            json!(4),
         ),
         (
             "string params",
             r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":"x"}"#,
-        ),
-        (
-            "array params",
-            r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":[]}"#,
+            json!(5),
         ),
         (
             "method not a string",
             r#"{"jsonrpc":"2.0","id":7,"method":42}"#,
+            json!(7),
         ),
-        ("not an object", "42"),
-        ("a string", r#""ping""#),
+        ("not an object", "42", Value::Null),
+        ("a string", r#""ping""#, Value::Null),
     ];
     let mut failures = Vec::new();
-    for (what, line) in cases {
+    for (what, line, id) in cases {
         let answer = answer_to(&mut client, line);
-        if answer["error"]["code"] != -32600 {
+        if answer["error"]["code"] != -32600 || answer["id"] != id {
             failures.push(format!("{what}: {line} -> {answer}"));
         }
     }
     assert!(
         failures.is_empty(),
-        "expected -32600 for:\n{}",
+        "expected -32600 with the id for:\n{}",
         failures.join("\n")
     );
     assert_still_serving(&mut client);
+}
+
+#[test]
+fn array_params_are_invalid_params_with_the_id() {
+    // Valid JSON-RPC (by-position params), but MCP methods take named params.
+    let mut client = initialized();
+    for (line, id) in [
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/list","params":[]}"#,
+            json!(6),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"p","method":"ping","params":[1]}"#,
+            json!("p"),
+        ),
+    ] {
+        let answer = answer_to(&mut client, line);
+        assert_eq!(answer["error"]["code"], -32602, "{line}: {answer}");
+        assert_eq!(answer["id"], id, "{line}: {answer}");
+    }
+    assert_still_serving(&mut client);
+}
+
+#[test]
+fn a_request_with_a_null_id_is_not_run() {
+    let mut client = config().example("ex", &[]).start_initialized();
+    client.send_line(
+        r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"ex__echo","arguments":{"text":"ran"}}}"#,
+    );
+    let answer = client
+        .take(TIMEOUT, crate::harness::is_response)
+        .expect("an answer");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(answer["id"].is_null(), "{answer}");
+    let calls = client.events(json!({"event_type": "tool.called"}));
+    assert!(
+        !calls.iter().any(|e| e.to_string().contains("ex__echo")),
+        "the request ran: {calls:?}"
+    );
 }
 
 #[test]
@@ -153,7 +205,9 @@ fn string_and_number_ids_are_echoed_exactly() {
 
 #[test]
 fn batch_in_array_out_without_notifications() {
-    let mut client = initialized();
+    // Batches are part of 2025-03-26 only.
+    let mut client = config().start();
+    client.initialize_with("2025-03-26", json!({}));
     let batch = json!([
         {"jsonrpc": "2.0", "id": "b1", "method": "ping"},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -186,6 +240,50 @@ fn batch_in_array_out_without_notifications() {
     client.send(&json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}]));
     let id = client.send_request("ping", json!({}));
     assert_eq!(client.read_message(TIMEOUT).expect("ping answer")["id"], id);
+}
+
+#[test]
+fn batches_are_refused_from_2025_06_18_on() {
+    for version in ["2025-06-18", "2025-11-25"] {
+        let mut client = config().start();
+        client.initialize_with(version, json!({}));
+        client.send(&json!([
+            {"jsonrpc": "2.0", "id": "b1", "method": "ping"},
+            {"jsonrpc": "2.0", "id": "b2", "method": "tools/list"},
+        ]));
+        let answer = client
+            .read_message(TIMEOUT)
+            .expect("an answer to the batch");
+        assert_eq!(answer["error"]["code"], -32600, "{version}: {answer}");
+        assert!(answer["id"].is_null(), "{version}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains("2025-06-18"), "{message}");
+        // Nothing of the batch ran: the next message is the answer to the next request.
+        let id = client.send_request("ping", json!({}));
+        let next = client.read_message(TIMEOUT).expect("an answer to ping");
+        assert_eq!(next["id"], id, "{version}: {next}");
+    }
+}
+
+#[test]
+fn initialize_in_a_batch_is_refused() {
+    let mut client = config().start();
+    client.send(&json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26",
+            "capabilities": {}, "clientInfo": {"name": "batcher", "version": "1"}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+    ]));
+    let answer = client
+        .read_message(TIMEOUT)
+        .expect("an answer to the batch");
+    let answers = answer.as_array().unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(answers[0]["id"], 1, "{answer}");
+    assert_eq!(answers[0]["error"]["code"], -32600, "{answer}");
+    assert_eq!(answers[1]["result"], json!({}), "{answer}");
+    // Not initialized by it.
+    assert_eq!(client.error("tools/list", json!({}))["code"], -32002);
+    client.initialize_with("2025-03-26", json!({}));
+    assert!(client.tool_names().contains(&"gateway_status".to_string()));
 }
 
 #[test]

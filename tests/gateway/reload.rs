@@ -166,3 +166,38 @@ fn changing_one_servers_args_restarts_only_that_server() {
         "{status}"
     );
 }
+
+#[test]
+fn changing_tool_filters_and_timeouts_applies_live_without_a_restart() {
+    let mut client = config().example("ex", &[]).start_initialized();
+    let pid = text(&client.call("ex__pid", json!({}))).to_string();
+    assert!(client.tool_names().contains(&"ex__add".to_string()));
+    client.drain_notifications("notifications/tools/list_changed");
+    // In flight across the reload: a restart would fail it.
+    let slow = client.send_request(
+        "tools/call",
+        json!({"name": "ex__slow", "arguments": {"ms": 2500}}),
+    );
+
+    let after = config().example_with(
+        "ex",
+        &[],
+        &[r#"disabled_tools = ["add"]"#, r#"timeout = "700ms""#],
+    );
+    std::fs::write(client.config_path(), after.render(&client.dir.path)).unwrap();
+    client.next_notification("notifications/tools/list_changed", Duration::from_secs(15));
+    let names = client.tool_names();
+    assert!(!names.contains(&"ex__add".to_string()), "{names:?}");
+    assert!(names.contains(&"ex__echo".to_string()), "{names:?}");
+
+    let response = client.wait_response(&slow, crate::harness::TIMEOUT);
+    assert_eq!(
+        response["result"]["content"][0]["text"], "slept 2500 ms",
+        "the call in flight was cut: {response}"
+    );
+    assert_eq!(text(&client.call("ex__pid", json!({}))), pid, "restarted");
+    let error = client.call_error("ex__slow", json!({"ms": 3000}));
+    assert_eq!(error["code"], -32001, "{error}");
+    assert_eq!(error["data"]["timeoutMs"], 700, "{error}");
+    assert_eq!(client.status()["backends"]["ex"]["restarts"], 0);
+}

@@ -145,6 +145,12 @@ pub fn status(gateway: &Gateway) -> Value {
             );
         }
     }
+    for plugin in config.plugins.plugins.values().filter(|p| p.disabled) {
+        backends.insert(
+            plugin.name.clone(),
+            json!({"kind": "wasm", "status": "disabled", "namespace": plugin.namespace, "tool_count": 0}),
+        );
+    }
     if let Some(host) = gateway.plugin_host() {
         for failed in host.failed_plugins() {
             let at: chrono::DateTime<chrono::Utc> = failed.at.into();

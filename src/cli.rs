@@ -131,10 +131,16 @@ async fn serve(config: Config) -> Result<()> {
     Ok(())
 }
 
-/// Starts the gateway and waits for its backends, for the one-shot commands.
+/// Starts the gateway and waits for its backends, for the one-shot commands: servers
+/// for as long as `startup_timeout`, plugins until they are compiled and loaded (or
+/// refused), since a one-shot command has no later `list_changed` to wait for.
 async fn started(config: Config) -> Arc<Gateway> {
     let gateway = Gateway::start(config);
     gateway.wait_for_startup().await;
+    if gateway.plugins_loading() {
+        eprintln!("waiting for plugins to compile (compiled code is cached for the next run)…");
+        gateway.wait_for_plugins().await;
+    }
     gateway
 }
 

@@ -134,6 +134,17 @@ impl Gateway {
         }
     }
 
+    /// Waits until the plugins configured at start are loaded or refused, however long
+    /// compiling takes (a new CPython component: half a minute on a small machine).
+    pub async fn wait_for_plugins(&self) {
+        let _ = self.plugins_loading.subscribe().wait_for(|l| !*l).await;
+    }
+
+    /// Whether the plugins configured at start are still being compiled or loaded.
+    pub fn plugins_loading(&self) -> bool {
+        *self.plugins_loading.borrow()
+    }
+
     pub fn register_session(&self, session: &Arc<Session>) {
         let mut sessions = self.sessions.lock().unwrap();
         sessions.retain(|s| s.strong_count() > 0);
@@ -419,7 +430,7 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
         };
         let mut new_code = false;
         for event in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
-            new_code |= matches!(event, PluginEvent::Reloaded { .. });
+            new_code |= matches!(event, PluginEvent::Reloaded { new_code: true, .. });
             record_plugin_event(&gateway, event);
         }
         gateway.rebuild_catalog_announcing(new_code);
@@ -444,6 +455,7 @@ fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
             tools,
             compile_ms,
             total_ms,
+            ..
         } => (
             "plugin.reloaded",
             name,

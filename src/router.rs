@@ -143,10 +143,14 @@ impl Gateway {
                 // The tool may belong to a server still starting (a client that calls without listing).
                 self.wait_for_startup().await;
                 // The specification answers an unknown tool with -32602 (the seed documents said -32601).
-                self.catalog()
-                    .tool(&name)
-                    .cloned()
-                    .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?
+                self.catalog().tool(&name).cloned().ok_or_else(|| {
+                    let loading = if self.plugins_loading() {
+                        " (plugins are still loading: clients get notifications/tools/list_changed when they are ready)"
+                    } else {
+                        ""
+                    };
+                    RpcError::invalid_params(format!("Unknown tool: {name}{loading}"))
+                })?
             }
         };
         let arguments = match params.get("arguments") {

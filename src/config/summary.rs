@@ -113,12 +113,17 @@ impl Config {
         writeln!(out, "  default limits: {}", limits(&p.limits))?;
         for plugin in p.plugins.values() {
             let state = if plugin.disabled { " [disabled]" } else { "" };
-            let path = match (&plugin.path, &p.dir) {
+            let file = p
+                .dir
+                .as_ref()
+                .map(|d| d.join(format!("{}.wasm", plugin.name)));
+            let path = match (&plugin.path, file) {
                 (Some(path), _) => path.display().to_string(),
-                (None, Some(dir)) => dir
-                    .join(format!("{}.wasm", plugin.name))
-                    .display()
-                    .to_string(),
+                (None, Some(file)) if file.is_file() => file.display().to_string(),
+                _ if p.bundled && super::validate::is_bundled(&plugin.name) => {
+                    "bundled into the binary".to_string()
+                }
+                (None, Some(file)) => file.display().to_string(),
                 (None, None) => format!("{}.wasm", plugin.name),
             };
             writeln!(out, "  {}{state}: {path}", plugin.name)?;

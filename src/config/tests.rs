@@ -982,3 +982,33 @@ fn the_shipped_examples_load() {
         assert!(!config.servers.is_empty(), "{file}");
     }
 }
+
+#[test]
+fn a_table_for_a_bundled_plugin_needs_no_path_and_grants_are_one_per_guest_path() {
+    let base = scratch();
+    let grant = r#"allow_dirs = [{ host = "data", guest = "/data" }]"#;
+    // With bundled plugins served, [plugins.files] gives the bundled `files` its grants.
+    let config = toml(
+        &format!("[plugins]\nbundled = true\n\n[plugins.files]\n{grant}\n"),
+        &base,
+    );
+    if crate::config::validate::is_bundled("files") {
+        let config = config.unwrap();
+        let files = &config.plugins.plugins["files"];
+        assert_eq!(files.path, None);
+        assert_eq!(files.allow_dirs[0].guest, "/data");
+    }
+    // Without them, such a table names nothing.
+    let d = only_error(toml(&format!("[plugins.files]\n{grant}\n"), &base));
+    assert!(d.message.contains("has no path"), "{}", d.message);
+
+    let d = only_error(toml(
+        "[plugins.p]\npath = \"p.wasm\"\nallow_dirs = [{ host = \"data\", guest = \"/d\" }, { host = \".\", guest = \"/d\" }]\n",
+        &base,
+    ));
+    assert!(
+        d.message.contains("two grants share the guest path \"/d\""),
+        "{}",
+        d.message
+    );
+}

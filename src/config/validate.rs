@@ -616,9 +616,10 @@ impl<'a> Ctx<'a> {
             timeout: raw.timeout.unwrap_or(PluginLimits::default().timeout),
             fuel: raw.fuel.or(PluginLimits::default().fuel),
         };
+        let bundled = raw.bundled.unwrap_or(false);
         let mut plugins = BTreeMap::new();
         for (name, entry) in raw.entries {
-            if let Some(plugin) = self.plugin(&name, entry, dir.as_deref(), defaults) {
+            if let Some(plugin) = self.plugin(&name, entry, dir.as_deref(), bundled, defaults) {
                 plugins.insert(name, plugin);
             }
         }
@@ -626,7 +627,7 @@ impl<'a> Ctx<'a> {
             dir,
             watch: raw.watch.unwrap_or(true),
             cache_dir,
-            bundled: raw.bundled.unwrap_or(false),
+            bundled,
             limits: defaults,
             plugins,
         }
@@ -637,6 +638,7 @@ impl<'a> Ctx<'a> {
         name: &str,
         raw: raw::PluginEntry,
         dir: Option<&Path>,
+        bundled: bool,
         defaults: PluginLimits,
     ) -> Option<PluginConfig> {
         let table = ["plugins", name];
@@ -646,8 +648,10 @@ impl<'a> Ctx<'a> {
             .path
             .as_deref()
             .and_then(|path| self.path(path, &key("path"), strict));
-        if raw.path.is_none() && dir.is_none() {
-            self.error(
+        // A table for a bundled plugin (with `bundled = true`) gives it grants and limits.
+        let served_bundled = bundled && is_bundled(name);
+        match (raw.path.is_some(), dir) {
+            (false, None) if !served_bundled => self.error(
                 &table,
                 None,
                 format!(
@@ -656,7 +660,19 @@ impl<'a> Ctx<'a> {
                 format!(
                     "set path = \"plugins/{name}.wasm\" here, or dir = \"plugins\" in [plugins]"
                 ),
-            );
+            ),
+            (false, Some(dir))
+                if !served_bundled
+                    && !raw.disabled
+                    && !dir.join(format!("{name}.wasm")).is_file() =>
+            {
+                self.warnings.push(format!(
+                    "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears \
+                     (or is the table's name misspelt?)",
+                    dir.join(format!("{name}.wasm")).display()
+                ))
+            }
+            _ => {}
         }
         if let Some(path) = &path
             && !path.is_file()
@@ -667,11 +683,22 @@ impl<'a> Ctx<'a> {
             ));
         }
         let namespace = self.namespace(name, raw.namespace, &table, "plugin");
-        let mut allow_dirs = Vec::new();
+        let mut allow_dirs: Vec<DirGrant> = Vec::new();
         for grant in raw.allow_dirs {
-            if let Some(grant) = self.dir_grant(grant, &key("allow_dirs"), strict) {
-                allow_dirs.push(grant);
+            let Some(grant) = self.dir_grant(grant, &key("allow_dirs"), strict) else {
+                continue;
+            };
+            // Two grants at one guest path: one would hide the other.
+            if allow_dirs.iter().any(|g| g.guest == grant.guest) {
+                self.error(
+                    &key("allow_dirs"),
+                    Some(&grant.guest),
+                    format!("two grants share the guest path \"{}\"", grant.guest),
+                    "give each granted directory its own guest path",
+                );
+                continue;
             }
+            allow_dirs.push(grant);
         }
         for var in &raw.allow_env {
             if !valid_env_name(var) {
@@ -835,6 +862,13 @@ pub fn namespace_for(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Whether `name` is one of the plugins built into this binary.
+pub(crate) fn is_bundled(name: &str) -> bool {
+    crate::plugin::bundled::BUNDLED_PLUGINS
+        .iter()
+        .any(|(bundled, _)| *bundled == name)
 }
 
 pub(crate) fn valid_namespace(ns: &str) -> bool {

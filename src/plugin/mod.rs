@@ -120,6 +120,9 @@ pub enum PluginEvent {
         tools: usize,
         compile_ms: Option<u64>,
         total_ms: u64,
+        /// `false` when only settings (grants, limits, filter) changed: clients hear of
+        /// new code even when the tool list reads the same, not of a new limit.
+        new_code: bool,
     },
     /// A new version was refused; the previous one (if any) keeps serving.
     ReloadFailed {
@@ -425,7 +428,7 @@ impl PluginHost {
             this: this.clone(),
         });
         let mut control = host.control.lock().await;
-        host.apply(&mut control).await;
+        host.apply(&mut control, false).await;
         host.rewatch(&mut control);
         drop(control);
         Ok(host)
@@ -441,8 +444,10 @@ impl PluginHost {
                 "a fuel limit was added: it takes effect after a restart (time and memory limits apply now)"
             );
         }
+        // Files may have changed while nobody watched them: read them all again.
+        let reread = config.watch && !control.config.watch;
         control.config = config.clone();
-        self.apply(&mut control).await;
+        self.apply(&mut control, reread).await;
         self.rewatch(&mut control);
     }
 
@@ -460,7 +465,7 @@ impl PluginHost {
                     tools: version.tools.clone(),
                     digest: version.code.digest.clone(),
                     loaded_at: version.loaded_at,
-                    limits: version.settings.limits,
+                    limits: self.effective(version.settings.limits),
                     calls: slot.stats.calls.load(Ordering::Relaxed),
                     failures: slot.stats.failures.load(Ordering::Relaxed),
                     last_error: read(&slot.stats.last_error),
@@ -468,6 +473,15 @@ impl PluginHost {
                 }
             })
             .collect()
+    }
+
+    /// The limits a call gets: a fuel limit needs an engine built with fuel metering,
+    /// which only a restart gives when the first fuel limit was added by a config reload.
+    fn effective(&self, mut limits: PluginLimits) -> PluginLimits {
+        if !self.fuel_enabled {
+            limits.fuel = None;
+        }
+        limits
     }
 
     /// The plugins that could not be loaded now, with the reason.
@@ -768,8 +782,9 @@ impl PluginHost {
         });
     }
 
-    /// Brings the loaded set in line with `control.config`.
-    async fn apply(&self, control: &mut Control) {
+    /// Brings the loaded set in line with `control.config`; `reread` hashes every file again
+    /// (after a time unwatched) instead of trusting an unchanged path.
+    async fn apply(&self, control: &mut Control, reread: bool) {
         let desired = desired_plugins(&control.config, control.bundled);
         let current = self.slots.load_full();
         lock(&self.failed).retain(|name, _| desired.contains_key(name));
@@ -793,7 +808,7 @@ impl PluginHost {
             };
             let existing = current.get(&name).map(|slot| slot.current.load_full());
             jobs.spawn(async move {
-                host.update(name, source, Arc::new(settings), existing, false)
+                host.update(name, source, Arc::new(settings), existing, reread)
                     .await
             });
         }
@@ -823,6 +838,7 @@ impl PluginHost {
             tools,
             compile_ms: None,
             total_ms: ms(started),
+            new_code: false,
         });
     }
 
@@ -873,6 +889,7 @@ impl PluginHost {
                         tools,
                         compile_ms,
                         total_ms,
+                        new_code: true,
                     },
                     None => PluginEvent::Loaded {
                         name,
@@ -1116,7 +1133,7 @@ impl PluginHost {
             return;
         }
         control.watched.clear();
-        self.apply(&mut control).await;
+        self.apply(&mut control, false).await;
         self.rewatch(&mut control);
     }
 

@@ -127,9 +127,9 @@ impl LimitState for StoreState {
     }
 }
 
-/// The hosts a plugin may send HTTP requests to: `name`, `name:port` or
-/// `*.suffix`. Anything else is answered `HTTP-request-denied` before a
-/// connection is made.
+/// The hosts a plugin may send HTTP requests to: `name` (any port), `name:port`,
+/// `*.suffix` (names under it, not the suffix itself, not IP addresses) or `*` (any
+/// host). Anything else is answered `HTTP-request-denied` before a connection is made.
 pub struct HostAllowList {
     plugin: Arc<str>,
     patterns: Vec<String>,
@@ -144,9 +144,15 @@ impl HostAllowList {
             if pat_port.is_some_and(|p| p != port) {
                 return false;
             }
+            if pat_host == "*" {
+                return true;
+            }
             match pat_host.strip_prefix("*.") {
+                // A wildcard names DNS names: `*.0.0.1` must not open 127.0.0.1.
                 Some(suffix) => {
-                    host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}"))
+                    host.parse::<std::net::IpAddr>().is_err()
+                        && host.len() > suffix.len() + 1
+                        && host.ends_with(&format!(".{suffix}"))
                 }
                 None => host == pat_host,
             }
@@ -266,7 +272,10 @@ impl LineLogger {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
         tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
-        if let Some(tail) = self.tail.as_ref().filter(|_| !line.trim().is_empty()) {
+        // Rust's hint to set RUST_BACKTRACE is no use to a client, which cannot.
+        let quotable =
+            !line.trim().is_empty() && !line.starts_with("note: run with `RUST_BACKTRACE");
+        if let Some(tail) = self.tail.as_ref().filter(|_| quotable) {
             let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
             if tail.len() == TAIL_LINES {
                 tail.pop_front();
@@ -337,5 +346,9 @@ mod tests {
         assert!(HostAllowList::allows(&p, "127.0.0.1", 8080));
         assert!(!HostAllowList::allows(&p, "127.0.0.1", 8081));
         assert!(!HostAllowList::allows(&[], "api.example.test", 443));
+        assert!(!HostAllowList::allows(&["*.0.0.1".into()], "127.0.0.1", 80));
+        let any = vec!["*".to_string()];
+        assert!(HostAllowList::allows(&any, "127.0.0.1", 8081));
+        assert!(HostAllowList::allows(&any, "example.test", 443));
     }
 }

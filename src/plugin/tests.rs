@@ -743,7 +743,8 @@ async fn reconfigure_applies_only_what_changed() {
             total_ms: match &events[0] {
                 PluginEvent::Reloaded { total_ms, .. } => *total_ms,
                 _ => 0,
-            }
+            },
+            new_code: false,
         }
     );
     assert_eq!(
@@ -1208,4 +1209,38 @@ async fn measure_first_call() {
         );
         host.shutdown().await;
     }
+}
+
+/// Turning `watch` on reads every file again (one may have changed while nobody watched);
+/// a fuel limit added by a reload to a host started without fuel metering is not
+/// shown as if it applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_turns_watch_on_rereads_files_and_fuel_waits_for_a_restart() {
+    let tmp = TempDir::new();
+    let plugin = tmp.path().join("tools.wasm");
+    std::fs::copy(HASH, &plugin).unwrap();
+    let mut cfg = config(vec![entry("tools", plugin.to_str())]);
+    let (host, mut rx) = start(&cfg).await;
+    assert!(matches!(
+        next_event(&mut rx).await,
+        PluginEvent::Loaded { .. }
+    ));
+
+    // Unwatched: the new bytes go unnoticed until watch is turned on.
+    replace(&plugin, &std::fs::read(JSON).unwrap());
+    cfg.watch = true;
+    cfg.plugins.get_mut("tools").unwrap().limits.fuel = Some(1_000);
+    host.reconfigure(&cfg).await;
+    match next_event(&mut rx).await {
+        PluginEvent::Reloaded { new_code, .. } => assert!(new_code),
+        other => panic!("{other:?}"),
+    }
+    let info = host.plugins().into_iter().next().unwrap();
+    assert!(
+        info.tools.iter().any(|t| t["name"] == "query"),
+        "{:?}",
+        info.tools
+    );
+    assert_eq!(info.limits.fuel, None, "no fuel metering in this engine");
+    host.shutdown().await;
 }

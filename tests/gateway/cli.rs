@@ -179,6 +179,41 @@ fn tools_exits_1_naming_what_failed_to_start() {
 }
 
 #[test]
+fn one_shot_commands_wait_for_plugins_to_compile() {
+    // startup_timeout ends long before the plugin is compiled (no cache): a one-shot
+    // command has no later list_changed, so it waits for the plugin anyway.
+    let dir = TestDir::new("cli");
+    let plugin = std::path::Path::new(env!("WASMGATE_TEST_PLUGINS")).join("minimal.wasm");
+    let path = dir.write(
+        "gateway.toml",
+        &format!(
+            "[gateway]\nstartup_timeout = \"1ms\"\n\n[plugins]\ncache_dir = {:?}\n\n\
+             [plugins.mini]\npath = {:?}\n",
+            dir.path.join("cache").to_str().unwrap(),
+            plugin.to_str().unwrap()
+        ),
+    );
+    let config = path.to_str().unwrap();
+    let out = run_cli(&["tools", "--config", config], &dir.path, LIMIT);
+    out.assert_exit(0);
+    assert!(out.stdout.contains("mini__echo"), "{}", out.stdout);
+    std::fs::remove_dir_all(dir.path.join("cache")).expect("empty the cache");
+    let out = run_cli(
+        &[
+            "call",
+            "--config",
+            config,
+            "mini__echo",
+            r#"{"text":"compiled"}"#,
+        ],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    assert!(out.stdout.contains("compiled"), "{}", out.stdout);
+}
+
+#[test]
 fn call_prints_the_result() {
     let (dir, path) = example_config();
     let out = run_cli(

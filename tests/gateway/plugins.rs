@@ -1349,6 +1349,29 @@ fn without_a_config_the_bundled_plugins_are_served() {
     );
 }
 
+#[test]
+fn a_table_gives_a_bundled_plugin_its_grants_and_a_disabled_one_shows_in_status() {
+    let setup = setup()
+        .plugins("bundled = true")
+        .plugins("[plugins.files]\nallow_dirs = [{ host = \"{dir}/data\", guest = \"/data\" }]")
+        .plugins("[plugins.json]\ndisabled = true");
+    let dir = TestDir::new("bundled-grant");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::write(dir.join("data/notes.txt"), "granted notes").unwrap();
+    let config = setup.write(&dir.path);
+    let mut client = setup.spawn(&config, dir);
+    first_list(&mut client);
+    let names = wait_tools(&mut client, "the bundled files plugin", |n| {
+        has(n, "files__read")
+    });
+    assert!(!names.iter().any(|n| n.starts_with("json__")), "{names:?}");
+    let result = call_ok(&mut client, "files__read", json!({"path": "notes.txt"}));
+    assert_eq!(text(&result), "granted notes");
+    let json = backend(&mut client, "json");
+    assert_eq!(json["status"], "disabled", "{json}");
+    assert_eq!(json["tool_count"], 0, "{json}");
+}
+
 // ---- 10. a plugin in Python ----
 
 #[test]

@@ -154,11 +154,16 @@ pub fn status(gateway: &Gateway) -> Value {
     if let Some(host) = gateway.plugin_host() {
         for failed in host.failed_plugins() {
             let at: chrono::DateTime<chrono::Utc> = failed.at.into();
+            let namespace = config.plugins.plugins.get(&failed.name).map_or_else(
+                || crate::config::namespace_for(&failed.name),
+                |p| p.namespace.clone(),
+            );
             backends.insert(
                 failed.name,
                 json!({
                     "kind": "wasm",
                     "status": "failed",
+                    "namespace": namespace,
                     "tool_count": 0,
                     "path": failed.path.map(|p| p.display().to_string()),
                     "failed_at": at.to_rfc3339(),

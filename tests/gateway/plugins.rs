@@ -975,6 +975,7 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
     for name in ["not-a-component", "wrongworld", "core", "strict"] {
         let backend = &status["backends"][name];
         assert_eq!(backend["status"], "failed", "{name}: {status}");
+        assert_eq!(backend["namespace"], name, "{name}: {backend}");
         assert_eq!(backend["tool_count"], 0, "{name}: {backend}");
         assert!(
             backend["last_error"]

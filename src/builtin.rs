@@ -187,6 +187,8 @@ pub fn status(gateway: &Gateway) -> Value {
                 "page_size": config.gateway.page_size,
             },
             "tool_count": catalog.tools.len(),
+            // Plugins join the status and the catalog once compiled and loaded.
+            "plugins_loading": gateway.plugins_loading(),
             "prompt_count": catalog.prompts.len(),
             "resource_count": catalog.resources.len(),
         },

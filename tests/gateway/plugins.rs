@@ -972,6 +972,7 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
     }
     // Status shows them failed, with the reason, serving nothing.
     let status = client.status();
+    assert_eq!(status["gateway"]["plugins_loading"], false, "{status}");
     for name in ["not-a-component", "wrongworld", "core", "strict"] {
         let backend = &status["backends"][name];
         assert_eq!(backend["status"], "failed", "{name}: {status}");

@@ -1244,3 +1244,34 @@ async fn a_reload_that_turns_watch_on_rereads_files_and_fuel_waits_for_a_restart
     assert_eq!(info.limits.fuel, None, "no fuel metering in this engine");
     host.shutdown().await;
 }
+
+/// A call dropped while its guest computes (the client cancelled it) stops at the next
+/// epoch tick and gives its instance back, long before its time limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_stops_its_guest() {
+    let (host, _rx) = start_faulty_and_echo().await;
+    host.ready_pool.store(false, Ordering::Relaxed);
+    let all = host.instances.available_permits();
+    let spinner = {
+        let host = host.clone();
+        tokio::spawn(async move { host.call("faulty", "spin", json!({}), ctx()).await })
+    };
+    let deadline = Instant::now() + EVENT_WAIT;
+    while host.instances.available_permits() == all {
+        assert!(Instant::now() < deadline, "the spinning call never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Well past its first poll: the guest runs on a plugin thread now.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    spinner.abort();
+    let dropped = Instant::now();
+    while host.instances.available_permits() < all {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(2),
+            "the guest still runs {:?} after its call was dropped (time limit: 10 s)",
+            dropped.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    host.shutdown().await;
+}

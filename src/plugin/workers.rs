@@ -38,12 +38,16 @@ impl Workers {
     }
 
     /// Runs `task` on a plugin thread; `Err` if it panicked or the runtime is shutting down.
+    /// Dropping the returned future (the client cancelled the call) aborts the task at its
+    /// next await: for a guest that computes, its next epoch tick. Its store goes with it.
     pub async fn run<T: Send + 'static>(
         &self,
         task: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, String> {
         let runtime = self.runtime.as_ref().expect("present until drop");
-        runtime.spawn(task).await.map_err(|e| {
+        let task = runtime.spawn(task);
+        let _abort_if_dropped = AbortOnDrop(task.abort_handle());
+        task.await.map_err(|e| {
             if e.is_panic() {
                 "the plugin host panicked".to_string()
             } else {
@@ -75,5 +79,14 @@ impl Drop for Workers {
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
+    }
+}
+
+/// Aborts a task when dropped; a no-op once the task has finished.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

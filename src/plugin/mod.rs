@@ -492,6 +492,11 @@ impl PluginHost {
     /// Records why `name` could not be loaded, for the log, the event log and status.
     fn load_failed(&self, name: String, path: Option<PathBuf>, reason: String) {
         tracing::error!(plugin = %name, "{reason}");
+        self.record_failure(name, path, reason);
+    }
+
+    /// [`Self::load_failed`] without the log line, for a caller that logs it its own way.
+    fn record_failure(&self, name: String, path: Option<PathBuf>, reason: String) {
         let failure = FailedPlugin {
             name: name.clone(),
             path,
@@ -793,7 +798,9 @@ impl PluginHost {
                 (&entry.path, entry.disabled, desired.contains_key(name))
             {
                 let reason = format!("plugin `{name}` ({}): file not found", path.display());
-                self.load_failed(name.clone(), Some(path.clone()), reason);
+                // Not an error yet: the file is loaded when it appears (a first build).
+                tracing::warn!(plugin = %name, "{reason}; waiting for it");
+                self.record_failure(name.clone(), Some(path.clone()), reason);
             }
         }
         for name in current.keys() {

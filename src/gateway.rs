@@ -381,9 +381,12 @@ impl Gateway {
     fn start_plugins(self: &Arc<Self>, config: &Config) {
         let plugins = &config.plugins;
         let wanted = plugins.bundled || plugins.dir.is_some() || !plugins.plugins.is_empty();
-        if !wanted || self.plugin_host().is_some() {
+        // While the first host is loading, a config reload only updates `self.config`: the
+        // host takes the newest config once it is up (below), so there is never a second one.
+        if !wanted || self.plugin_host().is_some() || self.plugins_loading() {
             return;
         }
+        let started_with = self.config.load_full();
         let bundled = if plugins.bundled {
             crate::plugin::bundled::BUNDLED_PLUGINS
         } else {
@@ -402,7 +405,12 @@ impl Gateway {
                         elapsed_ms = started.elapsed().as_millis() as u64,
                         "plugins loaded"
                     );
-                    gateway.plugins.store(Some(host));
+                    gateway.plugins.store(Some(host.clone()));
+                    // Edited while it loaded: from now on reloads reach the host itself.
+                    let now = gateway.config.load_full();
+                    if !Arc::ptr_eq(&now, &started_with) {
+                        host.reconfigure(&now.plugins).await;
+                    }
                 }
                 Err(err) => {
                     tracing::error!("the plugin host did not start: {err:#}");

@@ -601,8 +601,9 @@ impl PluginHost {
         let mut control = self.control.lock().await;
         control.watcher = None;
         control.watched.clear();
+        control.watch_generation += 1;
         for slot in self.slots.load().values() {
-            slot.current.load().pool.clear();
+            self.discard(&slot.current.load().pool);
         }
         self.ticker.stop();
     }
@@ -734,6 +735,17 @@ impl PluginHost {
             drop(version.pool.take_used());
             return;
         }
+        // A version replaced or unloaded meanwhile gets no new instances, only its
+        // used stores dropped.
+        let current = self
+            .slots
+            .load()
+            .get(&*version.name)
+            .is_some_and(|slot| Arc::ptr_eq(&slot.current.load(), version));
+        if !current {
+            self.discard(&version.pool);
+            return;
+        }
         if !version.pool.needs_refill() || !version.pool.start_filling() {
             return;
         }
@@ -784,7 +796,17 @@ impl PluginHost {
                 }
             }
             version.pool.done_filling();
+            // A call that ended after the last take above saw the refill running and left
+            // its store here: drop it now, or it would wait for that version's next call.
+            drop(version.pool.take_used());
         });
+    }
+
+    /// Empties `pool`, resetting its stores on a plugin thread: a Python store's reset
+    /// writes megabytes, too slow for the I/O thread.
+    fn discard(&self, pool: &pool::ReadyPool) {
+        let stores = pool.drain();
+        self.workers.spawn(async move { drop(stores) });
     }
 
     /// Brings the loaded set in line with `control.config`; `reread` hashes every file again
@@ -1041,7 +1063,7 @@ impl PluginHost {
         self.forget_failure(name);
         if let Some(slot) = self.slots.load().get(name) {
             // Calls in flight keep the old version; its spare instances go now.
-            slot.current.swap(version).pool.clear();
+            self.discard(&slot.current.swap(version).pool);
             slot.stats.set_reload_error(None);
             return;
         }
@@ -1067,7 +1089,7 @@ impl PluginHost {
             slots
         });
         if let Some(slot) = removed {
-            slot.current.load().pool.clear();
+            self.discard(&slot.current.load().pool);
             tracing::info!(plugin = %name, "plugin {name} unloaded");
             self.emit(PluginEvent::Unloaded {
                 name: name.to_string(),
@@ -1099,10 +1121,11 @@ impl PluginHost {
         }
         control.watcher = None;
         control.watched = dirs.clone();
+        // Also when nothing is watched any more: a poll for a missing folder stops.
+        control.watch_generation += 1;
         if dirs.is_empty() {
             return;
         }
-        control.watch_generation += 1;
         match watch::watch(&dirs) {
             Ok((watcher, rx, missing)) => {
                 control.watcher = Some(watcher);
@@ -1139,39 +1162,60 @@ impl PluginHost {
         if control.watch_generation != generation {
             return;
         }
+        // Watched before it is read: a file still being written into it is then seen
+        // again when its writer is done.
         control.watched.clear();
-        self.apply(&mut control, false).await;
         self.rewatch(&mut control);
+        self.apply(&mut control, false).await;
     }
 
-    /// A watched file settled: load, reload or unload the plugin it belongs to.
+    /// A watched file settled: load, reload or unload the plugins it belongs to. A watched
+    /// folder itself that changed (deleted, renamed, made again) is one the watcher lost:
+    /// everything is read again and the folders watched anew, polled for while missing.
     async fn file_changed(&self, path: &Path) {
-        let control = self.control.lock().await;
-        let Some(name) = plugin_for_path(&control.config, path) else {
+        let mut control = self.control.lock().await;
+        // The folder's own event, or (should that one be missed) a file's in a folder gone.
+        let folder_lost =
+            |dir: &PathBuf| dir == path || (path.parent() == Some(dir) && !dir.is_dir());
+        if control.watched.iter().any(folder_lost) {
+            tracing::info!(dir = %path.display(), "a watched plugin folder was moved, removed or made again");
+            control.watched.clear();
+            self.rewatch(&mut control);
+            self.apply(&mut control, true).await;
             return;
-        };
+        }
         let mut desired = desired_plugins(&control.config, control.bundled);
-        let existing = self
-            .slots
-            .load()
-            .get(&name)
-            .map(|slot| slot.current.load_full());
-        match desired.remove(&name) {
-            Some((source, settings)) => {
-                // Re-hash the file even if nothing else changed: that is what
-                // tells a real change from a rewrite of the same bytes.
-                let force_read = source.path() == Some(path);
-                self.update(name, source, Arc::new(settings), existing, force_read)
-                    .await;
-            }
-            None => {
-                if existing.is_some_and(|v| v.source.path() == Some(path)) {
-                    self.unload(&name);
+        for name in plugins_for_path(&control.config, path) {
+            let existing = self
+                .slots
+                .load()
+                .get(&name)
+                .map(|slot| slot.current.load_full());
+            match desired.remove(&name) {
+                Some((source, settings)) => {
+                    // Re-hash the file even if nothing else changed: that is what
+                    // tells a real change from a rewrite of the same bytes.
+                    let force_read = source.path() == Some(path);
+                    self.update(name, source, Arc::new(settings), existing, force_read)
+                        .await;
                 }
-                self.forget_failure(&name);
+                None => {
+                    if existing.is_some_and(|v| v.source.path() == Some(path)) {
+                        self.unload(&name);
+                    }
+                    match control.config.plugins.get(&name) {
+                        // A configured file that went away: waiting for it, as at start.
+                        Some(entry) if entry.path.as_deref() == Some(path) && !entry.disabled => {
+                            let reason =
+                                format!("plugin `{name}` ({}): file not found", path.display());
+                            tracing::warn!(plugin = %name, "{reason}; waiting for it");
+                            self.record_failure(name, Some(path.to_path_buf()), reason);
+                        }
+                        _ => self.forget_failure(&name),
+                    }
+                }
             }
         }
-        drop(control);
     }
 }
 
@@ -1257,24 +1301,26 @@ fn dir_plugin_name(path: &Path) -> Option<String> {
     (!stem.is_empty() && !stem.starts_with('.')).then(|| stem.to_string())
 }
 
-/// Which plugin a changed path belongs to, if any.
-fn plugin_for_path(config: &PluginsConfig, path: &Path) -> Option<String> {
-    if let Some((name, _)) = config
+/// Which plugins a changed path belongs to: those configured with it as their path (one
+/// file may serve under several names), and the folder plugin named after it.
+fn plugins_for_path(config: &PluginsConfig, path: &Path) -> Vec<String> {
+    let mut names: Vec<String> = config
         .plugins
         .iter()
-        .find(|(_, p)| p.path.as_deref() == Some(path))
+        .filter(|(_, p)| p.path.as_deref() == Some(path))
+        .map(|(name, _)| name.clone())
+        .collect();
+    let in_dir = config
+        .dir
+        .as_deref()
+        .is_some_and(|dir| path.parent() == Some(dir));
+    if let Some(name) = dir_plugin_name(path).filter(|_| in_dir)
+        && !config.plugins.get(&name).is_some_and(|p| p.path.is_some())
+        && !names.contains(&name)
     {
-        return Some(name.clone());
+        names.push(name);
     }
-    let dir = config.dir.as_deref()?;
-    if path.parent()? != dir {
-        return None;
-    }
-    let name = dir_plugin_name(path)?;
-    match config.plugins.get(&name) {
-        Some(entry) if entry.path.is_some() => None,
-        _ => Some(name),
-    }
+    names
 }
 
 /// Refuses what is not a component before wasmtime sees it, with a reason a

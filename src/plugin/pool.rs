@@ -116,8 +116,11 @@ impl ReadyPool {
         self.filling.store(false, Ordering::Release);
     }
 
-    pub fn clear(&self) {
-        lock(&self.ready).clear();
-        lock(&self.used).clear();
+    /// Empties the pool; the caller drops what it held where resets may take time.
+    pub fn drain(&self) -> (Vec<Ready>, Vec<Used>) {
+        (
+            std::mem::take(&mut *lock(&self.ready)),
+            std::mem::take(&mut *lock(&self.used)),
+        )
     }
 }

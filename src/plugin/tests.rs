@@ -1275,3 +1275,49 @@ async fn a_dropped_call_stops_its_guest() {
     }
     host.shutdown().await;
 }
+
+/// Waits for the first event that `wanted` accepts, passing over others.
+async fn event_where(
+    rx: &mut mpsc::UnboundedReceiver<PluginEvent>,
+    wanted: impl Fn(&PluginEvent) -> bool,
+) -> PluginEvent {
+    loop {
+        let event = next_event(rx).await;
+        if wanted(&event) {
+            return event;
+        }
+    }
+}
+
+/// The watcher loses a folder that is removed or renamed: the host polls for it and
+/// watches it again when it is back, as for a folder missing at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_folder_removed_or_renamed_is_watched_again_when_it_returns() {
+    let tmp = TempDir::new();
+    let dir = tmp.path().join("plugins");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(HASH, dir.join("a.wasm")).unwrap();
+    let mut cfg = config(Vec::new());
+    cfg.dir = Some(dir.clone());
+    cfg.watch = true;
+    let (host, mut rx) = start(&cfg).await;
+    let loaded = |want: &'static str| move |e: &PluginEvent| matches!(e, PluginEvent::Loaded { name, .. } if name == want);
+    let unloaded = |want: &'static str| move |e: &PluginEvent| matches!(e, PluginEvent::Unloaded { name } if name == want);
+    event_where(&mut rx, loaded("a")).await;
+
+    // Removed (cargo clean, rm -rf) and made again with another plugin in it.
+    std::fs::remove_dir_all(&dir).unwrap();
+    event_where(&mut rx, unloaded("a")).await;
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(JSON, dir.join("b.wasm")).unwrap();
+    event_where(&mut rx, loaded("b")).await;
+
+    // Renamed away: its plugins go; renamed back: they return.
+    let away = tmp.path().join("away");
+    std::fs::rename(&dir, &away).unwrap();
+    event_where(&mut rx, unloaded("b")).await;
+    std::fs::rename(&away, &dir).unwrap();
+    event_where(&mut rx, loaded("b")).await;
+    assert_eq!(host.plugins().len(), 1);
+    host.shutdown().await;
+}

@@ -119,10 +119,12 @@ pub fn status(gateway: &Gateway) -> Value {
     for server in config.servers.values().filter(|s| s.disabled) {
         backends.insert(server.name.clone(), json!({"kind": "process", "status": "disabled", "namespace": server.namespace, "tool_count": 0}));
     }
+    // Plugins after servers; one named like a server is listed as "NAME (plugin)".
+    let mut plugins: Vec<(String, Value)> = Vec::new();
     if let Some(host) = gateway.plugin_host() {
         for plugin in host.plugins() {
             let loaded_at: chrono::DateTime<chrono::Utc> = plugin.loaded_at.into();
-            backends.insert(
+            plugins.push((
                 plugin.name.clone(),
                 json!({
                     "kind": "wasm",
@@ -142,14 +144,14 @@ pub fn status(gateway: &Gateway) -> Value {
                         "fuel": plugin.limits.fuel,
                     },
                 }),
-            );
+            ));
         }
     }
     for plugin in config.plugins.plugins.values().filter(|p| p.disabled) {
-        backends.insert(
+        plugins.push((
             plugin.name.clone(),
             json!({"kind": "wasm", "status": "disabled", "namespace": plugin.namespace, "tool_count": 0}),
-        );
+        ));
     }
     if let Some(host) = gateway.plugin_host() {
         for failed in host.failed_plugins() {
@@ -158,7 +160,7 @@ pub fn status(gateway: &Gateway) -> Value {
                 || crate::config::namespace_for(&failed.name),
                 |p| p.namespace.clone(),
             );
-            backends.insert(
+            plugins.push((
                 failed.name,
                 json!({
                     "kind": "wasm",
@@ -169,8 +171,16 @@ pub fn status(gateway: &Gateway) -> Value {
                     "failed_at": at.to_rfc3339(),
                     "last_error": failed.reason,
                 }),
-            );
+            ));
         }
+    }
+    for (name, entry) in plugins {
+        let key = if backends.contains_key(&name) {
+            format!("{name} (plugin)")
+        } else {
+            name
+        };
+        backends.insert(key, entry);
     }
     json!({
         "gateway": {

@@ -452,7 +452,6 @@ impl Gateway {
     }
 }
 
-/// The client's progress token (`_meta.progressToken`), unless absent or null.
 /// A plugin's `host.log` lines, as `notifications/message` to the calling session once its
 /// client has asked for messages with `logging/setLevel` (at that level or above).
 fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plugin::LogSink> {
@@ -474,6 +473,7 @@ fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plug
     ))
 }
 
+/// The client's progress token (`_meta.progressToken`), unless absent or null.
 fn progress_token(params: &Value) -> Option<&Value> {
     params
         .get("_meta")

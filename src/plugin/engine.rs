@@ -15,8 +15,9 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// beyond this wait for a slot instead of failing.
 pub const MAX_INSTANCES: u32 = 128;
 
-/// Rust wasm32-wasip2 components carry the preview1 adapter beside the main
-/// module: two memories and a handful of core instances per component.
+/// Headroom per component: Rust wasm32-wasip2 components have one memory and three core
+/// instances (main module, shim, fixup); a component built with the preview1 adapter
+/// has two memories and more instances.
 const MEMORIES_PER_COMPONENT: u32 = 4;
 const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 

@@ -17,7 +17,13 @@ pub struct HostCtx {
     /// Filled at call time, so that an instance made ahead of its call still
     /// reports to the right client.
     pub sinks: Sinks,
+    /// Progress and log notifications passed to the client in this call so far.
+    forwarded: u32,
 }
+
+/// Notifications one call may send its client: a guest that reports in a tight loop
+/// would otherwise queue lines faster than the client reads them (16 KiB each at most).
+const MAX_FORWARDED: u32 = 1000;
 
 /// Where a call's reports go besides the gateway's log: its client's progress token,
 /// and its session when the client asked for log messages.
@@ -33,7 +39,19 @@ impl HostCtx {
             plugin,
             config,
             sinks: Sinks::default(),
+            forwarded: 0,
         }
+    }
+}
+
+impl HostCtx {
+    /// Counts one more notification for the client; past [`MAX_FORWARDED`], drops it.
+    fn may_forward(&mut self) -> bool {
+        self.forwarded = self.forwarded.saturating_add(1);
+        if self.forwarded == MAX_FORWARDED + 1 {
+            tracing::warn!(plugin = %self.plugin, "the call sent {MAX_FORWARDED} progress and log notifications; the rest are dropped");
+        }
+        self.forwarded <= MAX_FORWARDED
     }
 }
 
@@ -74,13 +92,19 @@ impl host::Host for HostCtx {
                 ("error", 4)
             }
         };
-        if let Some(sink) = &self.sinks.log {
+        if self.sinks.log.is_some()
+            && self.may_forward()
+            && let Some(sink) = &self.sinks.log
+        {
             sink(mcp_level, rank, &message);
         }
     }
 
     fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
-        if let Some(sink) = &self.sinks.progress {
+        if self.sinks.progress.is_some()
+            && self.may_forward()
+            && let Some(sink) = &self.sinks.progress
+        {
             sink(progress, total, message.map(clip));
         }
     }

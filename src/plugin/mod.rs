@@ -60,7 +60,7 @@ pub struct PluginInfo {
     pub limits: PluginLimits,
     /// Calls since the plugin was first loaded (reloads keep counting).
     pub calls: u64,
-    /// Calls that trapped, hit a limit or failed.
+    /// Calls that trapped or hit a limit (a tool's own `failed` error is a result).
     pub failures: u64,
     /// The last of those failures.
     pub last_error: Option<String>,
@@ -76,6 +76,13 @@ pub struct FailedPlugin {
     pub path: Option<PathBuf>,
     pub reason: String,
     pub at: SystemTime,
+}
+
+/// Where a call's instance comes from: the ready pool, or made for it with a permit
+/// from these slots.
+enum Instance {
+    Ready(pool::Ready),
+    Make(Arc<Semaphore>),
 }
 
 /// Per-call context from the gateway.
@@ -239,8 +246,8 @@ struct Code {
     tools: Vec<Value>,
     /// The output schemas of the tools that declare one, by tool name.
     output_schemas: HashMap<String, Arc<jsonschema::Validator>>,
-    /// Ready instances get a `list-tools` call first, used stores are reset on the
-    /// reaper thread (see `pool::BIG_RUNTIME`).
+    /// An interpreter inside (see `pool::BIG_RUNTIME`): each ready instance gets a
+    /// `list-tools` call first, and a call starts inline only on a ready instance.
     big_runtime: bool,
 }
 
@@ -369,8 +376,10 @@ pub struct PluginHost {
     slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
     /// Plugins that could not be loaded, by name, until they load or are gone.
     failed: StdMutex<BTreeMap<String, FailedPlugin>>,
-    /// Bounds the instances alive at once to what the pooling allocator holds.
+    /// Bounds the instances calls keep alive at once to what the pooling allocator holds,
+    /// less what `probes` keeps for validating new versions.
     instances: Arc<Semaphore>,
+    probes: Arc<Semaphore>,
     events: mpsc::UnboundedSender<PluginEvent>,
     control: Mutex<Control>,
     /// Keep ready instances (see `pool`); on by default.
@@ -416,6 +425,7 @@ impl PluginHost {
             instances: Arc::new(Semaphore::new(
                 (engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize,
             )),
+            probes: Arc::new(Semaphore::new(RESERVED_INSTANCES as usize)),
             events,
             control: Mutex::new(Control {
                 config: config.clone(),
@@ -548,7 +558,7 @@ impl PluginHost {
                     progress: ctx.progress,
                     log: ctx.log,
                 },
-                ready,
+                ready.map_or_else(|| Instance::Make(self.instances.clone()), Instance::Ready),
                 inline,
                 |store, plugin| {
                     Box::pin(async move {
@@ -618,7 +628,7 @@ impl PluginHost {
         version: Arc<Version>,
         timeout: Duration,
         sinks: host_impl::Sinks,
-        ready: Option<pool::Ready>,
+        instance: Instance,
         inline: bool,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
@@ -634,7 +644,7 @@ impl PluginHost {
             .ok_or("the plugin host is shutting down")?;
         let started_on = inline.then(|| version.clone());
         let mut task =
-            Box::pin(async move { host.run_here(&version, timeout, sinks, ready, f).await });
+            Box::pin(async move { host.run_here(&version, timeout, sinks, instance, f).await });
         if let Some(version) = started_on {
             let polled_at = Instant::now();
             let first = std::future::poll_fn(|cx| {
@@ -663,7 +673,7 @@ impl PluginHost {
         version: &Version,
         timeout: Duration,
         sinks: host_impl::Sinks,
-        ready: Option<pool::Ready>,
+        instance: Instance,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
             bindings::Plugin,
@@ -673,24 +683,26 @@ impl PluginHost {
     ) -> Result<R, String> {
         let name = &*version.name;
         let limits = &version.settings.limits;
-        let (mut store, instance, _permit) = match ready {
-            Some(ready) => (ready.store, Some(ready.instance), ready.permit),
-            None => {
-                let permit = self
-                    .instances
-                    .clone()
-                    .acquire_owned()
+        let started = Instant::now();
+        let (mut store, instance, _permit) = match instance {
+            Instance::Ready(ready) => (ready.store, Some(ready.instance), ready.permit),
+            Instance::Make(slots) => {
+                // Waiting for a free slot counts against the call's time.
+                let permit = tokio::time::timeout(timeout, slots.acquire_owned())
                     .await
+                    .map_err(|_| limits::time_limit_message(name, timeout))?
                     .map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
                 (self.new_store(version)?, None, permit)
             }
         };
-        limits::arm(&mut store, timeout, self.fuel_enabled, limits.fuel)
+        // The limit the client reads in a message stays the whole `timeout`.
+        let remaining = timeout.saturating_sub(started.elapsed());
+        limits::arm(&mut store, remaining, self.fuel_enabled, limits.fuel)
             .map_err(|e| limits::chain(&e))?;
         store.data_mut().host.sinks = sinks;
         let pre = version.code.pre.clone();
         let busy = self.ticker.busy();
-        let result = tokio::time::timeout(timeout + TIMEOUT_GRACE, async {
+        let result = tokio::time::timeout(remaining + TIMEOUT_GRACE, async {
             let instance = match instance {
                 Some(instance) => instance,
                 None => pre.instantiate_async(&mut store).await?,
@@ -844,10 +856,6 @@ impl PluginHost {
         while jobs.join_next().await.is_some() {}
     }
 
-    /// Loads `name` from `source`, or reloads it if `existing`: reuses the
-    /// compiled code when only settings changed, does nothing when neither
-    /// changed (`force_read` re-reads and re-hashes the file even then, as the
-    /// watcher does).
     /// Installs a new version that keeps the running code (only the settings or the
     /// file's place changed), announced as a reload that compiled nothing.
     fn reuse_code(
@@ -871,6 +879,10 @@ impl PluginHost {
         });
     }
 
+    /// Loads `name` from `source`, or reloads it if `existing`: reuses the
+    /// compiled code when only settings changed, does nothing when neither
+    /// changed (`force_read` re-reads and re-hashes the file even then, as the
+    /// watcher does).
     async fn update(
         &self,
         name: String,
@@ -1023,7 +1035,9 @@ impl PluginHost {
                 Arc::new(probe),
                 timeout,
                 host_impl::Sinks::default(),
-                None,
+                // Probes have slots of their own: a reload validates even while calls
+                // hold every other slot.
+                Instance::Make(self.probes.clone()),
                 false,
                 |store, plugin| {
                     Box::pin(
@@ -1281,8 +1295,10 @@ fn desired_plugins(
 /// The namespace of a plugin found in the plugin folder: its file name may hold what
 /// clients refuse in a tool name (spaces, dots, non-ASCII), which becomes `_`.
 fn default_namespace(name: &str) -> String {
+    // Said once per name: this runs at every change in the folder.
+    static WARNED: StdMutex<BTreeSet<String>> = StdMutex::new(BTreeSet::new());
     let namespace = crate::config::namespace_for(name);
-    if namespace != name {
+    if namespace != name && lock(&WARNED).insert(name.to_string()) {
         tracing::warn!(
             plugin = %name,
             "plugin `{name}`: its file name is not a valid namespace, so its tools are prefixed \
@@ -1315,7 +1331,7 @@ fn plugins_for_path(config: &PluginsConfig, path: &Path) -> Vec<String> {
         .as_deref()
         .is_some_and(|dir| path.parent() == Some(dir));
     if let Some(name) = dir_plugin_name(path).filter(|_| in_dir)
-        && !config.plugins.get(&name).is_some_and(|p| p.path.is_some())
+        && config.plugins.get(&name).is_none_or(|p| p.path.is_none())
         && !names.contains(&name)
     {
         names.push(name);

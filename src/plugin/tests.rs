@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
@@ -1319,5 +1320,28 @@ async fn a_watched_folder_removed_or_renamed_is_watched_again_when_it_returns() 
     std::fs::rename(&away, &dir).unwrap();
     event_where(&mut rx, loaded("b")).await;
     assert_eq!(host.plugins().len(), 1);
+    host.shutdown().await;
+}
+
+/// A guest that reports progress in a loop cannot flood its client: a call passes on
+/// at most 1,000 notifications.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_forwards_at_most_a_thousand_notifications() {
+    let (host, _rx) = start(&config(vec![entry("echo", Some(ECHO))])).await;
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counted = seen.clone();
+    let sink: ProgressSink = Arc::new(move |_, _, _| {
+        counted.fetch_add(1, Ordering::Relaxed);
+    });
+    let ctx = CallContext {
+        progress: Some(sink),
+        ..ctx()
+    };
+    let result = host
+        .call("echo", "progress", json!({"steps": 1500}), ctx)
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "done 1500");
+    assert_eq!(seen.load(Ordering::Relaxed), 1000);
     host.shutdown().await;
 }

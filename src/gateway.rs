@@ -115,10 +115,7 @@ impl Gateway {
         let deadline = tokio::time::Instant::from_std(
             self.started + self.config.load().gateway.startup_timeout,
         );
-        let mut loading = self.plugins_loading.subscribe();
-        if *loading.borrow() {
-            let _ = tokio::time::timeout_at(deadline, loading.wait_for(|l| !*l)).await;
-        }
+        let _ = tokio::time::timeout_at(deadline, self.wait_for_plugins()).await;
         if self.startup_settled.load(Ordering::Acquire) {
             return;
         }

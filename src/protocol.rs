@@ -355,6 +355,23 @@ pub fn negotiate_version(requested: Option<&str>) -> &'static str {
         .unwrap_or(LATEST_VERSION)
 }
 
+/// MCP's log levels (`logging/setLevel`, `notifications/message`), least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// Where `level` stands in [`LOG_LEVELS`]: a message at or above a client's level is sent.
+pub fn log_rank(level: &str) -> Option<u8> {
+    LOG_LEVELS.iter().position(|l| *l == level).map(|r| r as u8)
+}
+
 /// The first version without JSON-RPC batching (added in 2025-03-26, removed again here).
 const BATCHING_REMOVED: &str = "2025-06-18";
 

@@ -405,28 +405,18 @@ impl Gateway {
 
     /// Forwarded to every ready server that logs; the gateway's own log level is not changed.
     async fn set_level(&self, context: &RequestContext, params: Value) -> Result<Value, RpcError> {
-        const LEVELS: &[&str] = &[
-            "debug",
-            "info",
-            "notice",
-            "warning",
-            "error",
-            "critical",
-            "alert",
-            "emergency",
-        ];
         let level = params
             .get("level")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let Some(rank) = LEVELS.iter().position(|l| *l == level) else {
+        let Some(rank) = protocol::log_rank(level) else {
             return Err(RpcError::invalid_params(format!(
                 "Unknown log level `{level}`; one of {}",
-                LEVELS.join(", ")
+                protocol::LOG_LEVELS.join(", ")
             )));
         };
         // Plugins log to the session that set a level (see `plugin_log_sink`).
-        context.session.set_log_level(rank as u8);
+        context.session.set_log_level(rank);
         let mut forwards = Vec::new();
         for backend in self
             .process_backends()
@@ -458,19 +448,18 @@ fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plug
     context.session.log_level()?;
     let session = Arc::downgrade(&context.session);
     let logger = plugin.to_string();
-    Some(Arc::new(
-        move |level: &'static str, rank: u8, message: &str| {
-            let Some(session) = session.upgrade() else {
-                return;
-            };
-            if session.log_level().is_some_and(|min| rank >= min) {
-                session.notify(
-                    "notifications/message",
-                    Some(json!({"level": level, "logger": logger, "data": message})),
-                );
-            }
-        },
-    ))
+    Some(Arc::new(move |level: &'static str, message: &str| {
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        let rank = protocol::log_rank(level);
+        if session.log_level().is_some_and(|min| rank >= Some(min)) {
+            session.notify(
+                "notifications/message",
+                Some(json!({"level": level, "logger": logger, "data": message})),
+            );
+        }
+    }))
 }
 
 /// The client's progress token (`_meta.progressToken`), unless absent or null.

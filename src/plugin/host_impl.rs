@@ -74,29 +74,30 @@ impl host::Host for HostCtx {
     fn log(&mut self, level: Level, message: String) {
         let plugin = &*self.plugin;
         let message = clip(message);
-        let (mcp_level, rank) = match level {
+        // The WIT's levels are MCP's, by name.
+        let mcp_level = match level {
             Level::Debug => {
                 tracing::debug!(target: "wasmgate::plugin::log", plugin, "{message}");
-                ("debug", 0)
+                "debug"
             }
             Level::Info => {
                 tracing::info!(target: "wasmgate::plugin::log", plugin, "{message}");
-                ("info", 1)
+                "info"
             }
             Level::Warning => {
                 tracing::warn!(target: "wasmgate::plugin::log", plugin, "{message}");
-                ("warning", 3)
+                "warning"
             }
             Level::Error => {
                 tracing::error!(target: "wasmgate::plugin::log", plugin, "{message}");
-                ("error", 4)
+                "error"
             }
         };
         if self.sinks.log.is_some()
             && self.may_forward()
             && let Some(sink) = &self.sinks.log
         {
-            sink(mcp_level, rank, &message);
+            sink(mcp_level, &message);
         }
     }
 

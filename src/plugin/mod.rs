@@ -39,8 +39,8 @@ use bindings::{CallError, PluginPre};
 use cache::Cache;
 use sandbox::StoreState;
 
-/// Receives a call's `host.log` lines: `(MCP level, its rank from debug = 0, message)`.
-pub type LogSink = Arc<dyn Fn(&'static str, u8, &str) + Send + Sync>;
+/// Receives a call's `host.log` lines: `(MCP level, message)`.
+pub type LogSink = Arc<dyn Fn(&'static str, &str) + Send + Sync>;
 
 /// Receives a call's progress reports: `(progress, total, message)`.
 pub type ProgressSink = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
@@ -517,6 +517,14 @@ impl PluginHost {
         self.emit(PluginEvent::LoadFailed { name, reason });
     }
 
+    /// A configured file that is not there (yet): not an error, since it is loaded when it
+    /// appears (a first build), but what status shows meanwhile.
+    fn waiting_for_file(&self, name: &str, path: &Path) {
+        let reason = format!("plugin `{name}` ({}): file not found", path.display());
+        tracing::warn!(plugin = %name, "{reason}; waiting for it");
+        self.record_failure(name.to_string(), Some(path.to_path_buf()), reason);
+    }
+
     fn forget_failure(&self, name: &str) {
         lock(&self.failed).remove(name);
     }
@@ -831,10 +839,7 @@ impl PluginHost {
             if let (Some(path), false, false) =
                 (&entry.path, entry.disabled, desired.contains_key(name))
             {
-                let reason = format!("plugin `{name}` ({}): file not found", path.display());
-                // Not an error yet: the file is loaded when it appears (a first build).
-                tracing::warn!(plugin = %name, "{reason}; waiting for it");
-                self.record_failure(name.clone(), Some(path.clone()), reason);
+                self.waiting_for_file(name, path);
             }
         }
         for name in current.keys() {
@@ -1176,11 +1181,16 @@ impl PluginHost {
         if control.watch_generation != generation {
             return;
         }
-        // Watched before it is read: a file still being written into it is then seen
-        // again when its writer is done.
+        self.rescan(&mut control, false).await;
+    }
+
+    /// Watches the folders anew (polling for those missing) and brings the loaded set in
+    /// line. Watched before read: a file still being written is then seen again when its
+    /// writer is done.
+    async fn rescan(&self, control: &mut Control, reread: bool) {
         control.watched.clear();
-        self.rewatch(&mut control);
-        self.apply(&mut control, false).await;
+        self.rewatch(control);
+        self.apply(control, reread).await;
     }
 
     /// A watched file settled: load, reload or unload the plugins it belongs to. A watched
@@ -1193,9 +1203,7 @@ impl PluginHost {
             |dir: &PathBuf| dir == path || (path.parent() == Some(dir) && !dir.is_dir());
         if control.watched.iter().any(folder_lost) {
             tracing::info!(dir = %path.display(), "a watched plugin folder was moved, removed or made again");
-            control.watched.clear();
-            self.rewatch(&mut control);
-            self.apply(&mut control, true).await;
+            self.rescan(&mut control, true).await;
             return;
         }
         let mut desired = desired_plugins(&control.config, control.bundled);
@@ -1220,10 +1228,7 @@ impl PluginHost {
                     match control.config.plugins.get(&name) {
                         // A configured file that went away: waiting for it, as at start.
                         Some(entry) if entry.path.as_deref() == Some(path) && !entry.disabled => {
-                            let reason =
-                                format!("plugin `{name}` ({}): file not found", path.display());
-                            tracing::warn!(plugin = %name, "{reason}; waiting for it");
-                            self.record_failure(name, Some(path.to_path_buf()), reason);
+                            self.waiting_for_file(&name, path)
                         }
                         _ => self.forget_failure(&name),
                     }

@@ -41,6 +41,10 @@ pub enum BackendError {
     Unavailable { server: String, state: &'static str },
     #[error("server `{server}` exited while handling the request")]
     Crashed { server: String },
+    #[error(
+        "server `{server}` was stopped by the gateway (shutting down, or its config changed) before it answered"
+    )]
+    Stopped { server: String },
     #[error("server `{server}` did not answer within {} ms", .timeout.as_millis())]
     Timeout { server: String, timeout: Duration },
 }
@@ -56,7 +60,9 @@ impl BackendError {
                     json!({"server": server, "originalError": error.to_value()}),
                 )),
             },
-            BackendError::Unavailable { server, .. } | BackendError::Crashed { server } => {
+            BackendError::Unavailable { server, .. }
+            | BackendError::Crashed { server }
+            | BackendError::Stopped { server } => {
                 RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string())
                     .with_data(json!({"server": server}))
             }

@@ -119,14 +119,17 @@ async fn serve(config: Config) -> Result<()> {
     let gateway = Gateway::start(config);
     let _watcher = watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path));
     let (input, output) = crate::transport::stdio::std_streams();
-    let stdio = crate::transport::stdio::serve(gateway.clone(), input, output);
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
-    tokio::select! {
-        result = stdio => result.context("stdio")?,
-        _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-    }
+    let signal = async move {
+        tokio::select! {
+            _ = sigterm.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+        }
+    };
+    crate::transport::stdio::serve(gateway.clone(), input, output, signal)
+        .await
+        .context("stdio")?;
     gateway.shutdown().await;
     Ok(())
 }

@@ -132,8 +132,16 @@ fn parse_with_id(value: Value) -> Result<Message, (Value, RpcError)> {
     parse_message(value).map_err(|err| (id, err))
 }
 
+/// A string, or a number that can be echoed as the same value: an integer beyond 64 bits
+/// is read as a float that has lost digits, and would come back as another number.
 fn valid_id(id: &Value) -> bool {
-    matches!(id, Value::String(_) | Value::Number(_))
+    match id {
+        Value::String(_) => true,
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.abs() < 9.0e15)
+        }
+        _ => false,
+    }
 }
 
 /// Checks the envelope of one message and splits it by kind.
@@ -157,7 +165,7 @@ pub fn parse_message(value: Value) -> Result<Message, RpcError> {
     {
         return Err(RpcError::new(
             INVALID_REQUEST,
-            "Invalid Request: id must be a string or a number",
+            "Invalid Request: id must be a string or a number (an integer within 64 bits)",
         ));
     }
     let params = obj.remove("params");

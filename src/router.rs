@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::backend::BackendError;
 use crate::backend::process::ProcessBackend;
 use crate::gateway::Gateway;
+use crate::plugin::PluginCallError;
 use crate::protocol::{self, Reply, RpcError};
 use crate::session::RequestContext;
 use crate::telemetry::events::Status;
@@ -175,14 +176,7 @@ impl Gateway {
                     .await
             }
             Target::Wasm(plugin) => self
-                .call_plugin(
-                    context,
-                    plugin,
-                    &route.name,
-                    arguments,
-                    route.timeout,
-                    &params,
-                )
+                .call_plugin(context, &name, plugin, &route, arguments, &params)
                 .await
                 .map(Reply::from),
         };
@@ -205,15 +199,17 @@ impl Gateway {
         outcome
     }
 
+    /// `name` is the tool as the client calls it, `route.name` as the plugin knows it.
     async fn call_plugin(
         &self,
         context: &RequestContext,
+        name: &str,
         plugin: &str,
-        tool: &str,
+        route: &catalog::ToolRoute,
         arguments: Value,
-        timeout: Duration,
         params: &Value,
     ) -> Result<Value, RpcError> {
+        let (tool, timeout) = (route.name.as_str(), route.timeout);
         let unavailable = || {
             RpcError::new(
                 protocol::BACKEND_UNAVAILABLE,
@@ -253,9 +249,15 @@ impl Gateway {
         host.call(plugin, tool, arguments, ctx)
             .await
             .map_err(|err| match err {
-                crate::plugin::PluginCallError::NotFound(_) => unavailable(),
-                other => {
-                    RpcError::invalid_params(other.to_string()).with_data(json!({"server": plugin}))
+                PluginCallError::NotFound(_) => unavailable(),
+                // Worded as the gateway's own checks are, with the name the client used.
+                PluginCallError::InvalidArguments { message, .. } => RpcError::invalid_params(
+                    format!("Invalid arguments for tool {name}: {message}"),
+                )
+                .with_data(json!({"server": plugin})),
+                unknown @ PluginCallError::UnknownTool { .. } => {
+                    RpcError::invalid_params(format!("Unknown tool: {name} ({unknown})"))
+                        .with_data(json!({"server": plugin}))
                 }
             })
     }
@@ -405,10 +407,8 @@ impl Gateway {
 
     /// Forwarded to every ready server that logs; the gateway's own log level is not changed.
     async fn set_level(&self, context: &RequestContext, params: Value) -> Result<Value, RpcError> {
-        let level = params
-            .get("level")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let level = required_string(&params, "logging/setLevel", "level")?;
+        let level = level.as_str();
         let Some(rank) = protocol::log_rank(level) else {
             return Err(RpcError::invalid_params(format!(
                 "Unknown log level `{level}`; one of {}",

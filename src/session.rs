@@ -28,6 +28,29 @@ pub struct RequestContext {
     pub session: Arc<Session>,
 }
 
+/// A client request in flight: the switch that cancels it, and which request it is (an id
+/// may be used again once its request ended, while the task of the old one still winds down).
+struct InFlight {
+    cancel: oneshot::Sender<()>,
+    serial: u64,
+}
+
+/// A request registered as in flight, ready to run.
+struct Started {
+    key: String,
+    serial: u64,
+    cancelled: oneshot::Receiver<()>,
+}
+
+/// What a request came to: its answer, or `None` when the client cancelled it (and gets none).
+type Outcome = Option<Result<Reply, RpcError>>;
+
+/// A member of a batch: answered at once, or running.
+enum BatchEntry {
+    Answered(String),
+    Running(Value, tokio::task::JoinHandle<Outcome>),
+}
+
 /// A request the gateway forwarded to the client on a server's behalf.
 struct Forwarded {
     server: String,
@@ -40,8 +63,9 @@ pub struct Session {
     pub gateway: Arc<Gateway>,
     out: mpsc::UnboundedSender<String>,
     client: Mutex<ClientState>,
-    /// Client request id (as JSON text) -> a switch that cancels it.
-    in_flight: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    /// Client requests in flight, by [`request_key`] of their id.
+    in_flight: Mutex<HashMap<String, InFlight>>,
+    next_serial: AtomicU64,
     forwarded: Mutex<HashMap<u64, Forwarded>>,
     next_request_id: AtomicU64,
     /// Woken whenever a request in flight ends, for the drain after the client left.
@@ -64,6 +88,7 @@ impl Session {
             out,
             client: Mutex::new(ClientState::default()),
             in_flight: Mutex::new(HashMap::new()),
+            next_serial: AtomicU64::new(0),
             forwarded: Mutex::new(HashMap::new()),
             next_request_id: AtomicU64::new(1),
             request_ended: tokio::sync::Notify::new(),
@@ -135,10 +160,7 @@ impl Session {
             Ok(Incoming::Single(Ok(message))) => self.handle_message(message),
             Ok(Incoming::Batch(items)) => match self.batch_refused() {
                 Some(error) => self.send(protocol::error_response(Value::Null, &error)),
-                None => {
-                    let session = self.clone();
-                    tokio::spawn(async move { session.handle_batch(items).await });
-                }
+                None => self.handle_batch(items),
             },
         }
     }
@@ -164,54 +186,133 @@ impl Session {
                 let answer = self.initialize(params).map(Reply::from);
                 self.send_line(protocol::response_line(&id, answer));
             }
-            Message::Request { id, method, params } => {
-                let key = id.to_string();
-                let (cancel_tx, cancel_rx) = oneshot::channel();
-                self.in_flight
-                    .lock()
-                    .unwrap()
-                    .insert(key.clone(), cancel_tx);
-                let session = self.clone();
-                tokio::spawn(async move {
-                    let answer = tokio::select! {
-                        answer = session.request(&method, params) => Some(answer),
-                        // A cancelled request gets no answer (the specification says so).
-                        _ = cancel_rx => None,
-                    };
-                    session.in_flight.lock().unwrap().remove(&key);
-                    session.request_ended.notify_waiters();
-                    if let Some(answer) = answer {
-                        session.send_line(protocol::response_line(&id, answer));
-                    }
-                });
-            }
+            Message::Request { id, method, params } => match self.begin(&id) {
+                Err(error) => self.send(protocol::error_response(id, &error)),
+                Ok(started) => {
+                    let session = self.clone();
+                    tokio::spawn(async move {
+                        if let Some(answer) = session.run(started, &method, params).await {
+                            session.send_line(protocol::response_line(&id, answer));
+                        }
+                    });
+                }
+            },
             Message::Notification { method, params } => self.notification(&method, params),
             Message::Response { id, result } => self.client_answered(&id, result),
         }
     }
 
-    async fn handle_batch(self: &Arc<Self>, items: Vec<Result<Message, (Value, RpcError)>>) {
-        let mut answers = Vec::new();
+    /// Runs a batch's requests concurrently, each in flight (cancellable, waited for at
+    /// shutdown) from the moment the line is read, as a single request is; answers with
+    /// one array in the batch's order, where a cancelled member has no entry.
+    fn handle_batch(self: &Arc<Self>, items: Vec<Result<Message, (Value, RpcError)>>) {
+        let mut entries = Vec::new();
         for item in items {
             match item {
-                Err((id, error)) => answers.push(protocol::error_response(id, &error).to_string()),
+                Err((id, error)) => entries.push(BatchEntry::Answered(
+                    protocol::error_response(id, &error).to_string(),
+                )),
                 Ok(Message::Request { id, method, .. }) if method == "initialize" => {
                     let error = RpcError::new(
                         protocol::INVALID_REQUEST,
                         "Invalid Request: initialize must not be part of a batch (MCP 2025-03-26); send it on its own",
                     );
-                    answers.push(protocol::response_line(&id, Err(error)));
+                    entries.push(BatchEntry::Answered(protocol::response_line(
+                        &id,
+                        Err(error),
+                    )));
                 }
-                Ok(Message::Request { id, method, params }) => {
-                    let answer = self.request(&method, params).await;
-                    answers.push(protocol::response_line(&id, answer));
-                }
+                Ok(Message::Request { id, method, params }) => match self.begin(&id) {
+                    Err(error) => entries.push(BatchEntry::Answered(protocol::response_line(
+                        &id,
+                        Err(error),
+                    ))),
+                    Ok(started) => {
+                        let session = self.clone();
+                        let task =
+                            tokio::spawn(
+                                async move { session.run(started, &method, params).await },
+                            );
+                        entries.push(BatchEntry::Running(id, task));
+                    }
+                },
                 Ok(other) => self.handle_message(other),
+            }
+        }
+        let session = self.clone();
+        tokio::spawn(async move { session.answer_batch(entries).await });
+    }
+
+    async fn answer_batch(&self, entries: Vec<BatchEntry>) {
+        let mut answers = Vec::new();
+        for entry in entries {
+            match entry {
+                BatchEntry::Answered(line) => answers.push(line),
+                BatchEntry::Running(id, task) => match task.await {
+                    Ok(Some(answer)) => answers.push(protocol::response_line(&id, answer)),
+                    Ok(None) => {}
+                    Err(_) => answers.push(protocol::response_line(
+                        &id,
+                        Err(RpcError::new(
+                            protocol::INTERNAL_ERROR,
+                            "Internal error: the request's task ended without an answer",
+                        )),
+                    )),
+                },
             }
         }
         if !answers.is_empty() {
             self.send_line(format!("[{}]", answers.join(",")));
         }
+    }
+
+    /// Registers request `id` as in flight; refused while another request with the same
+    /// id is (JSON-RPC ids tell a client's answers apart, so both would be lost).
+    fn begin(&self, id: &Value) -> Result<Started, RpcError> {
+        let key = request_key(id);
+        let mut in_flight = self.in_flight.lock().unwrap();
+        if in_flight.contains_key(&key) {
+            return Err(RpcError::new(
+                protocol::INVALID_REQUEST,
+                format!(
+                    "Invalid Request: a request with id {id} is still in flight in this session; give each request its own id"
+                ),
+            ));
+        }
+        let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
+        let (cancel, cancelled) = oneshot::channel();
+        in_flight.insert(key.clone(), InFlight { cancel, serial });
+        Ok(Started {
+            key,
+            serial,
+            cancelled,
+        })
+    }
+
+    /// Runs a request registered by [`Self::begin`] until it is answered or cancelled.
+    async fn run(
+        self: &Arc<Self>,
+        started: Started,
+        method: &str,
+        params: Option<Value>,
+    ) -> Outcome {
+        let outcome = tokio::select! {
+            answer = self.request(method, params) => Some(answer),
+            // A cancelled request gets no answer (the specification says so).
+            _ = started.cancelled => None,
+        };
+        {
+            let mut in_flight = self.in_flight.lock().unwrap();
+            // A cancel already removed it, and the id may be in use again by now.
+            if in_flight
+                .get(&started.key)
+                .is_some_and(|r| r.serial == started.serial)
+            {
+                in_flight.remove(&started.key);
+            }
+        }
+        self.request_ended.notify_waiters();
+        outcome
     }
 
     fn initialize(&self, params: Option<Value>) -> Result<Value, RpcError> {
@@ -249,6 +350,7 @@ impl Session {
                 format!("Server not initialized: send `initialize` before `{method}`"),
             ));
         }
+        check_progress_token(params.as_ref())?;
         let context = RequestContext {
             trace_id: new_trace_id(),
             session: self.clone(),
@@ -260,13 +362,13 @@ impl Session {
         match method {
             "notifications/initialized" | "initialized" => {}
             "notifications/cancelled" => {
-                let id = params
+                let key = params
                     .as_ref()
                     .and_then(|p| p.get("requestId"))
-                    .map(Value::to_string)
+                    .map(request_key)
                     .unwrap_or_default();
-                if let Some(cancel) = self.in_flight.lock().unwrap().remove(&id) {
-                    let _ = cancel.send(());
+                if let Some(request) = self.in_flight.lock().unwrap().remove(&key) {
+                    let _ = request.cancel.send(());
                 }
             }
             "notifications/roots/list_changed" => {
@@ -333,6 +435,29 @@ impl Session {
                 Some(json!({"requestId": format!("wg-{id}")})),
             ));
         }
+    }
+}
+
+/// `_meta.progressToken` is a string or a number (MCP); a token of another type could not be
+/// told apart in the `notifications/progress` the request would get.
+fn check_progress_token(params: Option<&Value>) -> Result<(), RpcError> {
+    let token = params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("progressToken"));
+    match token {
+        Some(Value::Bool(_) | Value::Array(_) | Value::Object(_)) => Err(RpcError::invalid_params(
+            "Invalid params: _meta.progressToken must be a string or a number",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An id as a key for requests in flight: numbers by value (a cancel for `7.0` finds the
+/// request `7`), strings as JSON text (so `"7"` stays apart from `7`).
+fn request_key(id: &Value) -> String {
+    match id.as_f64() {
+        Some(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => format!("{}", n as i64),
+        _ => id.to_string(),
     }
 }
 

@@ -81,6 +81,8 @@ struct Connection {
     pending: Mutex<HashMap<u64, AnswerSender>>,
     next_id: AtomicU64,
     closed: AtomicBool,
+    /// Set before the gateway stops the process, so that requests it cuts short say so.
+    stopped: AtomicBool,
 }
 
 impl Connection {
@@ -115,9 +117,7 @@ impl Connection {
         self.pending.lock().unwrap().insert(id, tx);
         if self.closed.load(Ordering::Acquire) {
             self.pending.lock().unwrap().remove(&id);
-            return Err(BackendError::Crashed {
-                server: self.server.clone(),
-            });
+            return Err(self.gone());
         }
         let mut guard = PendingGuard {
             connection: self,
@@ -133,9 +133,7 @@ impl Connection {
                 server: self.server.clone(),
                 error,
             }),
-            Ok(Err(_)) => Err(BackendError::Crashed {
-                server: self.server.clone(),
-            }),
+            Ok(Err(_)) => Err(self.gone()),
             Err(_) => Err(BackendError::Timeout {
                 server: self.server.clone(),
                 timeout,
@@ -146,6 +144,16 @@ impl Connection {
     fn complete(&self, id: u64, result: Result<Box<RawValue>, RpcError>) {
         if let Some(tx) = self.pending.lock().unwrap().remove(&id) {
             let _ = tx.send(result);
+        }
+    }
+
+    /// Why a request ended without an answer: the gateway stopped the server, or it died.
+    fn gone(&self) -> BackendError {
+        let server = self.server.clone();
+        if self.stopped.load(Ordering::Acquire) {
+            BackendError::Stopped { server }
+        } else {
+            BackendError::Crashed { server }
         }
     }
 
@@ -438,6 +446,7 @@ impl ProcessBackend {
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
         });
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
@@ -477,6 +486,7 @@ impl ProcessBackend {
         let result = tokio::select! {
             status = child.wait() => Err(format!("exited unexpectedly ({})", describe_exit(status))),
             _ = stop_requested(stopping) => {
+                connection.stopped.store(true, Ordering::Release);
                 self.terminate(child, &connection).await;
                 Ok(())
             }

@@ -5,6 +5,9 @@
 //! Deserialising is unsafe (the bytes are trusted as machine code), so only
 //! files this module wrote are read, and each carries a sha256 of its body that
 //! is checked first: a truncated or corrupted entry is recompiled, never loaded.
+//!
+//! Every rebuild of a plugin is a new entry (a Python or JavaScript one is ~30 MB), so
+//! after each store the folder is pruned to [`BUDGET`], least recently used first.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -16,6 +19,12 @@ use wasmtime::component::Component;
 
 const MAGIC: &[u8; 8] = b"wgcache1";
 const HEADER: usize = MAGIC.len() + 32;
+
+/// Bytes of compiled code the folder keeps; the entry just written stays whatever its size.
+pub const BUDGET: u64 = 1 << 30;
+
+/// A temporary file this old was left by a process that died while writing it.
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(3600);
 
 pub struct Cache {
     dir: PathBuf,
@@ -59,6 +68,10 @@ impl Cache {
     pub fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let path = self.path(digest);
         let bytes = std::fs::read(&path).ok()?;
+        // Used now: the last to go when the folder is pruned.
+        if let Ok(file) = std::fs::File::options().append(true).open(&path) {
+            let _ = file.set_modified(std::time::SystemTime::now());
+        }
         let body = match bytes.get(HEADER..) {
             Some(body)
                 if &bytes[..MAGIC.len()] == MAGIC
@@ -88,6 +101,48 @@ impl Cache {
     pub fn store(&self, digest: &str, compiled: &[u8]) {
         if let Err(e) = self.try_store(digest, compiled) {
             tracing::warn!(dir = %self.dir.display(), error = %e, "cannot write the compiled-plugin cache");
+            return;
+        }
+        self.prune(&self.path(digest), BUDGET);
+    }
+
+    /// Deletes the least recently used entries (of any engine: older wasmgate versions
+    /// too) until the rest fit in `budget` bytes, keeping `keep`; and temporary files
+    /// that a crashed writer left.
+    fn prune(&self, keep: &Path, budget: u64) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let now = std::time::SystemTime::now();
+        let mut compiled = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            let used = meta.modified().unwrap_or(now);
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                if now.duration_since(used).is_ok_and(|age| age > STALE_TMP) {
+                    let _ = std::fs::remove_file(&path);
+                }
+            } else if meta.is_file() && name.ends_with(".cwasm") && path != keep {
+                compiled.push((used, meta.len(), path));
+            }
+        }
+        let kept = std::fs::metadata(keep).map_or(0, |m| m.len());
+        let mut total = kept + compiled.iter().map(|(_, len, _)| len).sum::<u64>();
+        compiled.sort();
+        for (_, len, path) in compiled {
+            if total <= budget {
+                break;
+            }
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::debug!(path = %path.display(), "compiled-plugin cache entry pruned");
+                    total -= len;
+                }
+                Err(e) => tracing::debug!(path = %path.display(), error = %e, "cannot prune"),
+            }
         }
     }
 
@@ -111,5 +166,43 @@ impl Cache {
             let _ = std::fs::remove_file(&tmp);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::Cache;
+
+    /// Pruning deletes the least recently used entries first, down to the budget, never
+    /// the entry just written, and leaves other files alone.
+    #[test]
+    fn prune_keeps_the_recently_used() {
+        let dir = std::env::temp_dir().join(format!("wasmgate-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cache = Cache {
+            dir: dir.clone(),
+            engine_key: "e".into(),
+        };
+        let now = SystemTime::now();
+        // a (oldest) .. d (newest), 100 bytes each; `a` was just written.
+        for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
+            let path = cache.path(name);
+            std::fs::write(&path, [0u8; 100]).unwrap();
+            let file = std::fs::File::options().append(true).open(&path).unwrap();
+            file.set_modified(now - Duration::from_secs(100 - i as u64 * 10))
+                .unwrap();
+        }
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        cache.prune(&cache.path("a"), 250);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["a-e.cwasm", "d-e.cwasm", "notes.txt"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -48,10 +48,12 @@ pub fn build(fuel: bool) -> anyhow::Result<Engine> {
         .consume_fuel(fuel)
         .parallel_compilation(true)
         // Data segments are copied into an instance's memory when it is made (by the
-        // ready pool, ahead of its call), not mapped copy-on-write: with CoW, the first
-        // call of a fresh CPython instance took ~130 page faults (~0.3 ms) writing to its
-        // image. The copy costs a Python instance ~1 ms more to make, and its slot keeps
-        // the image resident (~12 MB); small Rust plugins measured the same either way.
+        // ready pool, ahead of its call), not mapped copy-on-write: with CoW, a CPython
+        // instance took ~157 page faults per call (~0.3 ms), because the slot reset keeps
+        // at most 32 dirty regions per pagemap scan resident and gives back everything
+        // after them, and CPython dirties more. The copy costs a Python instance ~1 ms
+        // more to make, and its slot keeps the image resident (~12 MB); small Rust
+        // plugins measured the same either way.
         .memory_init_cow(false);
     Engine::new(&config).map_err(|e| anyhow::anyhow!("cannot create the wasmtime engine: {e}"))
 }

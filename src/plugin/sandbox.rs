@@ -36,9 +36,11 @@ pub struct StoreState {
 
 type StderrTail = Arc<Mutex<VecDeque<String>>>;
 
-/// Lines of stderr a trap's message quotes, at most, and characters per line.
+/// Lines of stderr a trap's message quotes, at most, and characters per line; lines kept
+/// to choose them from.
 const TAIL_LINES: usize = 4;
 const TAIL_LINE_CHARS: usize = 300;
+const TAIL_KEPT: usize = 16;
 
 impl StoreState {
     /// The sandbox of one instance of `plugin`, from its grants. Fails only when
@@ -98,7 +100,7 @@ impl StoreState {
     /// The instance's last non-empty stderr lines, joined; empty when it wrote none.
     pub fn stderr_tail(&self) -> String {
         let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
-        Vec::from_iter(tail.iter().map(String::as_str)).join(" / ")
+        quote(&Vec::from_iter(tail.iter().map(String::as_str)))
     }
 }
 
@@ -257,6 +259,17 @@ impl StdoutStream for LogStream {
     }
 }
 
+/// The last [`TAIL_LINES`] of `lines`, joined. A JavaScript runtime prints an error's
+/// message, then `Stack:` and the frames: the message is what a client can use, so the
+/// quote ends before the last `Stack:`.
+fn quote(lines: &[&str]) -> String {
+    let lines = match lines.iter().rposition(|line| *line == "Stack:") {
+        Some(stack) if stack > 0 => &lines[..stack],
+        _ => lines,
+    };
+    lines[lines.len().saturating_sub(TAIL_LINES)..].join(" / ")
+}
+
 /// Longest line kept before it is logged in pieces.
 const MAX_LINE: usize = 8 * 1024;
 
@@ -272,12 +285,14 @@ impl LineLogger {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
         tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
-        // Rust's hint to set RUST_BACKTRACE is no use to a client, which cannot.
-        let quotable =
-            !line.trim().is_empty() && !line.starts_with("note: run with `RUST_BACKTRACE");
+        // Runtimes' own notes are no use to a client: Rust's hint to set RUST_BACKTRACE
+        // (which it cannot), SpiderMonkey's word on how it aborts.
+        let quotable = !line.trim().is_empty()
+            && !line.starts_with("note: run with `RUST_BACKTRACE")
+            && line != "Redirecting call to abort() to mozalloc_abort";
         if let Some(tail) = self.tail.as_ref().filter(|_| quotable) {
             let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-            if tail.len() == TAIL_LINES {
+            if tail.len() == TAIL_KEPT {
                 tail.pop_front();
             }
             tail.push_back(line.trim().chars().take(TAIL_LINE_CHARS).collect());
@@ -327,7 +342,7 @@ impl Drop for LineLogger {
 
 #[cfg(test)]
 mod tests {
-    use super::HostAllowList;
+    use super::{HostAllowList, quote};
 
     #[test]
     fn host_patterns() {
@@ -350,5 +365,44 @@ mod tests {
         let any = vec!["*".to_string()];
         assert!(HostAllowList::allows(&any, "127.0.0.1", 8081));
         assert!(HostAllowList::allows(&any, "example.test", 443));
+    }
+
+    /// A trap quotes the error's message: the last lines, or for JavaScript the lines
+    /// before its stack (as componentize-js's runtime prints them).
+    #[test]
+    fn trap_quotes() {
+        let rust = [
+            "thread '<unnamed>' panicked at src/lib.rs:9:5:",
+            "faulty.trap: requested panic",
+        ];
+        assert_eq!(
+            quote(&rust),
+            "thread '<unnamed>' panicked at src/lib.rs:9:5: / faulty.trap: requested panic"
+        );
+        let js = [
+            "about to throw",
+            "invalid variant tag value `undefined` (received `TypeError: boom`) specified for `CallError`",
+            "Stack:",
+            "export_tool_0_1_0$callTool@/tmp/8e0c/sources/initializer.js:583:17",
+            "callTool@plugin.js:12:5",
+            "main@plugin.js:20:1",
+        ];
+        assert_eq!(
+            quote(&js),
+            "about to throw / invalid variant tag value `undefined` (received `TypeError: boom`) specified for `CallError`"
+        );
+        let python = [
+            "Traceback (most recent call last):",
+            "  File \"app.py\", line 3",
+            "a",
+            "b",
+            "ValueError: bad",
+        ];
+        assert_eq!(
+            quote(&python),
+            "  File \"app.py\", line 3 / a / b / ValueError: bad"
+        );
+        assert_eq!(quote(&["Stack:", "frame"]), "Stack: / frame");
+        assert_eq!(quote(&[]), "");
     }
 }

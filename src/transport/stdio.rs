@@ -4,48 +4,139 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
 use tokio::sync::mpsc;
 
 use crate::gateway::Gateway;
 use crate::session::Session;
 
-/// Serves one client until `input` ends. Generic so tests can use in-memory pipes.
-pub async fn serve<R, W>(gateway: Arc<Gateway>, input: R, output: W) -> std::io::Result<()>
+/// Longest message read from the client. A longer line is skipped as it arrives (never
+/// held in memory) and answered with an error.
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// How long the answers already queued may take to go out when the gateway stops: a
+/// line being written is finished rather than cut, unless the client stopped reading.
+const WRITER_GRACE: Duration = Duration::from_millis(200);
+
+/// Serves one client until `input` ends or `stop` resolves (a signal: answers in flight
+/// are dropped). Generic so tests can use in-memory pipes.
+pub async fn serve<R, W>(
+    gateway: Arc<Gateway>,
+    input: R,
+    output: W,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_lines(output, out_rx));
-    let session = Session::new(gateway, out_tx);
+    let session = Session::new(gateway, out_tx.clone());
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).await? == 0 {
-            break;
+    tokio::pin!(stop);
+    let stopped = loop {
+        // A huge line's buffer is not kept for the small ones after it.
+        if line.capacity() > 1 << 20 {
+            line = Vec::new();
         }
-        // JSON text is UTF-8 (RFC 8259): other bytes are a parse error, wherever they are.
-        match std::str::from_utf8(&line) {
-            Ok(text) => session.handle_line(text.trim_end_matches(['\n', '\r'])),
-            Err(err) => session.send(crate::protocol::error_response(
+        line.clear();
+        let read = tokio::select! {
+            biased;
+            _ = &mut stop => break true,
+            read = read_line(&mut reader, &mut line, MAX_MESSAGE) => read?,
+        };
+        match read {
+            Line::End => break false,
+            Line::TooLong(len) => session.send(crate::protocol::error_response(
                 serde_json::Value::Null,
                 &crate::protocol::RpcError::new(
-                    crate::protocol::PARSE_ERROR,
-                    format!("Parse error: not UTF-8 ({err})"),
+                    crate::protocol::INVALID_REQUEST,
+                    format!(
+                        "Invalid Request: a message of {len} bytes or more; the limit is {} MiB",
+                        MAX_MESSAGE >> 20
+                    ),
                 ),
             )),
+            // JSON text is UTF-8 (RFC 8259): other bytes are a parse error, wherever they are.
+            Line::Read => match std::str::from_utf8(&line) {
+                Ok(text) => session.handle_line(text.trim_end_matches(['\n', '\r'])),
+                Err(err) => session.send(crate::protocol::error_response(
+                    serde_json::Value::Null,
+                    &crate::protocol::RpcError::new(
+                        crate::protocol::PARSE_ERROR,
+                        format!("Parse error: not UTF-8 ({err})"),
+                    ),
+                )),
+            },
+        }
+    };
+    if stopped {
+        // Out go the lines already queued, whole; answers still being worked on are dropped.
+        let _ = out_tx.send(String::new());
+    } else {
+        // Answers still in flight get `shutdown_grace` once the client closed stdin: a
+        // script that pipes requests in and closes stdin still gets its answers, and a
+        // stuck call holds exit no longer than a server that ignores its closed stdin would.
+        let grace = session.gateway.config.load().gateway.shutdown_grace;
+        session.drained(tokio::time::Instant::now() + grace).await;
+    }
+    drop(session);
+    drop(out_tx);
+    let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
+    Ok(())
+}
+
+/// What [`read_line`] found.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A line (with its newline, unless the input ended without one) is in the buffer.
+    Read,
+    /// A line longer than the limit went by; it was at least this many bytes.
+    TooLong(usize),
+    /// The input ended.
+    End,
+}
+
+/// Reads one line into `line`, or skips it when it grows past `max` bytes.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    let mut skipped = 0;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(match (skipped, line.is_empty()) {
+                (0, true) => Line::End,
+                (0, false) => Line::Read,
+                _ => Line::TooLong(skipped),
+            });
+        }
+        let (chunk, complete) = match buf.iter().position(|&b| b == b'\n') {
+            Some(end) => (&buf[..=end], true),
+            None => (buf, false),
+        };
+        let used = chunk.len();
+        if skipped > 0 || line.len() + used > max {
+            skipped += line.len() + used;
+            line.clear();
+        } else {
+            line.extend_from_slice(chunk);
+        }
+        reader.consume(used);
+        if complete {
+            return Ok(if skipped > 0 {
+                Line::TooLong(skipped)
+            } else {
+                Line::Read
+            });
         }
     }
-    // Answers still in flight get `shutdown_grace` once the client closed stdin: a script
-    // that pipes requests in and closes stdin still gets its answers, and a stuck call holds
-    // exit no longer than a server that ignores its closed stdin would.
-    let grace = session.gateway.config.load().gateway.shutdown_grace;
-    session.drained(tokio::time::Instant::now() + grace).await;
-    drop(session);
-    let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
-    Ok(())
 }
 
 /// The process's stdin and stdout. When they are pipes (as MCP clients start servers),
@@ -76,16 +167,23 @@ pub fn std_streams() -> (
     (input, output)
 }
 
+/// Writes each line it receives until every sender is gone, or until an empty line (which
+/// no message is): the gateway stopping, after the lines before it.
 async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedReceiver<String>) {
     let mut out = BufWriter::with_capacity(64 * 1024, output);
-    while let Some(line) = rx.recv().await {
-        if write_line(&mut out, &line).await.is_err() {
-            return;
-        }
+    while let Some(mut line) = rx.recv().await {
         // Everything already queued goes out with one flush.
-        while let Ok(line) = rx.try_recv() {
+        loop {
+            if line.is_empty() {
+                let _ = out.flush().await;
+                return;
+            }
             if write_line(&mut out, &line).await.is_err() {
                 return;
+            }
+            match rx.try_recv() {
+                Ok(next) => line = next,
+                Err(_) => break,
             }
         }
         if out.flush().await.is_err() {
@@ -100,4 +198,48 @@ async fn write_line<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     out.write_all(line.as_bytes()).await?;
     out.write_all(b"\n").await
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::{Line, read_line, write_lines};
+
+    /// At a stop, the lines queued before it go out whole, even to a client that reads
+    /// slowly; nothing after it is written.
+    #[tokio::test]
+    async fn a_stop_writes_what_was_queued_whole() {
+        let (client, gateway) = tokio::io::duplex(1024);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let big = "x".repeat(100_000);
+        tx.send(big.clone()).unwrap();
+        tx.send(String::new()).unwrap();
+        tx.send("after the stop".into()).unwrap();
+        let writer = tokio::spawn(write_lines(gateway, rx));
+        let mut read = String::new();
+        let mut client = client;
+        client.read_to_string(&mut read).await.unwrap();
+        writer.await.unwrap();
+        assert_eq!(read, format!("{big}\n"));
+    }
+
+    /// Lines past the limit are skipped whole and reported with their size; the lines
+    /// around them are read as they are; the last line may lack its newline.
+    #[tokio::test]
+    async fn long_lines_are_skipped() {
+        let input = format!("short\n{}\nnext\nlast", "x".repeat(100));
+        let mut reader = tokio::io::BufReader::with_capacity(16, input.as_bytes());
+        let mut line = Vec::new();
+        let mut seen = Vec::new();
+        loop {
+            line.clear();
+            match read_line(&mut reader, &mut line, 20).await.unwrap() {
+                Line::End => break,
+                Line::Read => seen.push(String::from_utf8(line.clone()).unwrap()),
+                Line::TooLong(len) => seen.push(format!("too long: {len}")),
+            }
+        }
+        assert_eq!(seen, ["short\n", "too long: 101", "next\n", "last"]);
+    }
 }

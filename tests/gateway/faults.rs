@@ -394,3 +394,25 @@ fn stdin_close_with_a_stuck_call_exits_after_shutdown_grace() {
     );
     assert_gone(&pids);
 }
+
+#[test]
+fn stdin_close_waits_for_a_batch_in_flight() {
+    let mut client = config().example("ex", &[]).start();
+    client.initialize_with("2025-03-26", json!({}));
+    client.wait_ready();
+    client.send(&json!([
+        {"jsonrpc": "2.0", "id": "b1", "method": "tools/call",
+         "params": {"name": "ex__slow", "arguments": {"ms": 400}}},
+        {"jsonrpc": "2.0", "id": "b2", "method": "ping"},
+    ]));
+    client.close_stdin();
+    let answer = client
+        .take(TIMEOUT, Value::is_array)
+        .expect("the batch is answered before the gateway exits");
+    assert!(answer[0]["result"]["content"].is_array(), "{answer}");
+    assert_eq!(answer[1]["result"], json!({}), "{answer}");
+    let status = client
+        .wait_exit(Duration::from_secs(10))
+        .expect("the gateway exits after the answer");
+    assert!(status.success(), "exit status {status}");
+}

@@ -91,6 +91,32 @@ fn logging_is_forwarded_and_set_level_reaches_the_server() {
 
     let error = client.error("logging/setLevel", json!({"level": "loud"}));
     assert_eq!(error["code"], -32602, "{error}");
+    for params in [json!({}), json!({"level": 5})] {
+        let error = client.error("logging/setLevel", params);
+        assert_eq!(error["code"], -32602, "{error}");
+        assert_eq!(
+            error["message"], "logging/setLevel needs a string `level`",
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_progress_token_that_is_not_a_string_or_a_number_is_refused() {
+    let mut client = example();
+    for token in [json!(true), json!({"o": 1}), json!([1])] {
+        let error = client.error(
+            "tools/call",
+            json!({"name": "ex__echo", "arguments": {"text": "x"}, "_meta": {"progressToken": token}}),
+        );
+        assert_eq!(error["code"], -32602, "{token}: {error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("progressToken must be a string or a number")),
+            "{error}"
+        );
+    }
 }
 
 #[test]

@@ -462,10 +462,11 @@ fn failures_are_error_results_and_bad_arguments_are_invalid_params() {
     // call-error::invalid-arguments: JSON-RPC -32602.
     let error = client.call_error("echo__bad_args", json!({}));
     assert_eq!(error["code"], -32602, "{error}");
+    // Worded as the gateway's own check, with the name the client called.
     assert!(
-        error["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("bad_args: rejected")),
+        error["message"].as_str().is_some_and(|m| m
+            .starts_with("Invalid arguments for tool echo__bad_args: ")
+            && m.contains("bad_args: rejected")),
         "{error}"
     );
 

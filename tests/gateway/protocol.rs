@@ -1,6 +1,8 @@
 //! The JSON-RPC envelope as the client sees it: parse errors, invalid requests, ids,
 //! notifications, batches, bytes that are not UTF-8, and very large messages.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::harness::{Client, TIMEOUT, config, text};
@@ -355,4 +357,137 @@ fn a_request_with_many_fields_of_a_future_version_passes() {
         json!({"name": "ex__echo", "arguments": {"text": "hi"}, "_meta": {"future/field": [1, 2]}, "futureParam": true}),
     );
     assert_eq!(text(&response["result"]), "hi", "{response}");
+}
+
+#[test]
+fn a_second_request_with_an_id_still_in_flight_is_refused_and_the_first_is_answered() {
+    let mut client = config().example("ex", &[]).start_initialized();
+    let slow = json!({"jsonrpc": "2.0", "id": "d", "method": "tools/call",
+                      "params": {"name": "ex__slow", "arguments": {"ms": 300}}});
+    client.send(&slow);
+    client.send(&slow);
+    // Both would be lost otherwise: the second's answer could not be told from the first's.
+    let refused = client
+        .take(TIMEOUT, |m| m.get("error").is_some())
+        .expect("the second is refused");
+    assert_eq!(refused["id"], "d", "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("still in flight")),
+        "{refused}"
+    );
+    let answer = client.wait_response(&json!("d"), TIMEOUT);
+    assert!(answer["result"]["content"].is_array(), "{answer}");
+    // Once answered, the id may be used again.
+    client.send(&json!({"jsonrpc": "2.0", "id": "d", "method": "ping"}));
+    assert_eq!(
+        client.wait_response(&json!("d"), TIMEOUT)["result"],
+        json!({})
+    );
+}
+
+#[test]
+fn ids_that_could_not_be_echoed_exactly_are_refused() {
+    let mut client = initialized();
+    // Beyond 64 bits, a number is read as a float that has lost digits.
+    for id in ["123456789012345678901234567890", "18446744073709551616"] {
+        let answer = answer_to(
+            &mut client,
+            &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+        );
+        assert_eq!(answer["error"]["code"], -32600, "{id}: {answer}");
+        assert!(answer["id"].is_null(), "{id}: {answer}");
+    }
+    // The largest 64-bit integers are fine.
+    for id in ["18446744073709551615", "-9223372036854775808"] {
+        let line = answer_to(
+            &mut client,
+            &format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+        );
+        assert_eq!(line["id"].to_string(), id, "{line}");
+    }
+    assert_still_serving(&mut client);
+}
+
+#[test]
+fn a_line_past_the_message_limit_is_refused_and_the_session_goes_on() {
+    let mut client = initialized();
+    let limit = 64 << 20;
+    let mut line = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":""#.to_vec();
+    line.resize(limit + 10, b'x');
+    line.extend_from_slice(b"\"}}\n");
+    client.send_bytes(&line);
+    let answer = client
+        .read_message(TIMEOUT)
+        .expect("an answer to the long line");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert!(answer["id"].is_null(), "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the limit is 64 MiB")),
+        "{answer}"
+    );
+    assert_still_serving(&mut client);
+}
+
+#[test]
+fn batch_members_run_concurrently_and_can_be_cancelled() {
+    let mut client = config().example("ex", &[]).start();
+    client.initialize_with("2025-03-26", json!({"sampling": {}}));
+    client.wait_ready();
+    // Two calls that each wait for the client: one after the other, the second request
+    // would only come once the first was answered.
+    client.send(&json!([
+        {"jsonrpc": "2.0", "id": "s1", "method": "tools/call",
+         "params": {"name": "ex__sample", "arguments": {"prompt": "one"}}},
+        {"jsonrpc": "2.0", "id": "s2", "method": "tools/call",
+         "params": {"name": "ex__sample", "arguments": {"prompt": "two"}}},
+        {"jsonrpc": "2.0", "id": "h", "method": "tools/call",
+         "params": {"name": "ex__hang", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": "p", "method": "ping"},
+    ]));
+    let first = client.next_client_request(TIMEOUT);
+    let second = client.next_client_request(TIMEOUT);
+    for request in [&first, &second] {
+        assert_eq!(request["method"], "sampling/createMessage", "{request}");
+        client.respond(
+            request["id"].clone(),
+            json!({"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}),
+        );
+    }
+    // A cancelled member gets no entry in the answer, which then comes without waiting for it.
+    client.notify("notifications/cancelled", json!({"requestId": "h"}));
+    let answer = client
+        .take(TIMEOUT, Value::is_array)
+        .expect("the batch is answered");
+    let ids: Vec<&Value> = answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["id"])
+        .collect();
+    assert_eq!(ids, [&json!("s1"), &json!("s2"), &json!("p")], "{answer}");
+}
+
+#[test]
+fn a_cancel_finds_its_request_by_the_value_of_the_id() {
+    let mut client = config().example("ex", &[]).start_initialized();
+    client.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "ex__slow", "arguments": {"ms": 1000}}}));
+    client.result("ping", json!({}));
+    // 7.0 and 7 are the same JSON number.
+    client.notify("notifications/cancelled", json!({"requestId": 7.0}));
+    let answer = client.try_response(&json!(7), Duration::from_millis(2000));
+    assert!(
+        answer.is_none(),
+        "a cancelled request was answered: {answer:?}"
+    );
+    // A string id "7" is another id.
+    client.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                        "params": {"name": "ex__slow", "arguments": {"ms": 300}}}));
+    client.notify("notifications/cancelled", json!({"requestId": "8"}));
+    assert!(client.wait_response(&json!(8), TIMEOUT)["result"].is_object());
 }

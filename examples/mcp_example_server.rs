@@ -18,6 +18,9 @@
 //! - `--page-size K`        page every list result, K items a page, with `nextCursor`
 //! - `--instructions TEXT`  return `instructions` from `initialize`
 //! - `--protocol VERSION`   answer `initialize` with this version instead of negotiating
+//! - `--close-stdout-after N` close stdout when the N-th `tools/call` arrives, and keep running
+//! - `--non-object-results` answer every `tools/call` with the result `42` (not an object)
+//! - `--schemaless-tool`    also list a tool `loose` without the `inputSchema` MCP requires
 //!
 //! Environment variables: none are read; a test chooses every behaviour through `args`.
 //! When stdin closes, it writes what is queued and exits 0, dropping calls still in flight.
@@ -64,6 +67,9 @@ struct Config {
     page_size: Option<usize>,
     instructions: Option<String>,
     protocol: Option<String>,
+    close_stdout_after: Option<u64>,
+    non_object_results: bool,
+    schemaless_tool: bool,
 }
 
 impl Config {
@@ -87,6 +93,9 @@ impl Config {
                 }
                 "--instructions" => config.instructions = Some(value()?),
                 "--protocol" => config.protocol = Some(value()?),
+                "--close-stdout-after" => config.close_stdout_after = Some(parse(&flag, value()?)?),
+                "--non-object-results" => config.non_object_results = true,
+                "--schemaless-tool" => config.schemaless_tool = true,
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -148,6 +157,8 @@ type Outcome = Result<Value, RpcError>;
 enum Output {
     Line(Vec<u8>),
     Exit(i32),
+    /// Flush, then close stdout for good (the process runs on).
+    CloseStdout,
 }
 
 struct Server {
@@ -234,6 +245,13 @@ async fn write_loop(mut queue: mpsc::UnboundedReceiver<Output>) {
                     let _ = stdout.flush().await;
                     std::process::exit(code);
                 }
+                Output::CloseStdout => {
+                    let _ = stdout.flush().await;
+                    drop(stdout);
+                    // SAFETY: fd 1 is ours; nothing writes to it after this.
+                    unsafe { libc::close(1) };
+                    return;
+                }
             }
             next = queue.try_recv().ok();
         }
@@ -250,10 +268,15 @@ impl Server {
             .collect();
         let text = json!({"text": {"type": "string"}});
         let late_tool = tool("late_tool", "Echoes the text", text, &["text"]);
+        let mut base_tools = base_tools();
+        if config.schemaless_tool {
+            base_tools
+                .push(json!({"name": "loose", "description": "Listed without an inputSchema"}));
+        }
         Server {
             config,
             out,
-            base_tools: base_tools(),
+            base_tools,
             generated_tools,
             late_tool,
             late_tool_added: AtomicBool::new(false),
@@ -298,6 +321,11 @@ impl Server {
             eprintln!("mcp_example_server: crashing at tools/call number {calls}, as asked");
             // Through the writer, so answers already queued still go out before the exit.
             let _ = self.out.send(Output::Exit(1));
+            return;
+        }
+        if self.config.close_stdout_after == Some(calls) {
+            eprintln!("mcp_example_server: closing stdout at tools/call number {calls}, as asked");
+            let _ = self.out.send(Output::CloseStdout);
             return;
         }
         let name = params["name"].as_str().unwrap_or_default();
@@ -626,6 +654,9 @@ impl Server {
             // Noise a backend may print; the gateway must skip it and still match the answer.
             self.write_line(b"this line is not JSON\n".to_vec());
             self.write_line(b"{\"example\":\"valid JSON that is not JSON-RPC\"}\n".to_vec());
+        }
+        if self.config.non_object_results {
+            return self.respond(id, Ok(json!(42)));
         }
         self.respond(id, outcome);
     }

@@ -193,6 +193,7 @@ pub fn status(gateway: &Gateway) -> Value {
                 "separator": config.gateway.separator,
                 "timeout_ms": config.gateway.timeout.as_millis() as u64,
                 "startup_timeout_ms": config.gateway.startup_timeout.as_millis() as u64,
+                "init_timeout_ms": config.gateway.init_timeout.as_millis() as u64,
                 "log_level": config.gateway.log_level,
                 "page_size": config.gateway.page_size,
             },

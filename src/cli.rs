@@ -167,19 +167,26 @@ async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
             println!("{name:<40} {description}");
         }
     }
-    // What did not start serves nothing above: say so, and fail, so a script notices.
+    // What did not start serves nothing above: say so, and fail, so a script notices. A
+    // server still starting or restarting after `startup_timeout` counts: it is not serving.
     let status = crate::builtin::status(&gateway);
     let failed: Vec<(&String, &Value)> = status["backends"]
         .as_object()
         .into_iter()
         .flatten()
-        .filter(|(_, backend)| backend["status"] == "failed")
+        .filter(|(_, backend)| {
+            ["failed", "starting", "restarting"]
+                .contains(&backend["status"].as_str().unwrap_or_default())
+        })
         .collect();
     for (name, backend) in &failed {
         let reason = backend["last_error"]
             .as_str()
-            .unwrap_or("no reason recorded");
-        eprintln!("failed: {name}: {reason}");
+            .unwrap_or("no answer within startup_timeout");
+        eprintln!(
+            "{}: {name}: {reason}",
+            backend["status"].as_str().unwrap_or_default()
+        );
     }
     gateway.shutdown().await;
     Ok(if failed.is_empty() {

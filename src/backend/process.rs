@@ -20,6 +20,7 @@ use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::ServerConfig;
 use crate::protocol::{self, Message, RpcError};
 use crate::telemetry::events::{EventLog, Status};
+use crate::transport::lines::{self, Line};
 
 /// What the gateway offers to forward to its servers. Servers are shared and start
 /// before any client connects, so this is what the gateway can do, not what a client can.
@@ -48,7 +49,8 @@ pub struct ProcessBackend {
     events: Arc<EventLog>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     max_restarts: u32,
-    startup_timeout: Duration,
+    /// For `initialize` and the first lists of each start.
+    init_timeout: Duration,
     shutdown_grace: Duration,
 }
 
@@ -142,8 +144,15 @@ impl Connection {
     }
 
     fn complete(&self, id: u64, result: Result<Box<RawValue>, RpcError>) {
-        if let Some(tx) = self.pending.lock().unwrap().remove(&id) {
-            let _ = tx.send(result);
+        match self.pending.lock().unwrap().remove(&id) {
+            Some(tx) => {
+                let _ = tx.send(result);
+            }
+            None => tracing::warn!(
+                server = %self.server,
+                id,
+                "an answer to no request waiting for one (a wrong id, a second answer, or after the request timed out); ignored"
+            ),
         }
     }
 
@@ -211,7 +220,7 @@ impl ProcessBackend {
             events,
             to_gateway,
             max_restarts: gateway.max_restarts,
-            startup_timeout: gateway.startup_timeout,
+            init_timeout: gateway.init_timeout,
             shutdown_grace: gateway.shutdown_grace,
         });
         tokio::spawn(backend.clone().supervise());
@@ -317,7 +326,10 @@ impl ProcessBackend {
         let timeout = self.config.load().timeout;
         match kind {
             ListKind::Tools => {
-                next.tools = list_all(&connection, "tools/list", "tools", timeout).await?
+                next.tools = usable_tools(
+                    &self.name,
+                    list_all(&connection, "tools/list", "tools", timeout).await?,
+                )
             }
             ListKind::Prompts => {
                 next.prompts = list_all(&connection, "prompts/list", "prompts", timeout).await?
@@ -452,7 +464,8 @@ impl ProcessBackend {
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
         tokio::spawn(write_lines(stdin, writer_rx));
-        tokio::spawn(log_stderr(name.clone(), stderr));
+        let last_stderr = Arc::new(Mutex::new(String::new()));
+        let stderr_logger = tokio::spawn(log_stderr(name.clone(), stderr, last_stderr.clone()));
         let reader = tokio::spawn(read_lines(
             connection.clone(),
             stdout,
@@ -461,14 +474,26 @@ impl ProcessBackend {
 
         let begun = Instant::now();
         let handshake = tokio::select! {
-            r = self.handshake(&connection) => r,
+            r = self.handshake(&connection) => match r {
+                // A request fails when the process exits under it: say how it exited.
+                Err(_) if let Ok(status) = tokio::time::timeout(Duration::from_millis(200), child.wait()).await => {
+                    Err(format!("exited during start-up ({})", describe_exit(status)))
+                }
+                other => other,
+            },
             _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
             status = child.wait() => Err(format!("exited during start-up ({})", describe_exit(status))),
         };
-        if let Err(message) = handshake {
+        if let Err(mut message) = handshake {
+            // The reason is often the last thing it wrote to stderr ("command not found").
+            let _ = tokio::time::timeout(Duration::from_millis(100), stderr_logger).await;
+            let last = last_stderr.lock().unwrap().clone();
+            if !last.is_empty() {
+                message = format!("{message}; its stderr: {last}");
+            }
             connection.close();
             self.terminate(child, &connection).await;
-            reader.abort();
+            self.reap_group(pid, reader).await;
             return Err(message);
         }
         self.connection.store(Some(connection.clone()));
@@ -483,6 +508,7 @@ impl ProcessBackend {
         );
         self.set_state(BackendState::Ready);
 
+        let mut reader = reader;
         let result = tokio::select! {
             status = child.wait() => Err(format!("exited unexpectedly ({})", describe_exit(status))),
             _ = stop_requested(stopping) => {
@@ -490,14 +516,23 @@ impl ProcessBackend {
                 self.terminate(child, &connection).await;
                 Ok(())
             }
+            // Its stdout ended: it is exiting, or it closed stdout and runs on, and then
+            // nothing it says can reach the gateway any more (as good as a crash).
+            _ = &mut reader => match tokio::time::timeout(Duration::from_millis(200), child.wait()).await {
+                Ok(status) => Err(format!("exited unexpectedly ({})", describe_exit(status))),
+                Err(_) => {
+                    self.terminate(child, &connection).await;
+                    Err("closed its stdout while running".to_string())
+                }
+            },
         };
         connection.close();
-        let _ = reader.await;
+        self.reap_group(pid, reader).await;
         result
     }
 
     async fn handshake(&self, connection: &Arc<Connection>) -> Result<(), String> {
-        let timeout = self.startup_timeout;
+        let timeout = self.init_timeout;
         let init = connection
             .request(
                 "initialize",
@@ -530,9 +565,12 @@ impl ProcessBackend {
         };
         let err = |e: BackendError| format!("discovery failed: {e}");
         if discovered.has_capability("tools") {
-            discovered.tools = list_all(connection, "tools/list", "tools", timeout)
-                .await
-                .map_err(err)?;
+            discovered.tools = usable_tools(
+                &self.name,
+                list_all(connection, "tools/list", "tools", timeout)
+                    .await
+                    .map_err(err)?,
+            );
         }
         if discovered.has_capability("resources") {
             discovered.resources = list_all(connection, "resources/list", "resources", timeout)
@@ -555,6 +593,31 @@ impl ProcessBackend {
         }
         self.discovered.store(Arc::new(discovered));
         Ok(())
+    }
+
+    /// After the server's process is gone: processes it started that still hold its stdout
+    /// (a wrapper's child, a helper left behind) would keep the reader, and the gateway's
+    /// exit, waiting for ever. They get `shutdown_grace` to go, then its process group
+    /// gets SIGKILL.
+    async fn reap_group(&self, pid: u32, mut reader: tokio::task::JoinHandle<()>) {
+        // (A finished handle must not be awaited again.)
+        if reader.is_finished()
+            || tokio::time::timeout(self.shutdown_grace, &mut reader)
+                .await
+                .is_ok()
+        {
+            return;
+        }
+        tracing::warn!(server = %self.name, pid, "processes it started still hold its output; sending SIGKILL to its process group");
+        if pid != 0 {
+            signal_group(pid, libc::SIGKILL);
+        }
+        if tokio::time::timeout(Duration::from_secs(1), &mut reader)
+            .await
+            .is_err()
+        {
+            reader.abort();
+        }
     }
 
     async fn terminate(&self, mut child: Child, connection: &Arc<Connection>) {
@@ -616,6 +679,39 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {
     }
 }
 
+/// The tools a client can take. MCP requires a string `name` and an `inputSchema` that is
+/// an object schema; clients built on the official SDKs refuse a whole `tools/list` with
+/// one tool that breaks this, so it would hide every other server's tools too. Such a
+/// tool is left out, with a warning.
+fn usable_tools(server: &str, tools: Vec<Value>) -> Vec<Value> {
+    tools
+        .into_iter()
+        .filter(|tool| {
+            let name = tool.get("name").and_then(Value::as_str);
+            let problem = match (name, tool.get("inputSchema")) {
+                (None | Some(""), _) => Some("it has no name"),
+                (_, Some(schema))
+                    if schema.get("type").and_then(Value::as_str) == Some("object") =>
+                {
+                    None
+                }
+                (_, None) => Some("it has no inputSchema"),
+                (_, Some(_)) => {
+                    Some("its inputSchema is not an object schema ({\"type\": \"object\", ...})")
+                }
+            };
+            if let Some(problem) = problem {
+                let shown: String = tool.to_string().chars().take(200).collect();
+                tracing::warn!(
+                    server,
+                    "tool left out: {problem} (MCP requires one): {shown}"
+                );
+            }
+            problem.is_none()
+        })
+        .collect()
+}
+
 /// Fetches every page of a list, following `nextCursor`.
 async fn list_all(
     connection: &Arc<Connection>,
@@ -675,24 +771,32 @@ async fn read_lines(
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
 ) {
     let server = connection.server.clone();
-    let mut lines = BufReader::with_capacity(64 * 1024, stdout).lines();
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut buffer = Vec::new();
     loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
-            Ok(None) => break,
+        lines::reuse(&mut buffer);
+        match lines::read_line(&mut reader, &mut buffer, lines::MAX_MESSAGE).await {
+            Ok(Line::Read) => {}
+            Ok(Line::End) => break,
+            Ok(Line::TooLong(len)) => {
+                tracing::warn!(server = %server, "skipped a line of {len} bytes or more (the limit is {} MiB); a request it answered will time out", lines::MAX_MESSAGE >> 20);
+                continue;
+            }
             Err(err) => {
                 tracing::warn!(server = %server, "unreadable output: {err}");
                 break;
             }
-        };
+        }
+        let line = String::from_utf8_lossy(&buffer);
+        let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
         }
-        if let Some((id, result)) = protocol::RawEnvelope::fast_response(&line) {
-            connection.complete(id, Ok(result));
+        if let Some((id, result)) = protocol::RawEnvelope::fast_response(line) {
+            connection.complete(id, object_result(&server, result));
             continue;
         }
-        let message = serde_json::from_str::<Value>(&line)
+        let message = serde_json::from_str::<Value>(line)
             .map_err(|e| e.to_string())
             .and_then(|v| protocol::parse_message(v).map_err(|e| e.message));
         match message {
@@ -701,6 +805,7 @@ async fn read_lines(
                 let result = result.and_then(|value| {
                     serde_json::value::to_raw_value(&value)
                         .map_err(|e| RpcError::new(protocol::INTERNAL_ERROR, e.to_string()))
+                        .and_then(|raw| object_result(&server, raw))
                 });
                 connection.complete(id, result);
             }
@@ -732,9 +837,27 @@ async fn read_lines(
     connection.close();
 }
 
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+/// Every MCP result is a JSON object; anything else would reach the client as it is, and
+/// clients drop such an answer (the call then hangs until their own timeout).
+fn object_result(server: &str, raw: Box<RawValue>) -> Result<Box<RawValue>, RpcError> {
+    if raw.get().trim_start().starts_with('{') {
+        return Ok(raw);
+    }
+    let shown: String = raw.get().chars().take(100).collect();
+    Err(RpcError::new(
+        protocol::INTERNAL_ERROR,
+        format!("server `{server}` answered with a result that is not a JSON object: {shown}"),
+    ))
+}
+
+/// Logs the server's stderr, keeping its last non-empty line (cut to 300 characters) in
+/// `last` for a start-up failure's message.
+async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, last: Arc<Mutex<String>>) {
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         tracing::info!(server = %server, "stderr: {line}");
+        if !line.trim().is_empty() {
+            *last.lock().unwrap() = line.trim().chars().take(300).collect();
+        }
     }
 }

@@ -33,6 +33,9 @@ pub struct GatewayConfig {
     pub timeout: Duration,
     /// How long list requests wait for servers still starting (default 10 s).
     pub startup_timeout: Duration,
+    /// How long a server gets to answer `initialize` and its first lists before the start
+    /// counts as failed (default 60 s: a first `npx -y` or `uvx` start downloads).
+    pub init_timeout: Duration,
     /// Items per page of the gateway's own lists (default 100).
     pub page_size: usize,
     /// JSON-lines file events are appended to (default none).

@@ -43,6 +43,7 @@ pub struct Gateway {
     pub separator: Option<String>,
     pub timeout: Option<Timeout>,
     pub startup_timeout: Option<Timeout>,
+    pub init_timeout: Option<Timeout>,
     pub page_size: Option<AtLeastOne>,
     pub events: Option<String>,
     pub event_buffer: Option<usize>,

@@ -29,9 +29,10 @@ impl Config {
         )?;
         writeln!(
             out,
-            "  timeout {}, startup timeout {}, page size {}",
+            "  timeout {}, startup timeout {}, init timeout {}, page size {}",
             dur(g.timeout),
             dur(g.startup_timeout),
+            dur(g.init_timeout),
             g.page_size
         )?;
         writeln!(

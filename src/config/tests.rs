@@ -63,6 +63,7 @@ name = "wasmgate"
 separator = "__"
 timeout = "60s"
 startup_timeout = "10s"
+init_timeout = "90s"
 page_size = 100
 events = "wasmgate-events.jsonl"
 event_buffer = 1000
@@ -115,8 +116,12 @@ fn full_toml_example_parses_to_the_expected_model() {
     let g = &config.gateway;
     assert_eq!((g.name.as_str(), g.separator.as_str()), ("wasmgate", "__"));
     assert_eq!(
-        (g.timeout, g.startup_timeout),
-        (Duration::from_secs(60), Duration::from_secs(10))
+        (g.timeout, g.startup_timeout, g.init_timeout),
+        (
+            Duration::from_secs(60),
+            Duration::from_secs(10),
+            Duration::from_secs(90)
+        )
     );
     assert_eq!(
         (g.page_size, g.event_buffer, g.max_restarts),
@@ -212,10 +217,16 @@ fn an_empty_file_gives_every_default() {
         ("wasmgate", "__", "info")
     );
     assert_eq!(
-        (g.timeout, g.startup_timeout, g.shutdown_grace),
+        (
+            g.timeout,
+            g.startup_timeout,
+            g.init_timeout,
+            g.shutdown_grace
+        ),
         (
             Duration::from_secs(60),
             Duration::from_secs(10),
+            Duration::from_secs(60),
             Duration::from_secs(2)
         )
     );

@@ -62,6 +62,7 @@ pub(crate) fn default_gateway() -> GatewayConfig {
         separator: DEFAULT_SEPARATOR.into(),
         timeout: Duration::from_secs(60),
         startup_timeout: Duration::from_secs(10),
+        init_timeout: Duration::from_secs(60),
         page_size: 100,
         events_file: None,
         event_buffer: 1000,
@@ -310,6 +311,9 @@ impl<'a> Ctx<'a> {
         }
         if let Some(t) = raw.startup_timeout {
             out.startup_timeout = t.0;
+        }
+        if let Some(t) = raw.init_timeout {
+            out.init_timeout = t.0;
         }
         if let Some(n) = raw.page_size {
             out.page_size = n.0;

@@ -4,17 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{
-    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
-};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::mpsc;
 
+use super::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::gateway::Gateway;
 use crate::session::Session;
-
-/// Longest message read from the client. A longer line is skipped as it arrives (never
-/// held in memory) and answered with an error.
-pub const MAX_MESSAGE: usize = 64 << 20;
 
 /// How long the answers already queued may take to go out when the gateway stops: a
 /// line being written is finished rather than cut, unless the client stopped reading.
@@ -39,11 +34,7 @@ where
     let mut line = Vec::new();
     tokio::pin!(stop);
     let stopped = loop {
-        // A huge line's buffer is not kept for the small ones after it.
-        if line.capacity() > 1 << 20 {
-            line = Vec::new();
-        }
-        line.clear();
+        reuse(&mut line);
         let read = tokio::select! {
             biased;
             _ = &mut stop => break true,
@@ -88,55 +79,6 @@ where
     drop(out_tx);
     let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
     Ok(())
-}
-
-/// What [`read_line`] found.
-#[derive(Debug, PartialEq)]
-enum Line {
-    /// A line (with its newline, unless the input ended without one) is in the buffer.
-    Read,
-    /// A line longer than the limit went by; it was at least this many bytes.
-    TooLong(usize),
-    /// The input ended.
-    End,
-}
-
-/// Reads one line into `line`, or skips it when it grows past `max` bytes.
-async fn read_line<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    line: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<Line> {
-    let mut skipped = 0;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(match (skipped, line.is_empty()) {
-                (0, true) => Line::End,
-                (0, false) => Line::Read,
-                _ => Line::TooLong(skipped),
-            });
-        }
-        let (chunk, complete) = match buf.iter().position(|&b| b == b'\n') {
-            Some(end) => (&buf[..=end], true),
-            None => (buf, false),
-        };
-        let used = chunk.len();
-        if skipped > 0 || line.len() + used > max {
-            skipped += line.len() + used;
-            line.clear();
-        } else {
-            line.extend_from_slice(chunk);
-        }
-        reader.consume(used);
-        if complete {
-            return Ok(if skipped > 0 {
-                Line::TooLong(skipped)
-            } else {
-                Line::Read
-            });
-        }
-    }
 }
 
 /// The process's stdin and stdout. When they are pipes (as MCP clients start servers),
@@ -204,7 +146,7 @@ async fn write_line<W: AsyncWrite + Unpin>(
 mod tests {
     use tokio::io::AsyncReadExt;
 
-    use super::{Line, read_line, write_lines};
+    use super::write_lines;
 
     /// At a stop, the lines queued before it go out whole, even to a client that reads
     /// slowly; nothing after it is written.
@@ -222,24 +164,5 @@ mod tests {
         client.read_to_string(&mut read).await.unwrap();
         writer.await.unwrap();
         assert_eq!(read, format!("{big}\n"));
-    }
-
-    /// Lines past the limit are skipped whole and reported with their size; the lines
-    /// around them are read as they are; the last line may lack its newline.
-    #[tokio::test]
-    async fn long_lines_are_skipped() {
-        let input = format!("short\n{}\nnext\nlast", "x".repeat(100));
-        let mut reader = tokio::io::BufReader::with_capacity(16, input.as_bytes());
-        let mut line = Vec::new();
-        let mut seen = Vec::new();
-        loop {
-            line.clear();
-            match read_line(&mut reader, &mut line, 20).await.unwrap() {
-                Line::End => break,
-                Line::Read => seen.push(String::from_utf8(line.clone()).unwrap()),
-                Line::TooLong(len) => seen.push(format!("too long: {len}")),
-            }
-        }
-        assert_eq!(seen, ["short\n", "too long: 101", "next\n", "last"]);
     }
 }

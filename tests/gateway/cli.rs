@@ -156,7 +156,16 @@ fn tools_lists_names_and_json() {
 fn tools_exits_1_naming_what_failed_to_start() {
     let dir = TestDir::new("cli");
     let broken = dir.write("broken.wasm", "not WebAssembly");
-    let text = config().example("ex", &[]).render(&dir.path)
+    // A server that exits at once is still restarting (or has failed) when the list is made.
+    let text = config()
+        .example("ex", &[])
+        .server(
+            "dead",
+            "sh",
+            &["-c", "echo 'no API key set' >&2; exit 3"],
+            &[],
+        )
+        .render(&dir.path)
         + &format!(
             "\n[plugins.broken]\npath = {:?}\n",
             broken.to_str().unwrap()
@@ -173,6 +182,18 @@ fn tools_exits_1_naming_what_failed_to_start() {
         out.stderr
             .lines()
             .any(|l| l.starts_with("failed: broken: ") && l.contains("not a WebAssembly file")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .lines()
+            .any(
+                |l| (l.starts_with("restarting: dead: ") || l.starts_with("failed: dead: "))
+                    && l.contains(
+                        "exited during start-up (exit status: 3); its stderr: no API key set"
+                    )
+            ),
         "{}",
         out.stderr
     );

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Client, TIMEOUT, config, eventually, process_gone, text};
+use crate::harness::{Client, TIMEOUT, config, eventually, example_server, process_gone, text};
 
 #[test]
 fn crash_mid_call_fails_fast_then_the_server_restarts() {
@@ -138,6 +138,27 @@ fn slow_starter_is_in_the_first_list() {
         text(&client.call("slowpoke__echo", json!({"text": "late but there"}))),
         "late but there"
     );
+}
+
+#[test]
+fn a_server_slower_than_startup_timeout_joins_later_without_a_restart() {
+    // The first list gives up on it after startup_timeout; it is not killed for that (its
+    // start may be a first `npx -y` download): it has init_timeout, and joins when ready.
+    let mut client = config()
+        .gateway(r#"startup_timeout = "200ms""#)
+        .example("slowpoke", &["--start-delay-ms", "1500"])
+        .start();
+    client.initialize();
+    let names = client.tool_names();
+    assert!(
+        !names.contains(&"slowpoke__echo".to_string()),
+        "the first list waited past startup_timeout: {names:?}"
+    );
+    client.next_notification("notifications/tools/list_changed", TIMEOUT);
+    assert!(client.tool_names().contains(&"slowpoke__echo".to_string()));
+    let slowpoke = client.status()["backends"]["slowpoke"].clone();
+    assert_eq!(slowpoke["restarts"], 0, "{slowpoke}");
+    assert_eq!(slowpoke["status"], "ready", "{slowpoke}");
 }
 
 #[test]
@@ -346,6 +367,11 @@ fn crashes_soon_after_good_starts_count_and_a_failed_server_lists_nothing() {
         client.call_error("ex__echo", json!({"text": "1"}))["code"],
         -32000
     );
+    // Back after the first crash (the crash is seen a moment after the failed call).
+    eventually(TIMEOUT, "ex to restart", || {
+        let ex = client.status()["backends"]["ex"].clone();
+        (ex["restarts"].as_u64() >= Some(1) && ex["status"] == "ready").then_some(())
+    });
     client.wait_ready();
     assert_eq!(
         client.call_error("ex__echo", json!({"text": "2"}))["code"],
@@ -415,4 +441,94 @@ fn stdin_close_waits_for_a_batch_in_flight() {
         .wait_exit(Duration::from_secs(10))
         .expect("the gateway exits after the answer");
     assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn processes_a_server_left_holding_its_output_are_killed_and_the_gateway_exits() {
+    // A wrapper whose child outlives it, holding the server's stdout: the gateway waited
+    // for that pipe to close, for ever.
+    let script = format!(
+        "sleep 1000 & echo $! > '{{dir}}/sleep.pid'; exec '{}'",
+        example_server().display()
+    );
+    let mut client = config()
+        .server("wrapped", "sh", &["-c", &script], &[])
+        .start_initialized();
+    let pid_file = client.config_path().with_file_name("sleep.pid");
+    let sleep: u32 = std::fs::read_to_string(&pid_file)
+        .expect("the wrapper wrote its child's pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert_eq!(
+        text(&client.call("wrapped__echo", json!({"text": "hi"}))),
+        "hi"
+    );
+    client.close_stdin();
+    let status = client
+        .wait_exit(Duration::from_secs(15))
+        .expect("the gateway exits although a child holds the server's stdout");
+    assert!(status.success(), "exit status {status}");
+    assert_gone(&[sleep]);
+}
+
+#[test]
+fn a_server_that_closes_its_stdout_is_restarted() {
+    let mut client = config()
+        .example("ex", &["--close-stdout-after", "2"])
+        .start_initialized();
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "one"}))),
+        "one"
+    );
+    let error = client.call_error("ex__echo", json!({"text": "two"}));
+    assert_eq!(error["code"], -32000, "{error}");
+    // Nothing it says could reach the gateway: it is stopped and started again.
+    let backend = eventually(TIMEOUT, "a restart", || {
+        let status = client.status();
+        let backend = status["backends"]["ex"].clone();
+        (backend["restarts"].as_u64() >= Some(1) && backend["status"] == "ready").then_some(backend)
+    });
+    assert!(
+        backend["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("closed its stdout while running")),
+        "{backend}"
+    );
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "three"}))),
+        "three"
+    );
+}
+
+#[test]
+fn a_result_that_is_not_an_object_is_an_internal_error_naming_the_server() {
+    let mut client = config()
+        .example("ex", &["--non-object-results"])
+        .start_initialized();
+    let error = client.call_error("ex__echo", json!({"text": "x"}));
+    assert_eq!(error["code"], -32603, "{error}");
+    assert!(
+        error["message"].as_str().is_some_and(
+            |m| m.contains("server `ex` answered with a result that is not a JSON object: 42")
+        ),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_tool_without_an_input_schema_is_left_out_and_the_others_are_served() {
+    let mut client = config()
+        .example("ex", &["--schemaless-tool"])
+        .start_initialized();
+    let names = client.tool_names();
+    assert!(names.contains(&"ex__echo".to_string()), "{names:?}");
+    assert!(!names.contains(&"ex__loose".to_string()), "{names:?}");
+    assert!(
+        client
+            .stderr()
+            .contains("tool left out: it has no inputSchema"),
+        "{}",
+        client.stderr()
+    );
 }

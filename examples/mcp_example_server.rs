@@ -21,6 +21,7 @@
 //! - `--close-stdout-after N` close stdout when the N-th `tools/call` arrives, and keep running
 //! - `--non-object-results` answer every `tools/call` with the result `42` (not an object)
 //! - `--schemaless-tool`    also list a tool `loose` without the `inputSchema` MCP requires
+//! - `--endless-cursor`     end every list page with `nextCursor` "again", whatever was asked
 //!
 //! Environment variables: none are read; a test chooses every behaviour through `args`.
 //! When stdin closes, it writes what is queued and exits 0, dropping calls still in flight.
@@ -70,6 +71,7 @@ struct Config {
     close_stdout_after: Option<u64>,
     non_object_results: bool,
     schemaless_tool: bool,
+    endless_cursor: bool,
 }
 
 impl Config {
@@ -96,6 +98,7 @@ impl Config {
                 "--close-stdout-after" => config.close_stdout_after = Some(parse(&flag, value()?)?),
                 "--non-object-results" => config.non_object_results = true,
                 "--schemaless-tool" => config.schemaless_tool = true,
+                "--endless-cursor" => config.endless_cursor = true,
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -624,6 +627,7 @@ impl Server {
     fn paginate<T: Serialize>(&self, items: &[T], params: &Value, key: &str) -> Outcome {
         let start = match &params["cursor"] {
             Value::Null => 0,
+            _ if self.config.endless_cursor => 0,
             cursor => cursor
                 .as_str()
                 .and_then(|c| c.strip_prefix("offset-"))
@@ -638,6 +642,9 @@ impl Server {
         result.insert(key.to_owned(), json!(items[start..end]));
         if end < items.len() {
             result.insert("nextCursor".to_owned(), json!(format!("offset-{end}")));
+        }
+        if self.config.endless_cursor {
+            result.insert("nextCursor".to_owned(), json!("again"));
         }
         Ok(Value::Object(result))
     }

@@ -546,6 +546,10 @@ impl ProcessBackend {
             .await
             .map_err(|e| format!("initialize failed: {e}"))?;
         connection.send(protocol::notification("notifications/initialized", None));
+        let version = init.get("protocolVersion").and_then(Value::as_str);
+        if !version.is_some_and(|v| protocol::SUPPORTED_VERSIONS.contains(&v)) {
+            tracing::warn!(server = %self.name, version, "the server answered initialize with a protocol version the gateway does not speak; going on as if it spoke the latest");
+        }
         let mut discovered = Discovered {
             protocol_version: init
                 .get("protocolVersion")
@@ -719,17 +723,30 @@ async fn list_all(
     key: &str,
     timeout: Duration,
 ) -> Result<Vec<Value>, BackendError> {
+    let server = &connection.server;
     let mut items = Vec::new();
     let mut cursor: Option<Value> = None;
+    let mut seen = std::collections::HashSet::new();
     // Bounded, so that a server that always answers with a cursor cannot hold start-up forever.
     for _ in 0..1000 {
         let params = cursor.take().map(|c| json!({"cursor": c}));
         let page = connection.request(method, params, timeout).await?;
-        if let Some(Value::Array(list)) = page.get(key) {
-            items.extend(list.iter().cloned());
+        match page.get(key) {
+            Some(Value::Array(list)) => items.extend(list.iter().cloned()),
+            None => {}
+            Some(other) => {
+                let shown: String = other.to_string().chars().take(100).collect();
+                tracing::warn!(server = %server, "{method}: `{key}` is not an array, nothing taken from it: {shown}");
+            }
         }
         match page.get("nextCursor") {
-            Some(c) if !c.is_null() => cursor = Some(c.clone()),
+            Some(c) if !c.is_null() => {
+                if !seen.insert(c.to_string()) {
+                    tracing::warn!(server = %server, cursor = %c, "{method}: the server gave a cursor it gave before; stopping there");
+                    break;
+                }
+                cursor = Some(c.clone());
+            }
             _ => break,
         }
     }

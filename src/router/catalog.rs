@@ -122,8 +122,12 @@ impl Catalog {
                 continue;
             }
             let exposed = names::exposed(source.namespace, separator, name);
-            if self.tool_routes.contains_key(&exposed) {
-                self.conflicts.push(format!("tool `{exposed}` of `{server}` is hidden by another backend's tool of the same name"));
+            if let Some(first) = self.tool_routes.get(&exposed) {
+                self.conflicts.push(if first.target.server() == server {
+                    format!("tool `{exposed}` is listed twice by `{server}`; the first is served")
+                } else {
+                    format!("tool `{exposed}` of `{server}` is hidden by another backend's tool of the same name")
+                });
                 continue;
             }
             let mut def = tool.clone();

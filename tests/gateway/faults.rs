@@ -532,3 +532,30 @@ fn a_tool_without_an_input_schema_is_left_out_and_the_others_are_served() {
         client.stderr()
     );
 }
+
+#[test]
+fn a_server_that_repeats_a_cursor_is_listed_once() {
+    // Its every page ends with the same cursor: the listing stops at the repeat instead of
+    // taking the same page a thousand times.
+    let mut client = config()
+        .example("loop", &["--endless-cursor"])
+        .start_initialized();
+    let names = client.tool_names();
+    let echoes = names.iter().filter(|n| *n == "loop__echo").count();
+    assert_eq!(echoes, 1, "{names:?}");
+    // Two pages were taken (the first, and the one its cursor named), not a thousand.
+    let served = names.iter().filter(|n| n.starts_with("loop__")).count() as u64;
+    let status = client.status();
+    assert_eq!(
+        status["backends"]["loop"]["tool_count"].as_u64(),
+        Some(2 * served),
+        "{status}"
+    );
+    assert!(
+        client
+            .stderr()
+            .contains("the server gave a cursor it gave before; stopping there"),
+        "{}",
+        client.stderr()
+    );
+}

@@ -139,6 +139,29 @@ fn client_and_server_versions_are_negotiated_independently() {
         let result = client.call(&format!("{server}__echo"), json!({"text": server}));
         assert_eq!(crate::harness::text(&result), server);
     }
+    assert!(
+        !client
+            .stderr()
+            .contains("a protocol version the gateway does not speak"),
+        "{}",
+        client.stderr()
+    );
+}
+
+#[test]
+fn a_server_that_answers_with_an_unknown_version_is_served_with_a_warning() {
+    let mut client = crate::harness::config()
+        .example("odd", &["--protocol", "1999-01-01"])
+        .start_initialized();
+    let result = client.call("odd__echo", json!({"text": "still"}));
+    assert_eq!(crate::harness::text(&result), "still");
+    assert!(
+        client.stderr().contains(
+            "the server answered initialize with a protocol version the gateway does not speak"
+        ),
+        "{}",
+        client.stderr()
+    );
 }
 
 #[test]

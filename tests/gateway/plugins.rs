@@ -1341,6 +1341,13 @@ fn without_a_config_the_bundled_plugins_are_served() {
         );
         assert_eq!(text(&decoded), "ab?>", "{data}");
     }
+    // 1.0 is an integer to JSON Schema, so to the plugins too.
+    let formatted = call_ok(
+        &mut client,
+        "json__format",
+        json!({"json": "{\"a\":1}", "indent": 1.0}),
+    );
+    assert_eq!(text(&formatted), "{\n \"a\": 1\n}");
     assert_eq!(
         backend(&mut client, "hash")["path"],
         Value::Null,

@@ -101,7 +101,26 @@ impl ToolInfoExt for ToolInfo {
 /// checked them against the input schema already, so a failure here means the
 /// schema and the struct disagree, or a value the schema cannot express.
 pub fn args<T: DeserializeOwned>(arguments: &str) -> Result<T, CallError> {
-    serde_json::from_str(arguments).map_err(|e| CallError::InvalidArguments(e.to_string()))
+    let invalid = |e: serde_json::Error| CallError::InvalidArguments(e.to_string());
+    let mut value: serde_json::Value = serde_json::from_str(arguments).map_err(invalid)?;
+    whole_numbers_as_integers(&mut value);
+    serde_json::from_value(value).map_err(invalid)
+}
+
+/// JSON Schema's `integer` is any number without a fractional part, `2.0` too, and the host's
+/// check lets it through; serde's integers take only `2`. Such floats become integers here.
+fn whole_numbers_as_integers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
+    }
 }
 
 /// A result of one text item.

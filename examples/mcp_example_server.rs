@@ -20,7 +20,8 @@
 //! - `--protocol VERSION`   answer `initialize` with this version instead of negotiating
 //! - `--close-stdout-after N` close stdout when the N-th `tools/call` arrives, and keep running
 //! - `--non-object-results` answer every `tools/call` with the result `42` (not an object)
-//! - `--schemaless-tool`    also list a tool `loose` without the `inputSchema` MCP requires
+//! - `--schemaless-tool`    also list a tool `loose` without the `inputSchema` MCP requires,
+//!   and a tool `odd name` with a space in its name (which MCP advises against)
 //! - `--endless-cursor`     end every list page with `nextCursor` "again", whatever was asked
 //!
 //! Environment variables: none are read; a test chooses every behaviour through `args`.
@@ -275,6 +276,7 @@ impl Server {
         if config.schemaless_tool {
             base_tools
                 .push(json!({"name": "loose", "description": "Listed without an inputSchema"}));
+            base_tools.push(tool("odd name", "A name with a space", json!({}), &[]));
         }
         Server {
             config,

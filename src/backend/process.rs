@@ -710,10 +710,21 @@ fn usable_tools(server: &str, tools: Vec<Value>) -> Vec<Value> {
                     server,
                     "tool left out: {problem} (MCP requires one): {shown}"
                 );
+            } else if let Some(name) = name.filter(|n| !is_portable_tool_name(n)) {
+                // Served: the specification only advises, but some clients refuse such names.
+                tracing::warn!(server, "tool `{name}` has a name some clients refuse (MCP advises 1-128 of A-Z a-z 0-9 _ - .)");
             }
             problem.is_none()
         })
         .collect()
+}
+
+/// A tool name as MCP 2025-11-25 advises: 1 to 128 ASCII letters, digits, `_`, `-` or `.`.
+fn is_portable_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
 }
 
 /// Fetches every page of a list, following `nextCursor`.

@@ -531,6 +531,15 @@ fn a_tool_without_an_input_schema_is_left_out_and_the_others_are_served() {
         "{}",
         client.stderr()
     );
+    // A name the specification only advises against is served, with a warning.
+    assert!(names.contains(&"ex__odd name".to_string()), "{names:?}");
+    assert!(
+        client
+            .stderr()
+            .contains("tool `odd name` has a name some clients refuse"),
+        "{}",
+        client.stderr()
+    );
 }
 
 #[test]

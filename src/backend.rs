@@ -45,6 +45,8 @@ pub enum BackendError {
         "server `{server}` was stopped by the gateway (shutting down, or its config changed) before it answered"
     )]
     Stopped { server: String },
+    #[error("server `{server}` answered with a result that is not a JSON object: {result}")]
+    NotAnObject { server: String, result: String },
     #[error("server `{server}` did not answer within {} ms", .timeout.as_millis())]
     Timeout { server: String, timeout: Duration },
 }
@@ -64,6 +66,10 @@ impl BackendError {
             | BackendError::Crashed { server }
             | BackendError::Stopped { server } => {
                 RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string())
+                    .with_data(json!({"server": server}))
+            }
+            BackendError::NotAnObject { server, .. } => {
+                RpcError::new(protocol::INTERNAL_ERROR, self.to_string())
                     .with_data(json!({"server": server}))
             }
             BackendError::Timeout { server, timeout } => {

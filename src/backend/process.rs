@@ -130,6 +130,14 @@ impl Connection {
         let outcome = tokio::time::timeout(timeout, rx).await;
         guard.done = outcome.is_ok();
         match outcome {
+            // Every MCP result is a JSON object; anything else would reach the client as it
+            // is, and clients drop such an answer (the call then hangs until their timeout).
+            Ok(Ok(Ok(result))) if !result.get().trim_start().starts_with('{') => {
+                Err(BackendError::NotAnObject {
+                    server: self.server.clone(),
+                    result: result.get().chars().take(100).collect(),
+                })
+            }
             Ok(Ok(Ok(result))) => Ok(result),
             Ok(Ok(Err(error))) => Err(BackendError::Rpc {
                 server: self.server.clone(),
@@ -686,14 +694,18 @@ fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {
 /// The tools a client can take. MCP requires a string `name` and an `inputSchema` that is
 /// an object schema; clients built on the official SDKs refuse a whole `tools/list` with
 /// one tool that breaks this, so it would hide every other server's tools too. Such a
-/// tool is left out, with a warning.
+/// tool is left out, with a warning; so is a second tool of the same name.
 fn usable_tools(server: &str, tools: Vec<Value>) -> Vec<Value> {
+    let mut names = std::collections::HashSet::new();
     tools
         .into_iter()
         .filter(|tool| {
             let name = tool.get("name").and_then(Value::as_str);
             let problem = match (name, tool.get("inputSchema")) {
                 (None | Some(""), _) => Some("it has no name"),
+                (Some(name), _) if !names.insert(name.to_string()) => {
+                    Some("a tool of that name came before it")
+                }
                 (_, Some(schema))
                     if schema.get("type").and_then(Value::as_str) == Some("object") =>
                 {
@@ -706,10 +718,7 @@ fn usable_tools(server: &str, tools: Vec<Value>) -> Vec<Value> {
             };
             if let Some(problem) = problem {
                 let shown: String = tool.to_string().chars().take(200).collect();
-                tracing::warn!(
-                    server,
-                    "tool left out: {problem} (MCP requires one): {shown}"
-                );
+                tracing::warn!(server, "tool left out: {problem}: {shown}");
             } else if let Some(name) = name.filter(|n| !is_portable_tool_name(n)) {
                 // Served: the specification only advises, but some clients refuse such names.
                 tracing::warn!(server, "tool `{name}` has a name some clients refuse (MCP advises 1-128 of A-Z a-z 0-9 _ - .)");
@@ -821,7 +830,7 @@ async fn read_lines(
             continue;
         }
         if let Some((id, result)) = protocol::RawEnvelope::fast_response(line) {
-            connection.complete(id, object_result(&server, result));
+            connection.complete(id, Ok(result));
             continue;
         }
         let message = serde_json::from_str::<Value>(line)
@@ -833,7 +842,6 @@ async fn read_lines(
                 let result = result.and_then(|value| {
                     serde_json::value::to_raw_value(&value)
                         .map_err(|e| RpcError::new(protocol::INTERNAL_ERROR, e.to_string()))
-                        .and_then(|raw| object_result(&server, raw))
                 });
                 connection.complete(id, result);
             }
@@ -863,19 +871,6 @@ async fn read_lines(
         }
     }
     connection.close();
-}
-
-/// Every MCP result is a JSON object; anything else would reach the client as it is, and
-/// clients drop such an answer (the call then hangs until their own timeout).
-fn object_result(server: &str, raw: Box<RawValue>) -> Result<Box<RawValue>, RpcError> {
-    if raw.get().trim_start().starts_with('{') {
-        return Ok(raw);
-    }
-    let shown: String = raw.get().chars().take(100).collect();
-    Err(RpcError::new(
-        protocol::INTERNAL_ERROR,
-        format!("server `{server}` answered with a result that is not a JSON object: {shown}"),
-    ))
 }
 
 /// Logs the server's stderr, keeping its last non-empty line (cut to 300 characters) in

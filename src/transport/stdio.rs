@@ -11,8 +11,8 @@ use super::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::gateway::Gateway;
 use crate::session::Session;
 
-/// How long the answers already queued may take to go out when the gateway stops: a
-/// line being written is finished rather than cut, unless the client stopped reading.
+/// How long the answers already queued may take to go out once the client closed stdin
+/// and the answers in flight are in (or `shutdown_grace` passed).
 const WRITER_GRACE: Duration = Duration::from_millis(200);
 
 /// Serves one client until `input` ends or `stop` resolves (a signal: answers in flight
@@ -65,19 +65,22 @@ where
             },
         }
     };
+    let grace = session.gateway.config.load().gateway.shutdown_grace;
+    let mut writer_grace = WRITER_GRACE;
     if stopped {
-        // Out go the lines already queued, whole; answers still being worked on are dropped.
+        // Out go the lines already queued, whole, to a client that reads within
+        // `shutdown_grace`; answers still being worked on are dropped.
         let _ = out_tx.send(String::new());
+        writer_grace = grace;
     } else {
         // Answers still in flight get `shutdown_grace` once the client closed stdin: a
         // script that pipes requests in and closes stdin still gets its answers, and a
         // stuck call holds exit no longer than a server that ignores its closed stdin would.
-        let grace = session.gateway.config.load().gateway.shutdown_grace;
         session.drained(tokio::time::Instant::now() + grace).await;
     }
     drop(session);
     drop(out_tx);
-    let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
+    let _ = tokio::time::timeout(writer_grace, writer).await;
     Ok(())
 }
 

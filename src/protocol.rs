@@ -132,13 +132,16 @@ fn parse_with_id(value: Value) -> Result<Message, (Value, RpcError)> {
     parse_message(value).map_err(|err| (id, err))
 }
 
+/// Below this, every whole number is exact as a float (2^53 is 9.007e15).
+pub const EXACT_FLOAT_INTEGERS: f64 = 9.0e15;
+
 /// A string, or a number that can be echoed as the same value: an integer beyond 64 bits
 /// is read as a float that has lost digits, and would come back as another number.
 fn valid_id(id: &Value) -> bool {
     match id {
         Value::String(_) => true,
         Value::Number(n) => {
-            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.abs() < 9.0e15)
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.abs() < EXACT_FLOAT_INTEGERS)
         }
         _ => false,
     }

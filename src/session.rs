@@ -456,7 +456,9 @@ fn check_progress_token(params: Option<&Value>) -> Result<(), RpcError> {
 /// request `7`), strings as JSON text (so `"7"` stays apart from `7`).
 fn request_key(id: &Value) -> String {
     match id.as_f64() {
-        Some(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => format!("{}", n as i64),
+        Some(n) if n.fract() == 0.0 && n.abs() < protocol::EXACT_FLOAT_INTEGERS => {
+            format!("{}", n as i64)
+        }
         _ => id.to_string(),
     }
 }

@@ -484,8 +484,8 @@ impl ProcessBackend {
         let handshake = tokio::select! {
             r = self.handshake(&connection) => match r {
                 // A request fails when the process exits under it: say how it exited.
-                Err(_) if let Ok(status) = tokio::time::timeout(Duration::from_millis(200), child.wait()).await => {
-                    Err(format!("exited during start-up ({})", describe_exit(status)))
+                Err(_) if let Some(exit) = exit_soon(&mut child).await => {
+                    Err(format!("exited during start-up ({exit})"))
                 }
                 other => other,
             },
@@ -526,9 +526,9 @@ impl ProcessBackend {
             }
             // Its stdout ended: it is exiting, or it closed stdout and runs on, and then
             // nothing it says can reach the gateway any more (as good as a crash).
-            _ = &mut reader => match tokio::time::timeout(Duration::from_millis(200), child.wait()).await {
-                Ok(status) => Err(format!("exited unexpectedly ({})", describe_exit(status))),
-                Err(_) => {
+            _ = &mut reader => match exit_soon(&mut child).await {
+                Some(exit) => Err(format!("exited unexpectedly ({exit})")),
+                None => {
                     self.terminate(child, &connection).await;
                     Err("closed its stdout while running".to_string())
                 }
@@ -682,6 +682,14 @@ fn signal_group(pid: u32, signal: i32) {
     unsafe {
         libc::kill(-(pid as i32), signal);
     }
+}
+
+/// How the process exited, if it does within moments: its pipes end just before it exits.
+async fn exit_soon(child: &mut Child) -> Option<String> {
+    tokio::time::timeout(Duration::from_millis(200), child.wait())
+        .await
+        .ok()
+        .map(describe_exit)
 }
 
 fn describe_exit(status: std::io::Result<std::process::ExitStatus>) -> String {

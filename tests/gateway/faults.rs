@@ -26,20 +26,8 @@ fn crash_mid_call_fails_fast_then_the_server_restarts() {
         "the crash was reported after {elapsed:?}, not at once"
     );
 
-    let status = eventually(
-        Duration::from_secs(15),
-        "the server to be restarted",
-        || {
-            let status = client.status();
-            let backend = &status["backends"]["ex"];
-            (backend["status"] == "ready" && backend["restarts"].as_u64().unwrap_or(0) >= 1)
-                .then_some(status)
-        },
-    );
-    assert!(
-        status["backends"]["ex"]["last_error"].is_string(),
-        "{status}"
-    );
+    let ex = restarted(&mut client, "ex");
+    assert!(ex["last_error"].is_string(), "{ex}");
     assert_eq!(
         text(&client.call("ex__echo", json!({"text": "three"}))),
         "three"
@@ -238,6 +226,14 @@ fn server_pids(client: &mut Client, servers: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+/// Waits until `server` has been restarted at least once and is ready; its status entry.
+fn restarted(client: &mut Client, server: &str) -> Value {
+    eventually(TIMEOUT, &format!("{server} to restart"), || {
+        let backend = client.status()["backends"][server].clone();
+        (backend["restarts"].as_u64() >= Some(1) && backend["status"] == "ready").then_some(backend)
+    })
+}
+
 fn assert_gone(pids: &[u32]) {
     for pid in pids {
         eventually(
@@ -368,10 +364,7 @@ fn crashes_soon_after_good_starts_count_and_a_failed_server_lists_nothing() {
         -32000
     );
     // Back after the first crash (the crash is seen a moment after the failed call).
-    eventually(TIMEOUT, "ex to restart", || {
-        let ex = client.status()["backends"]["ex"].clone();
-        (ex["restarts"].as_u64() >= Some(1) && ex["status"] == "ready").then_some(())
-    });
+    restarted(&mut client, "ex");
     client.wait_ready();
     assert_eq!(
         client.call_error("ex__echo", json!({"text": "2"}))["code"],
@@ -484,11 +477,7 @@ fn a_server_that_closes_its_stdout_is_restarted() {
     let error = client.call_error("ex__echo", json!({"text": "two"}));
     assert_eq!(error["code"], -32000, "{error}");
     // Nothing it says could reach the gateway: it is stopped and started again.
-    let backend = eventually(TIMEOUT, "a restart", || {
-        let status = client.status();
-        let backend = status["backends"]["ex"].clone();
-        (backend["restarts"].as_u64() >= Some(1) && backend["status"] == "ready").then_some(backend)
-    });
+    let backend = restarted(&mut client, "ex");
     assert!(
         backend["last_error"]
             .as_str()

@@ -360,6 +360,9 @@ struct Control {
     bundled: &'static [(&'static str, &'static [u8])],
     watcher: Option<notify::RecommendedWatcher>,
     watched: Vec<PathBuf>,
+    /// Plugin files that are symlinks, as (where the link ends, the link): a change at
+    /// the end of the link is a change of the plugin.
+    links: Vec<(PathBuf, PathBuf)>,
     /// Bumped by every new watch, so that a stale poll for missing folders stops.
     watch_generation: u64,
 }
@@ -432,6 +435,7 @@ impl PluginHost {
                 bundled,
                 watcher: None,
                 watched: Vec::new(),
+                links: Vec::new(),
                 watch_generation: 0,
             }),
             ready_pool: std::sync::atomic::AtomicBool::new(true),
@@ -1123,19 +1127,41 @@ impl PluginHost {
     /// (Re)starts the watcher when the set of directories to watch changed.
     fn rewatch(&self, control: &mut Control) {
         let config = &control.config;
-        let dirs = if config.watch {
-            watch::dirs_to_watch(
-                config.dir.as_deref(),
-                config
-                    .plugins
-                    .values()
-                    .filter(|p| !p.disabled)
-                    .filter_map(|p| p.path.as_deref()),
-            )
+        let (dirs, links) = if config.watch {
+            let links = plugin_links(config);
+            let files = config
+                .plugins
+                .values()
+                .filter(|p| !p.disabled)
+                .filter_map(|p| p.path.as_deref())
+                .chain(links.iter().map(|(target, _)| target.as_path()));
+            (watch::dirs_to_watch(config.dir.as_deref(), files), links)
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
+        control.links = links;
         if dirs == control.watched && (control.watcher.is_some() || dirs.is_empty()) {
+            return;
+        }
+        // Folders only added (a new symlink's target): watched by the running watcher.
+        // A new watcher would drop the changes the old one's debounce still holds.
+        if let Some(watcher) = control.watcher.as_mut()
+            && control.watched.iter().all(|d| dirs.contains(d))
+        {
+            let added: Vec<PathBuf> = dirs
+                .iter()
+                .filter(|d| !control.watched.contains(d))
+                .cloned()
+                .collect();
+            let missing = watch::add(watcher, &added);
+            control.watched = dirs;
+            if !missing.is_empty() {
+                tokio::spawn(wait_for_folders(
+                    self.this.clone(),
+                    control.watch_generation,
+                    missing,
+                ));
+            }
             return;
         }
         control.watcher = None;
@@ -1206,6 +1232,27 @@ impl PluginHost {
             self.rescan(&mut control, true).await;
             return;
         }
+        // The file itself, and the plugin files that are symlinks to it.
+        let mut paths = vec![path.to_path_buf()];
+        paths.extend(
+            control
+                .links
+                .iter()
+                .filter(|(target, _)| target == path)
+                .map(|(_, link)| link.clone()),
+        );
+        for path in &paths {
+            self.plugin_file_changed(&control, path).await;
+        }
+        // A link added, replaced or removed: watch where the links end now. Not after
+        // `shutdown`, which stopped the watcher.
+        if control.watcher.is_some() {
+            self.rewatch(&mut control);
+        }
+    }
+
+    /// Loads, reloads or unloads the plugins whose file is `path`.
+    async fn plugin_file_changed(&self, control: &Control, path: &Path) {
         let mut desired = desired_plugins(&control.config, control.bundled);
         for name in plugins_for_path(&control.config, path) {
             let existing = self
@@ -1342,6 +1389,32 @@ fn plugins_for_path(config: &PluginsConfig, path: &Path) -> Vec<String> {
         names.push(name);
     }
     names
+}
+
+/// The plugin files that are symlinks, configured or in the folder (also links whose
+/// target is missing, as after `cargo clean`), as (where the link ends, the link).
+fn plugin_links(config: &PluginsConfig) -> Vec<(PathBuf, PathBuf)> {
+    let configured = config
+        .plugins
+        .values()
+        .filter(|p| !p.disabled)
+        .filter_map(|p| p.path.clone());
+    let in_folder = config
+        .dir
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_symlink()))
+        .map(|entry| entry.path())
+        .filter(|path| dir_plugin_name(path).is_some());
+    let mut links: Vec<(PathBuf, PathBuf)> = configured
+        .chain(in_folder)
+        .filter_map(|link| Some((watch::link_target(&link)?, link)))
+        .collect();
+    links.sort();
+    links.dedup();
+    links
 }
 
 /// Refuses what is not a component before wasmtime sees it, with a reason a

@@ -1336,3 +1336,53 @@ async fn a_call_forwards_at_most_a_thousand_notifications() {
     assert_eq!(seen.lock().unwrap().len(), 1000);
     host.shutdown().await;
 }
+
+/// The floor of a call's CPU on the host side: making a store and an instance, the call,
+/// and the drop that resets its pool slot, one after another on one thread, in steady state
+/// (slots reused, as in the gateway under load). The gateway pays all four per call, partly
+/// on the plugin threads. `cargo test --release measure_make_call_drop -- --ignored --nocapture`.
+#[tokio::test(flavor = "current_thread")]
+#[ignore]
+async fn measure_make_call_drop() {
+    const WARM_UP: u32 = 2000;
+    const N: u32 = 20000;
+    for path in [MINIMAL, ECHO] {
+        let host = start_one(entry("p", Some(path))).await;
+        let version = host.slots.load()["p"].current.load_full();
+        let mut phases = [Duration::ZERO; 4];
+        for round in 0..WARM_UP + N {
+            let t0 = Instant::now();
+            let mut store = host.new_store(&version).unwrap();
+            limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+            let t1 = Instant::now();
+            let instance = version
+                .code
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .unwrap();
+            let t2 = Instant::now();
+            instance
+                .wasmgate_plugin_tool()
+                .call_call_tool(&mut store, "echo", r#"{"text":"x"}"#)
+                .await
+                .unwrap()
+                .unwrap();
+            let t3 = Instant::now();
+            drop(store);
+            let t4 = Instant::now();
+            if round >= WARM_UP {
+                for (total, d) in phases.iter_mut().zip([t1 - t0, t2 - t1, t3 - t2, t4 - t3]) {
+                    *total += d;
+                }
+            }
+        }
+        let [store, instantiate, call, drop] = phases.map(|d| d / N);
+        println!(
+            "{}: store {store:?}, instantiate {instantiate:?}, call {call:?}, drop {drop:?}, in all {:?}",
+            Path::new(path).file_name().unwrap().to_string_lossy(),
+            store + instantiate + call + drop
+        );
+        host.shutdown().await;
+    }
+}

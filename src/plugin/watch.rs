@@ -35,6 +35,13 @@ pub fn watch(
             }
             Err(e) => tracing::warn!(error = %e, "plugin file watcher error"),
         })?;
+    let missing = add(&mut watcher, dirs);
+    Ok((watcher, rx, missing))
+}
+
+/// Watches `dirs` too (non-recursively); returns those that do not exist yet. Others
+/// that cannot be watched are logged.
+pub fn add(watcher: &mut RecommendedWatcher, dirs: &[PathBuf]) -> Vec<PathBuf> {
     let mut missing = Vec::new();
     for dir in dirs {
         if !dir.is_dir() {
@@ -49,7 +56,34 @@ pub fn watch(
             }
         }
     }
-    Ok((watcher, rx, missing))
+    missing
+}
+
+/// Where a symlink ends up, through a chain of links; `None` for a path that is not a
+/// link, or a loop. The target need not exist (a build output after `cargo clean`). Its
+/// folder is given as the system names it where it exists, as the watcher reports it.
+pub fn link_target(path: &Path) -> Option<PathBuf> {
+    const MAX_HOPS: usize = 40;
+    let mut current = path.to_path_buf();
+    let mut hops = 0;
+    while let Ok(target) = std::fs::read_link(&current) {
+        hops += 1;
+        if hops > MAX_HOPS {
+            return None;
+        }
+        current = match current.parent() {
+            Some(parent) => parent.join(target),
+            None => target,
+        };
+    }
+    if hops == 0 {
+        return None;
+    }
+    let folder = current.parent()?.canonicalize().ok();
+    match (folder, current.file_name()) {
+        (Some(folder), Some(name)) => Some(folder.join(name)),
+        _ => Some(current),
+    }
 }
 
 /// Feeds `on_change` each path once it has been quiet for [`DEBOUNCE`]; ends

@@ -1451,6 +1451,46 @@ fn a_plugin_written_in_python_is_listed_and_called() {
 const APPEAR_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts a gateway on `[plugins]` text whose folders do not exist yet.
+#[test]
+fn a_symlinked_plugin_follows_the_file_it_points_to() {
+    // The dev loop with a link in the plugin folder to the build output
+    // (`ln -s ../build/y.wasm plugins/`): a build replaces the file behind the link.
+    let setup = setup().folder("build");
+    let dir = TestDir::new("symlink");
+    let config = setup.write(&dir.path);
+    let build = dir.join("build");
+    std::fs::write(build.join("y.wasm"), shipped("hash")).unwrap();
+    std::os::unix::fs::symlink("../build/y.wasm", dir.join("plugins/y.wasm")).unwrap();
+    let mut client = setup.spawn(&config, dir);
+    let names = first_list(&mut client);
+    assert!(has(&names, "y__sha256"), "{names:?}");
+    client.drain_notifications(LIST_CHANGED);
+
+    replace_atomically(&build.join("y.wasm"), &shipped("json"));
+    wait_list_change(&mut client, "y__query behind the link", |n| {
+        has(n, "y__query") && !has(n, "y__sha256")
+    });
+    assert_eq!(wait_event(&mut client, "plugin.reloaded", "y")["tools"], 3);
+
+    // `cargo clean` takes the build folder away: the plugin goes; the next build brings it back.
+    std::fs::remove_dir_all(&build).unwrap();
+    wait_list_change(&mut client, "y__query to go", |n| !has(n, "y__query"));
+    std::fs::create_dir(&build).unwrap();
+    replace_atomically(&build.join("y.wasm"), &shipped("hash"));
+    wait_list_change(&mut client, "y__sha256 back", |n| has(n, "y__sha256"));
+
+    // A link made while the gateway runs, to a file not built yet: loaded once it is,
+    // and its target watched from then on.
+    let plugins = plugin_dir(&client);
+    std::os::unix::fs::symlink(build.join("z.wasm"), plugins.join("z.wasm")).unwrap();
+    std::fs::write(build.join("z.wasm"), shipped("json")).unwrap();
+    wait_list_change(&mut client, "z__query", |n| has(n, "z__query"));
+    replace_atomically(&build.join("z.wasm"), &shipped("hash"));
+    wait_list_change(&mut client, "z__sha256 behind the new link", |n| {
+        has(n, "z__sha256") && !has(n, "z__query")
+    });
+}
+
 fn start_before_folders(label: &str, plugins: &str) -> (Client, TestDir) {
     let dir = TestDir::new(label);
     let text = format!(

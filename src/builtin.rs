@@ -1,9 +1,12 @@
 //! The gateway's own tools, served without prefix: `gateway_status` and `get_events`.
 //! Their shapes follow the reference documents the project started from, with more fields.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::backend::BackendState;
+use crate::config::Config;
 use crate::gateway::Gateway;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
@@ -122,6 +125,16 @@ pub fn status(gateway: &Gateway) -> Value {
     // Plugins after servers; one named like a server is listed as "NAME (plugin)".
     let mut plugins: Vec<(String, Value)> = Vec::new();
     if let Some(host) = gateway.plugin_host() {
+        // First: a plugin that is also ready (a moment at the end of its load) or failed
+        // is listed as that, below.
+        for (name, path) in host.loading_plugins() {
+            let namespace = plugin_namespace(&config, &name);
+            plugins.push((
+                name,
+                json!({"kind": "wasm", "status": "loading", "namespace": namespace, "tool_count": 0,
+                       "path": path.map(|p| p.display().to_string())}),
+            ));
+        }
         for plugin in host.plugins() {
             let loaded_at: chrono::DateTime<chrono::Utc> = plugin.loaded_at.into();
             plugins.push((
@@ -156,10 +169,7 @@ pub fn status(gateway: &Gateway) -> Value {
     if let Some(host) = gateway.plugin_host() {
         for failed in host.failed_plugins() {
             let at: chrono::DateTime<chrono::Utc> = failed.at.into();
-            let namespace = config.plugins.plugins.get(&failed.name).map_or_else(
-                || crate::config::namespace_for(&failed.name),
-                |p| p.namespace.clone(),
-            );
+            let namespace = plugin_namespace(&config, &failed.name);
             plugins.push((
                 failed.name,
                 json!({
@@ -174,6 +184,8 @@ pub fn status(gateway: &Gateway) -> Value {
             ));
         }
     }
+    // One entry a plugin: the last pushed.
+    let plugins: BTreeMap<String, Value> = plugins.into_iter().collect();
     for (name, entry) in plugins {
         let key = if backends.contains_key(&name) {
             format!("{name} (plugin)")
@@ -205,4 +217,12 @@ pub fn status(gateway: &Gateway) -> Value {
         },
         "backends": backends,
     })
+}
+
+/// A plugin's namespace: from its `[plugins.NAME]` table, else from its name.
+fn plugin_namespace(config: &Config, name: &str) -> String {
+    config.plugins.plugins.get(name).map_or_else(
+        || crate::config::namespace_for(name),
+        |p| p.namespace.clone(),
+    )
 }

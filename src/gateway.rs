@@ -264,7 +264,7 @@ impl Gateway {
         }
         for (_, method) in changed.iter().filter(|(c, _)| *c) {
             for session in self.live_sessions() {
-                session.notify(method, None);
+                session.notify_list_changed(method);
             }
         }
     }
@@ -378,12 +378,9 @@ impl Gateway {
     fn start_plugins(self: &Arc<Self>, config: &Config) {
         let plugins = &config.plugins;
         let wanted = plugins.bundled || plugins.dir.is_some() || !plugins.plugins.is_empty();
-        // While the first host is loading, a config reload only updates `self.config`: the
-        // host takes the newest config once it is up (below), so there is never a second one.
-        if !wanted || self.plugin_host().is_some() || self.plugins_loading() {
+        if !wanted || self.plugin_host().is_some() {
             return;
         }
-        let started_with = self.config.load_full();
         let bundled = if plugins.bundled {
             crate::plugin::bundled::BUNDLED_PLUGINS
         } else {
@@ -391,37 +388,37 @@ impl Gateway {
         };
         self.plugins_loading.send_replace(true);
         let (tx, rx) = mpsc::unbounded_channel();
+        // The host is in place before any plugin loads: each one joins the catalog (and
+        // `gateway_status`) when it is ready, so a Python plugin compiling for half a minute
+        // holds up only its own tools.
+        let host = match PluginHost::new(plugins, bundled, tx) {
+            Ok(host) => host,
+            Err(err) => {
+                tracing::error!("the plugin host did not start: {err:#}");
+                self.events.emit(
+                    "plugin.host_failed",
+                    "wasmgate",
+                    Status::Failure,
+                    json!({"error": format!("{err:#}")}),
+                );
+                self.plugins_loading.send_replace(false);
+                return;
+            }
+        };
+        self.plugins.store(Some(host.clone()));
+        tokio::spawn(plugin_events(Arc::downgrade(self), rx));
         let gateway = self.clone();
-        let plugins = plugins.clone();
         tokio::spawn(async move {
             let started = Instant::now();
-            match PluginHost::start(&plugins, bundled, tx).await {
-                Ok(host) => {
-                    tracing::info!(
-                        plugins = host.plugins().len(),
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "plugins loaded"
-                    );
-                    gateway.plugins.store(Some(host.clone()));
-                    // Edited while it loaded: from now on reloads reach the host itself.
-                    let now = gateway.config.load_full();
-                    if !Arc::ptr_eq(&now, &started_with) {
-                        host.reconfigure(&now.plugins).await;
-                    }
-                }
-                Err(err) => {
-                    tracing::error!("the plugin host did not start: {err:#}");
-                    gateway.events.emit(
-                        "plugin.host_failed",
-                        "wasmgate",
-                        Status::Failure,
-                        json!({"error": format!("{err:#}")}),
-                    );
-                }
-            }
+            host.load().await;
+            tracing::info!(
+                plugins = host.plugins().len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "plugins loaded"
+            );
+            // A config reload meanwhile went to the host, and is applied after this load.
             gateway.rebuild_catalog();
             gateway.plugins_loading.send_replace(false);
-            tokio::spawn(plugin_events(Arc::downgrade(&gateway), rx));
         });
     }
 }

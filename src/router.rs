@@ -19,6 +19,45 @@ use crate::session::RequestContext;
 use crate::telemetry::events::Status;
 use catalog::Target;
 
+/// A call to a server or plugin, recorded as a `tool.called` event once it ends: by its
+/// outcome, or (dropped unended) as cancelled, so the events agree with the call counts.
+struct CallRecord<'a> {
+    gateway: &'a Gateway,
+    trace_id: &'a str,
+    server: &'a str,
+    tool: &'a str,
+    started: Instant,
+    ended: bool,
+}
+
+impl CallRecord<'_> {
+    fn end(mut self, status: Status, error: Option<String>) {
+        self.ended = true;
+        self.emit(status, error, false);
+    }
+
+    fn emit(&self, status: Status, error: Option<String>, cancelled: bool) {
+        let duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let mut fields = json!({"tool": self.tool, "server": self.server,
+                                "duration_ms": duration_ms, "error": error});
+        if cancelled {
+            fields["cancelled"] = Value::Bool(true);
+        }
+        self.gateway
+            .events
+            .emit_traced(self.trace_id, "tool.called", self.server, status, fields);
+    }
+}
+
+impl Drop for CallRecord<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            let why = "cancelled before it ended (by the client, or the gateway stopping)";
+            self.emit(Status::Failure, Some(why.into()), true);
+        }
+    }
+}
+
 impl Gateway {
     /// The answer to `initialize`: capabilities reflect what the backends offer.
     pub fn initialize_result(&self, version: &str) -> Value {
@@ -146,7 +185,7 @@ impl Gateway {
                 // The specification answers an unknown tool with -32602 (the seed documents said -32601).
                 self.catalog().tool(&name).cloned().ok_or_else(|| {
                     let loading = if self.plugins_loading() {
-                        " (plugins are still loading: clients get notifications/tools/list_changed when they are ready)"
+                        " (plugins are still loading: a client that has listed the tools gets notifications/tools/list_changed when they are ready)"
                     } else {
                         ""
                     };
@@ -166,8 +205,17 @@ impl Gateway {
         route.validate(&arguments).map_err(|e| {
             RpcError::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
         })?;
-        let started = Instant::now();
         let server = route.target.server().to_string();
+        // Recorded as `tool.called` when the call ends, also when it is cancelled.
+        let record = (!matches!(route.target, Target::Builtin)).then(|| CallRecord {
+            gateway: self,
+            trace_id: &context.trace_id,
+            server: &server,
+            tool: &name,
+            started: Instant::now(),
+            ended: false,
+        });
+        let started = Instant::now();
         let outcome = match &route.target {
             Target::Builtin => crate::builtin::call(self, &route.name, &arguments).map(Reply::from),
             Target::Process(backend) => {
@@ -185,15 +233,8 @@ impl Gateway {
             Ok(reply) => (Status::Failure, first_text(reply)),
             Err(e) => (Status::Failure, Some(e.message.clone())),
         };
-        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-        if !matches!(route.target, Target::Builtin) {
-            self.events.emit_traced(
-                &context.trace_id,
-                "tool.called",
-                &server,
-                status,
-                json!({"tool": name, "server": server, "duration_ms": duration_ms, "error": error}),
-            );
+        if let Some(record) = record {
+            record.end(status, error);
         }
         tracing::debug!(tool = %name, server = %server, elapsed_us = started.elapsed().as_micros() as u64, "tools/call");
         outcome

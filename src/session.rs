@@ -73,9 +73,24 @@ pub struct Session {
     /// The client's `logging/setLevel`, as a rank from debug (0) to emergency (7);
     /// `NO_LOG_LEVEL` until it sets one.
     log_level: AtomicU8,
+    /// Which lists the client has asked for ([`list_bit`]): a list change is announced
+    /// only to a client that holds a list it makes stale.
+    listed: AtomicU8,
 }
 
 const NO_LOG_LEVEL: u8 = u8::MAX;
+
+/// The bit of [`Session::listed`] for a list request or its change notification.
+fn list_bit(method: &str) -> Option<u8> {
+    match method {
+        "tools/list" | "notifications/tools/list_changed" => Some(1),
+        "prompts/list" | "notifications/prompts/list_changed" => Some(2),
+        "resources/list" | "resources/templates/list" | "notifications/resources/list_changed" => {
+            Some(4)
+        }
+        _ => None,
+    }
+}
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
@@ -93,6 +108,7 @@ impl Session {
             next_request_id: AtomicU64::new(1),
             request_ended: tokio::sync::Notify::new(),
             log_level: AtomicU8::new(NO_LOG_LEVEL),
+            listed: AtomicU8::new(0),
         });
         session.gateway.register_session(&session);
         session
@@ -110,6 +126,16 @@ impl Session {
     pub fn notify(&self, method: &str, params: Option<Value>) {
         if self.client.lock().unwrap().initialized {
             self.send(protocol::notification(method, params));
+        }
+    }
+
+    /// Sends `notifications/{tools,prompts,resources}/list_changed`, if the client has
+    /// listed what changed. A client that lists later gets the new list anyway; before its
+    /// first list (while plugins load at start-up, say) the notice would only make it list twice.
+    pub fn notify_list_changed(&self, method: &str) {
+        let listed = self.listed.load(Ordering::Acquire);
+        if list_bit(method).is_none_or(|bit| listed & bit != 0) {
+            self.notify(method, None);
         }
     }
 
@@ -351,6 +377,10 @@ impl Session {
             ));
         }
         check_progress_token(params.as_ref())?;
+        // Before the list is read: a change after this point is announced.
+        if let Some(bit) = list_bit(method) {
+            self.listed.fetch_or(bit, Ordering::AcqRel);
+        }
         let context = RequestContext {
             trace_id: new_trace_id(),
             session: self.clone(),

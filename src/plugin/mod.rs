@@ -95,13 +95,28 @@ pub struct CallContext {
     pub trace_id: String,
 }
 
+/// The plugin's words in an unknown-tool error, unless they only repeat the tool's name.
+fn said_of(said: &Option<String>, tool: &str) -> String {
+    match said {
+        Some(words) if !words.is_empty() && words != tool => {
+            format!(": it answered unknown-tool({words:?})")
+        }
+        _ => String::new(),
+    }
+}
+
 /// Why a call did not run. Failures while it ran are tool results with `isError`.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginCallError {
     #[error("no plugin named `{0}`")]
     NotFound(String),
-    #[error("plugin `{plugin}` has no tool `{tool}`")]
-    UnknownTool { plugin: String, tool: String },
+    #[error("plugin `{plugin}` has no tool `{tool}`{}", said_of(.said, .tool))]
+    UnknownTool {
+        plugin: String,
+        tool: String,
+        /// What the plugin's own `unknown-tool` error said, when it was the plugin's.
+        said: Option<String>,
+    },
     #[error("invalid arguments for tool `{tool}` of plugin `{plugin}`: {message}")]
     InvalidArguments {
         plugin: String,
@@ -379,6 +394,8 @@ pub struct PluginHost {
     slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
     /// Plugins that could not be loaded, by name, until they load or are gone.
     failed: StdMutex<BTreeMap<String, FailedPlugin>>,
+    /// Plugins being read and compiled for their first version, with their files.
+    loading: StdMutex<BTreeMap<String, Option<PathBuf>>>,
     /// Bounds the instances calls keep alive at once to what the pooling allocator holds,
     /// less what `probes` keeps for validating new versions.
     instances: Arc<Semaphore>,
@@ -391,10 +408,19 @@ pub struct PluginHost {
 }
 
 impl PluginHost {
-    /// Builds the engine and linker, loads every plugin (compiling in parallel
-    /// or from the cache) and starts the watcher when `config.watch`. A plugin
-    /// that fails to load is reported (log and `LoadFailed`), not fatal.
+    /// [`Self::new`], then [`Self::load`].
     pub async fn start(
+        config: &PluginsConfig,
+        bundled: &'static [(&'static str, &'static [u8])],
+        events: mpsc::UnboundedSender<PluginEvent>,
+    ) -> anyhow::Result<Arc<PluginHost>> {
+        let host = PluginHost::new(config, bundled, events)?;
+        host.load().await;
+        Ok(host)
+    }
+
+    /// Builds the engine and linker; no plugin is loaded yet.
+    pub fn new(
         config: &PluginsConfig,
         bundled: &'static [(&'static str, &'static [u8])],
         events: mpsc::UnboundedSender<PluginEvent>,
@@ -425,6 +451,7 @@ impl PluginHost {
             workers,
             slots: ArcSwap::default(),
             failed: StdMutex::default(),
+            loading: StdMutex::default(),
             instances: Arc::new(Semaphore::new(
                 (engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize,
             )),
@@ -441,11 +468,16 @@ impl PluginHost {
             ready_pool: std::sync::atomic::AtomicBool::new(true),
             this: this.clone(),
         });
-        let mut control = host.control.lock().await;
-        host.apply(&mut control, false).await;
-        host.rewatch(&mut control);
-        drop(control);
         Ok(host)
+    }
+
+    /// Loads every plugin of the config (compiling in parallel or from the cache), each
+    /// reported as it is ready, and starts the watcher when `config.watch`. A plugin that
+    /// fails to load is reported (log and `LoadFailed`), not fatal.
+    pub async fn load(&self) {
+        let mut control = self.control.lock().await;
+        self.apply(&mut control, false).await;
+        self.rewatch(&mut control);
     }
 
     /// Applies a changed configuration: loads, unloads or reloads only what changed.
@@ -499,6 +531,11 @@ impl PluginHost {
     }
 
     /// The plugins that could not be loaded now, with the reason.
+    /// The plugins still being read and compiled for their first version, with their files.
+    pub fn loading_plugins(&self) -> Vec<(String, Option<PathBuf>)> {
+        read(&self.loading).into_iter().collect()
+    }
+
     pub fn failed_plugins(&self) -> Vec<FailedPlugin> {
         read(&self.failed).into_values().collect()
     }
@@ -553,6 +590,7 @@ impl PluginHost {
             return Err(PluginCallError::UnknownTool {
                 plugin: plugin.into(),
                 tool: tool.into(),
+                said: None,
             });
         }
         slot.stats.calls.fetch_add(1, Ordering::Relaxed);
@@ -597,9 +635,10 @@ impl PluginHost {
                     schema.map(|s| &**s),
                 ))
             }
-            Ok(Err(CallError::UnknownTool(_))) => Err(PluginCallError::UnknownTool {
+            Ok(Err(CallError::UnknownTool(said))) => Err(PluginCallError::UnknownTool {
                 plugin: plugin.into(),
                 tool: tool.into(),
+                said: Some(said),
             }),
             Ok(Err(CallError::InvalidArguments(message))) => {
                 Err(PluginCallError::InvalidArguments {
@@ -912,6 +951,10 @@ impl PluginHost {
             self.reuse_code(name, name_arc, source, old, settings, started);
             return;
         }
+        // Shown as loading until it is installed or has failed (the end of this call).
+        let _loading = existing
+            .is_none()
+            .then(|| Loading::mark(&self.loading, &name, source.path()));
         let loaded = self
             .load_code(&name_arc, &source, &settings, existing.as_deref())
             .await;
@@ -1143,11 +1186,18 @@ impl PluginHost {
         if dirs == control.watched && (control.watcher.is_some() || dirs.is_empty()) {
             return;
         }
-        // Folders only added (a new symlink's target): watched by the running watcher.
-        // A new watcher would drop the changes the old one's debounce still holds.
-        if let Some(watcher) = control.watcher.as_mut()
-            && control.watched.iter().all(|d| dirs.contains(d))
+        // A running watcher is changed in place (a link added or gone, a config reload):
+        // a new one would drop the changes the old one's debounce still holds.
+        if !dirs.is_empty()
+            && let Some(watcher) = control.watcher.as_mut()
         {
+            let gone: Vec<PathBuf> = control
+                .watched
+                .iter()
+                .filter(|d| !dirs.contains(d))
+                .cloned()
+                .collect();
+            watch::remove(watcher, &gone);
             let added: Vec<PathBuf> = dirs
                 .iter()
                 .filter(|d| !control.watched.contains(d))
@@ -1214,6 +1264,8 @@ impl PluginHost {
     /// line. Watched before read: a file still being written is then seen again when its
     /// writer is done.
     async fn rescan(&self, control: &mut Control, reread: bool) {
+        // A new watcher: the old one may hold watches on folders that were replaced.
+        control.watcher = None;
         control.watched.clear();
         self.rewatch(control);
         self.apply(control, reread).await;
@@ -1432,6 +1484,32 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// A plugin's entry among those loading, taken out when dropped.
+struct Loading<'a> {
+    loading: &'a StdMutex<BTreeMap<String, Option<PathBuf>>>,
+    name: String,
+}
+
+impl<'a> Loading<'a> {
+    fn mark(
+        loading: &'a StdMutex<BTreeMap<String, Option<PathBuf>>>,
+        name: &str,
+        path: Option<&Path>,
+    ) -> Loading<'a> {
+        lock(loading).insert(name.to_string(), path.map(Path::to_path_buf));
+        Loading {
+            loading,
+            name: name.to_string(),
+        }
+    }
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        lock(self.loading).remove(&self.name);
+    }
 }
 
 /// A lock whose holder panicked still guards plain data: go on with it.

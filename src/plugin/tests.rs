@@ -1386,3 +1386,21 @@ async fn measure_make_call_drop() {
         host.shutdown().await;
     }
 }
+
+#[test]
+fn an_unknown_tool_error_keeps_what_the_plugin_said() {
+    let error = |said: Option<&str>| {
+        PluginCallError::UnknownTool {
+            plugin: "walker".into(),
+            tool: "fail".into(),
+            said: said.map(String::from),
+        }
+        .to_string()
+    };
+    assert_eq!(
+        error(Some("no_such_tool")),
+        "plugin `walker` has no tool `fail`: it answered unknown-tool(\"no_such_tool\")"
+    );
+    assert_eq!(error(Some("fail")), "plugin `walker` has no tool `fail`");
+    assert_eq!(error(None), "plugin `walker` has no tool `fail`");
+}

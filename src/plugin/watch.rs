@@ -59,6 +59,13 @@ pub fn add(watcher: &mut RecommendedWatcher, dirs: &[PathBuf]) -> Vec<PathBuf> {
     missing
 }
 
+/// Stops watching `dirs`; one that was missing was never watched, and is skipped.
+pub fn remove(watcher: &mut RecommendedWatcher, dirs: &[PathBuf]) {
+    for dir in dirs {
+        let _ = watcher.unwatch(dir);
+    }
+}
+
 /// Where a symlink ends up, through a chain of links; `None` for a path that is not a
 /// link, or a loop. The target need not exist (a build output after `cargo clean`). Its
 /// folder is given as the system names it where it exists, as the watcher reports it.

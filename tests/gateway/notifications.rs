@@ -313,6 +313,15 @@ fn cancelled_request_gets_no_answer_and_the_gateway_goes_on() {
         text(&client.call("ex__echo", json!({"text": "still alive"}))),
         "still alive"
     );
+    // The event log has the cancelled call, as the call counts do.
+    let slow: Vec<Value> = client
+        .events(json!({"event_type": "tool.called", "limit": 100}))
+        .into_iter()
+        .filter(|e| e["tool"] == "ex__slow")
+        .collect();
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert_eq!(slow[0]["cancelled"], true, "{slow:?}");
+    assert_eq!(slow[0]["status"], "failure", "{slow:?}");
 }
 
 #[test]

@@ -1450,7 +1450,73 @@ fn a_plugin_written_in_python_is_listed_and_called() {
 /// second or two in a debug build).
 const APPEAR_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Starts a gateway on `[plugins]` text whose folders do not exist yet.
+#[test]
+fn a_plugin_slow_to_load_holds_up_only_its_own_tools() {
+    // `faulty` with this config spins in list-tools until its 10 s limit: it is loading
+    // for that long (as a Python plugin compiles for half a minute), then refused.
+    let mut setup = setup();
+    // The first list waits 1 s for the plugins, not the usual 120 s.
+    setup
+        .gateway
+        .retain(|line| !line.starts_with("startup_timeout"));
+    let (mut client, _) = setup
+        .gateway(r#"startup_timeout = "1s""#)
+        .file("echo.wasm", fixture("echo"))
+        .file("faulty.wasm", fixture("faulty"))
+        .plugins("[plugins.faulty]\ntimeout = \"10s\"\nconfig = { spin_in_list_tools = \"true\" }")
+        .start();
+    // Echo's tools come as soon as echo is compiled (in the first list, or announced).
+    wait_tools(&mut client, "echo__echo", |n| has(n, "echo__echo"));
+    let status = client.status();
+    assert_eq!(
+        status["backends"]["faulty"]["status"], "loading",
+        "{status}"
+    );
+    assert_eq!(status["backends"]["echo"]["status"], "ready", "{status}");
+    assert_eq!(status["gateway"]["plugins_loading"], true, "{status}");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__echo",
+            json!({"text": "meanwhile"})
+        )),
+        "meanwhile"
+    );
+    let error = client.call_error("faulty__trap", json!({}));
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("plugins are still loading"), "{error}");
+
+    wait_event(&mut client, "plugin.load_failed", "faulty");
+    let status = client.status();
+    assert_eq!(status["backends"]["faulty"]["status"], "failed", "{status}");
+    assert_eq!(status["gateway"]["plugins_loading"], false, "{status}");
+}
+
+#[test]
+fn tools_list_changed_goes_to_clients_that_listed_tools() {
+    // A client that has not listed yet would only list twice.
+    let setup = setup().file("echo.wasm", fixture("echo"));
+    let dir = TestDir::new("announce");
+    let config = setup.write(&dir.path);
+    let plugins = dir.join("plugins");
+    let mut client = setup.spawn(&config, dir);
+    wait_event(&mut client, "plugin.loaded", "echo");
+    std::fs::write(plugins.join("hash.wasm"), shipped("hash")).unwrap();
+    wait_event(&mut client, "plugin.loaded", "hash");
+    assert!(
+        client
+            .try_notification(LIST_CHANGED, Duration::from_millis(300))
+            .is_none(),
+        "list_changed before any tools/list"
+    );
+    let names = client.tool_names();
+    assert!(has(&names, "hash__sha256"), "{names:?}");
+    std::fs::remove_file(plugins.join("hash.wasm")).unwrap();
+    wait_list_change(&mut client, "hash__sha256 to go", |n| {
+        !has(n, "hash__sha256")
+    });
+}
+
 #[test]
 fn a_symlinked_plugin_follows_the_file_it_points_to() {
     // The dev loop with a link in the plugin folder to the build output
@@ -1491,6 +1557,7 @@ fn a_symlinked_plugin_follows_the_file_it_points_to() {
     });
 }
 
+/// Starts a gateway on `[plugins]` text whose folders do not exist yet.
 fn start_before_folders(label: &str, plugins: &str) -> (Client, TestDir) {
     let dir = TestDir::new(label);
     let text = format!(

@@ -1,9 +1,9 @@
 //! Outbound HTTP GET through the host's `wasi:http/outgoing-handler`, on the
 //! `wasip2` crate's bindings (the ones Rust's std is built on).
 //!
-//! The host links that interface only for plugins with an `allow_hosts` grant
-//! and refuses requests to other hosts; the refusal is the wasi:http error
-//! code (`HttpRequestDenied`) in the `failed` message.
+//! The host refuses requests to hosts not in the plugin's `allow_hosts` (the
+//! wasi:http error code `HTTP-request-denied`); the `failed` message says so,
+//! and names the grant that would allow it.
 //!
 //! The request never asks for an outgoing body. A GET has none, and a body
 //! once asked for is a stream the host must send (chunked), which a server
@@ -14,7 +14,7 @@ use crate::{CallError, failed};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wasip2::http::outgoing_handler;
-use wasip2::http::types::{Fields, IncomingResponse, Method, OutgoingRequest, Scheme};
+use wasip2::http::types::{ErrorCode, Fields, IncomingResponse, Method, OutgoingRequest, Scheme};
 use wasip2::io::streams::{InputStream, StreamError};
 
 /// What a GET brought back.
@@ -66,10 +66,10 @@ fn fetch(url: &str, max_bytes: usize) -> Result<Page, String> {
         .set_path_with_query(Some(&target.path))
         .map_err(|()| refused("path"))?;
 
-    let pending = outgoing_handler::handle(request, None).map_err(|e| e.to_string())?;
+    let pending = outgoing_handler::handle(request, None).map_err(describe)?;
     pending.subscribe().block();
     let response = match pending.get() {
-        Some(Ok(result)) => result.map_err(|e| e.to_string())?,
+        Some(Ok(result)) => result.map_err(describe)?,
         // Neither happens after `block`, on the first `get`.
         Some(Err(())) | None => return Err("the response was not ready".into()),
     };
@@ -122,9 +122,30 @@ fn read_at_most(stream: &InputStream, max: usize) -> Result<(Vec<u8>, bool), Str
             Err(StreamError::Closed) => return Ok((bytes, false)),
             Err(StreamError::LastOperationFailed(e)) => {
                 let cause = wasip2::http::types::http_error_code(&e);
-                return Err(cause.map_or_else(|| e.to_debug_string(), |code| code.to_string()));
+                return Err(cause.map_or_else(|| e.to_debug_string(), describe));
             }
         }
+    }
+}
+
+/// A wasi:http error in words, for the errors a user can act on.
+fn describe(code: ErrorCode) -> String {
+    match code {
+        ErrorCode::HttpRequestDenied => "the host is denied by the gateway: add it to \
+            `allow_hosts` in the plugin's [plugins.NAME] table (HTTP-request-denied)"
+            .into(),
+        ErrorCode::DnsError(_) | ErrorCode::DestinationNotFound => {
+            "the host name does not resolve".into()
+        }
+        ErrorCode::ConnectionRefused => "the connection was refused".into(),
+        ErrorCode::DnsTimeout
+        | ErrorCode::ConnectionTimeout
+        | ErrorCode::ConnectionReadTimeout
+        | ErrorCode::ConnectionWriteTimeout
+        | ErrorCode::HttpResponseTimeout => "timed out".into(),
+        ErrorCode::TlsCertificateError => "the server's TLS certificate is not trusted".into(),
+        ErrorCode::InternalError(Some(message)) => message,
+        other => format!("{other:?}"),
     }
 }
 

@@ -855,6 +855,7 @@ fn the_sandbox_grants_only_what_the_config_names() {
     let url = format!("http://127.0.0.1:{}/page", server.port);
     let message = call_failed(&mut client, "bare__http", json!({"url": url}));
     assert!(message.to_lowercase().contains("denied"), "{message}");
+    assert!(message.contains("allow_hosts"), "{message}");
     assert_eq!(
         server.hits.load(Ordering::SeqCst),
         0,

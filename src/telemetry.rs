@@ -3,19 +3,44 @@
 
 pub mod events;
 
+use std::sync::OnceLock;
+
 use tracing_subscriber::EnvFilter;
 
+/// The log filter in effect, once logging is set up: what `gateway_status` reports.
+static EFFECTIVE_LEVEL: OnceLock<String> = OnceLock::new();
+
 /// Logs go to stderr only (stdout carries the protocol), without colour unless stderr
-/// is a terminal. `RUST_LOG` wins over the configured level when set.
+/// is a terminal. `RUST_LOG` wins over the level given (`--log-level`, else the config's).
 pub fn init_logging(level: &str) {
     use std::io::IsTerminal;
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let from_env = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
+    let (filter, effective) = [from_env.as_deref(), Some(level), Some("info")]
+        .into_iter()
+        .flatten()
+        .find_map(|wanted| Some((EnvFilter::try_new(quiet(wanted)).ok()?, wanted.to_string())))
+        .unwrap_or_else(|| (EnvFilter::new("info"), "info".into()));
+    let _ = EFFECTIVE_LEVEL.set(effective);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
+}
+
+/// The log filter set up by [`init_logging`]; `None` before (or in tests that skip it).
+pub fn effective_level() -> Option<&'static str> {
+    EFFECTIVE_LEVEL.get().map(String::as_str)
+}
+
+/// A bare level (`info`) also keeps the file watcher's own messages (notify's "unable to
+/// remove watch descriptor" when a watched folder is deleted) to warnings; a filter with
+/// directives is taken as written.
+fn quiet(wanted: &str) -> String {
+    if wanted.contains(['=', ',']) {
+        wanted.to_string()
+    } else {
+        format!("{wanted},notify=warn")
+    }
 }

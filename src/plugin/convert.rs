@@ -78,8 +78,12 @@ fn object_schema(
              structured results as JSON objects)"
         ));
     }
-    let validator = jsonschema::validator_for(&schema)
-        .map_err(|e| format!("tool `{tool}`: {field} is not a valid JSON Schema: {e}"))?;
+    let validator = jsonschema::validator_for(&schema).map_err(|e| {
+        // Where in the schema: the error alone may only name the meta-schema's rule.
+        let at = e.instance_path.to_string();
+        let at = if at.is_empty() { "/".into() } else { at };
+        format!("tool `{tool}`: {field} is not a valid JSON Schema at {at}: {e}")
+    })?;
     Ok((schema, validator))
 }
 
@@ -100,7 +104,12 @@ pub fn output_to_mcp(
     output: ToolOutput,
     schema: Option<&jsonschema::Validator>,
 ) -> Value {
-    let mut content: Vec<Value> = output.content.into_iter().map(content_to_mcp).collect();
+    let content: Result<Vec<Value>, String> =
+        output.content.into_iter().map(content_to_mcp).collect();
+    let mut content = match content {
+        Ok(content) => content,
+        Err(why) => return error_result(format!("plugin `{plugin}` tool `{tool}` {why}")),
+    };
     let mut result = Map::new();
     let schema = schema.filter(|_| !output.is_error);
     if output.structured.is_none() && schema.is_some() {
@@ -110,6 +119,12 @@ pub fn output_to_mcp(
     }
     if let Some(text) = output.structured {
         match serde_json::from_str::<Value>(&text) {
+            Ok(structured) if !structured.is_object() => {
+                return error_result(format!(
+                    "plugin `{plugin}` tool `{tool}` returned structured output that is not a \
+                     JSON object (MCP's structuredContent is one)"
+                ));
+            }
             Ok(structured) => {
                 if let Some(why) = schema.and_then(|s| crate::schema::mismatch(s, &structured)) {
                     return error_result(format!(
@@ -137,36 +152,42 @@ pub fn output_to_mcp(
     Value::Object(result)
 }
 
-fn content_to_mcp(content: Content) -> Value {
-    match content {
+/// MCP content from the plugin's; `Err` says what breaks the WIT's rules.
+fn content_to_mcp(content: Content) -> Result<Value, String> {
+    Ok(match content {
         Content::Text(text) => json!({"type": "text", "text": text}),
         Content::Image(blob) => blob_to_mcp("image", blob),
         Content::Audio(blob) => blob_to_mcp("audio", blob),
         Content::Resource(resource) => {
-            json!({"type": "resource", "resource": resource_to_mcp(resource)})
+            json!({"type": "resource", "resource": resource_to_mcp(resource)?})
         }
-    }
+    })
 }
 
 fn blob_to_mcp(kind: &str, blob: Blob) -> Value {
     json!({"type": kind, "data": BASE64.encode(&blob.data), "mimeType": blob.mime_type})
 }
 
-fn resource_to_mcp(resource: EmbeddedResource) -> Value {
+fn resource_to_mcp(resource: EmbeddedResource) -> Result<Value, String> {
     let mut out = Map::new();
+    let (key, value) = match (resource.text, resource.blob) {
+        (Some(text), None) => ("text", text),
+        (None, Some(blob)) => ("blob", BASE64.encode(&blob)),
+        // MCP requires exactly one of the two.
+        (text, _) => {
+            let has = if text.is_some() { "both" } else { "neither" };
+            return Err(format!(
+                "returned an embedded resource ({}) with {has} `text` and `blob`: give one",
+                resource.uri
+            ));
+        }
+    };
     out.insert("uri".into(), Value::String(resource.uri));
     if let Some(mime) = resource.mime_type {
         out.insert("mimeType".into(), Value::String(mime));
     }
-    if let Some(text) = resource.text {
-        out.insert("text".into(), Value::String(text));
-    } else if let Some(blob) = resource.blob {
-        out.insert("blob".into(), Value::String(BASE64.encode(&blob)));
-    } else {
-        // MCP requires one of the two.
-        out.insert("text".into(), Value::String(String::new()));
-    }
-    Value::Object(out)
+    out.insert(key.into(), Value::String(value));
+    Ok(Value::Object(out))
 }
 
 /// A tool result that reports a failure to the model.
@@ -201,9 +222,10 @@ mod tests {
         let refused = |schema: &str| tool_to_mcp(&info(schema)).err().unwrap();
         assert!(refused(r#"{"type":"string"}"#).contains(r#"must have "type": "object""#));
         assert!(refused("{}").contains(r#"must have "type": "object""#));
+        let invalid = refused(r#"{"type":"object","properties":{"a":{"type":"nonsense"}}}"#);
         assert!(
-            refused(r#"{"type":"object","properties":{"a":{"type":"nonsense"}}}"#)
-                .contains("input-schema is not a valid JSON Schema")
+            invalid.contains("input-schema is not a valid JSON Schema at /properties/a/type"),
+            "{invalid}"
         );
         assert!(refused("[]").contains("not a JSON object"));
         assert!(refused("{").contains("not valid JSON"));
@@ -266,5 +288,49 @@ mod tests {
                 .unwrap()
                 .contains("not valid JSON")
         );
+    }
+
+    #[test]
+    fn structured_output_that_is_not_an_object_is_an_error_result() {
+        let out = ToolOutput {
+            content: vec![],
+            structured: Some("[1,2]".into()),
+            is_error: false,
+        };
+        let v = output_to_mcp("p", "t", out, None);
+        assert_eq!(v["isError"], true, "{v}");
+        assert!(v.get("structuredContent").is_none(), "{v}");
+        let text = v["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("not a JSON object"), "{text}");
+    }
+
+    #[test]
+    fn a_resource_needs_text_or_blob_not_both() {
+        let resource = |text: Option<&str>, blob: Option<&[u8]>| ToolOutput {
+            content: vec![Content::Resource(EmbeddedResource {
+                uri: "mem://r".into(),
+                mime_type: None,
+                text: text.map(String::from),
+                blob: blob.map(<[u8]>::to_vec),
+            })],
+            structured: None,
+            is_error: false,
+        };
+        let one = output_to_mcp("p", "t", resource(Some("hi"), None), None);
+        assert_eq!(one["content"][0]["resource"]["text"], "hi", "{one}");
+        let blob = output_to_mcp("p", "t", resource(None, Some(b"\x01")), None);
+        assert_eq!(blob["content"][0]["resource"]["blob"], "AQ==", "{blob}");
+        for (bad, word) in [
+            (resource(Some("hi"), Some(b"x")), "both"),
+            (resource(None, None), "neither"),
+        ] {
+            let v = output_to_mcp("p", "t", bad, None);
+            assert_eq!(v["isError"], true, "{v}");
+            let text = v["content"][0]["text"].as_str().unwrap();
+            assert!(
+                text.contains(&format!("with {word} `text` and `blob`")),
+                "{text}"
+            );
+        }
     }
 }

@@ -375,6 +375,9 @@ struct Control {
     bundled: &'static [(&'static str, &'static [u8])],
     watcher: Option<notify::RecommendedWatcher>,
     watched: Vec<PathBuf>,
+    /// Watched folders that did not exist when last looked at (polled for): files gone
+    /// from them are not news.
+    missing: Vec<PathBuf>,
     /// Plugin files that are symlinks, as (where the link ends, the link): a change at
     /// the end of the link is a change of the plugin.
     links: Vec<(PathBuf, PathBuf)>,
@@ -462,6 +465,7 @@ impl PluginHost {
                 bundled,
                 watcher: None,
                 watched: Vec::new(),
+                missing: Vec::new(),
                 links: Vec::new(),
                 watch_generation: 0,
             }),
@@ -662,6 +666,7 @@ impl PluginHost {
         let mut control = self.control.lock().await;
         control.watcher = None;
         control.watched.clear();
+        control.missing.clear();
         control.watch_generation += 1;
         for slot in self.slots.load().values() {
             self.discard(&slot.current.load().pool);
@@ -762,6 +767,7 @@ impl PluginHost {
         })
         .await;
         drop(busy);
+        store.data_mut().host.call_ended();
         let data = store.data();
         let outcome = match result {
             Ok(Ok(value)) => Ok(value),
@@ -1204,6 +1210,8 @@ impl PluginHost {
                 .cloned()
                 .collect();
             let missing = watch::add(watcher, &added);
+            control.missing.retain(|d| dirs.contains(d));
+            control.missing.extend(missing.iter().cloned());
             control.watched = dirs;
             if !missing.is_empty() {
                 tokio::spawn(wait_for_folders(
@@ -1224,6 +1232,7 @@ impl PluginHost {
         match watch::watch(&dirs) {
             Ok((watcher, rx, missing)) => {
                 control.watcher = Some(watcher);
+                control.missing = missing.clone();
                 if !missing.is_empty() {
                     tokio::spawn(wait_for_folders(
                         self.this.clone(),
@@ -1267,6 +1276,7 @@ impl PluginHost {
         // A new watcher: the old one may hold watches on folders that were replaced.
         control.watcher = None;
         control.watched.clear();
+        control.missing.clear();
         self.rewatch(control);
         self.apply(control, reread).await;
     }
@@ -1276,11 +1286,16 @@ impl PluginHost {
     /// everything is read again and the folders watched anew, polled for while missing.
     async fn file_changed(&self, path: &Path) {
         let mut control = self.control.lock().await;
-        // The folder's own event, or (should that one be missed) a file's in a folder gone.
-        let folder_lost =
-            |dir: &PathBuf| dir == path || (path.parent() == Some(dir) && !dir.is_dir());
-        if control.watched.iter().any(folder_lost) {
-            tracing::info!(dir = %path.display(), "a watched plugin folder was moved, removed or made again");
+        // The folder's own event, or (should that one be missed) a file's in a folder gone
+        // that is not known to be gone yet (`cargo clean` removes many).
+        let folder_lost = |dir: &&PathBuf| {
+            *dir == path
+                || (path.parent() == Some(dir.as_path())
+                    && !dir.is_dir()
+                    && !control.missing.contains(dir))
+        };
+        if let Some(dir) = control.watched.iter().find(folder_lost) {
+            tracing::info!(dir = %dir.display(), "a watched plugin folder was moved, removed or made again");
             self.rescan(&mut control, true).await;
             return;
         }

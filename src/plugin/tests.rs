@@ -1323,18 +1323,60 @@ async fn a_watched_folder_removed_or_renamed_is_watched_again_when_it_returns() 
 }
 
 /// A guest that reports progress in a loop cannot flood its client: a call passes on
-/// at most 1,000 notifications.
+/// 1,000 notifications at once, then 100 a second, and its last progress before the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_forwards_at_most_a_thousand_notifications() {
+async fn a_call_forwards_a_burst_of_notifications_then_its_last_progress() {
     let (host, _rx) = start(&config(vec![entry("echo", Some(ECHO))])).await;
     let (ctx, seen) = recording_progress();
+    let started = Instant::now();
     let result = host
-        .call("echo", "progress", json!({"steps": 1500}), ctx)
+        .call("echo", "progress", json!({"steps": 5000}), ctx)
         .await
         .unwrap();
-    assert_eq!(text(&result), "done 1500");
-    assert_eq!(seen.lock().unwrap().len(), 1000);
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(text(&result), "done 5000");
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    let most = 1001 + (elapsed * 100.0).ceil() as usize;
+    assert!(
+        (1001..=most).contains(&seen.len()),
+        "{} sent in {elapsed:.3} s",
+        seen.len()
+    );
+    assert_eq!(
+        seen.last().unwrap().0,
+        5000.0,
+        "the last progress is the plugin's last"
+    );
+    assert!(
+        seen.windows(2).all(|w| w[0].0 < w[1].0),
+        "progress increases"
+    );
     host.shutdown().await;
+}
+
+/// Progress MCP clients would refuse is not sent: not a finite number, or not above
+/// the last one sent.
+#[test]
+fn progress_that_is_not_finite_or_goes_back_is_not_sent() {
+    let seen = Reports::default();
+    let sink_seen = seen.clone();
+    let mut ctx = host_impl::HostCtx::new("p".into(), Default::default());
+    ctx.sinks.progress = Some(Arc::new(move |p, t, m| {
+        sink_seen.lock().unwrap().push((p, t, m))
+    }));
+    use super::bindings::wasmgate::plugin::host::Host;
+    for (progress, total) in [
+        (1.0, Some(f64::INFINITY)),
+        (f64::NAN, None),
+        (5.0, Some(10.0)),
+        (2.0, Some(10.0)),
+        (f64::INFINITY, None),
+        (6.0, None),
+    ] {
+        ctx.progress(progress, total, None);
+    }
+    let sent: Vec<(f64, Option<f64>)> = seen.lock().unwrap().iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(sent, [(1.0, None), (5.0, Some(10.0)), (6.0, None)]);
 }
 
 /// The floor of a call's CPU on the host side: making a store and an instance, the call,
@@ -1403,4 +1445,35 @@ fn an_unknown_tool_error_keeps_what_the_plugin_said() {
     );
     assert_eq!(error(Some("fail")), "plugin `walker` has no tool `fail`");
     assert_eq!(error(None), "plugin `walker` has no tool `fail`");
+}
+
+/// Log messages past the budget are dropped, and the client is told how many, before
+/// the call's answer.
+#[test]
+fn log_messages_past_the_budget_are_counted_for_the_client() {
+    let seen: Arc<StdMutex<Vec<(String, String)>>> = Arc::default();
+    let sink_seen = seen.clone();
+    let mut ctx = host_impl::HostCtx::new("p".into(), Default::default());
+    ctx.sinks.log = Some(Arc::new(move |level, message| {
+        sink_seen
+            .lock()
+            .unwrap()
+            .push((level.to_string(), message.to_string()))
+    }));
+    use super::bindings::wasmgate::plugin::host::Host;
+    for i in 0..1500 {
+        ctx.log(super::bindings::Level::Info, format!("line {i}"));
+    }
+    ctx.call_ended();
+    let seen = seen.lock().unwrap();
+    let (level, note) = seen.last().unwrap();
+    assert_eq!(level, "warning");
+    let dropped = 1500 - (seen.len() - 1);
+    assert!(
+        note.contains(&format!(
+            "{dropped} log messages of this call were not sent"
+        )),
+        "{note}"
+    );
+    assert!(dropped > 400, "{dropped}");
 }

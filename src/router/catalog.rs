@@ -2,8 +2,8 @@
 //! Immutable once built; the gateway swaps in a new one (one pointer store) whenever a
 //! backend's lists change, so calls never wait on a lock.
 
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -130,6 +130,7 @@ impl Catalog {
                 });
                 continue;
             }
+            warn_if_long(&exposed);
             let mut def = tool.clone();
             def["name"] = Value::String(exposed.clone());
             let route = ToolRoute {
@@ -214,6 +215,24 @@ impl Catalog {
             .zip(&self.template_routes)
             .find(|(t, _)| t.get("uriTemplate").and_then(Value::as_str) == Some(uri_template))
             .map(|(_, (_, target))| target)
+    }
+}
+
+/// Many clients refuse tool names over 64 characters (the strictest common rule, see
+/// [`names::portable`]): such a name is served, with a warning, once per name.
+fn warn_if_long(exposed: &str) {
+    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    if exposed.len() > 64
+        && WARNED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(exposed.to_string())
+    {
+        tracing::warn!(
+            tool = exposed,
+            "tool `{exposed}` has {} characters, more than the 64 many clients accept: shorten its namespace or name",
+            exposed.len()
+        );
     }
 }
 

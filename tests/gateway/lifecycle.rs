@@ -95,6 +95,24 @@ fn without_any_config_the_builtin_tools_are_served() {
 }
 
 #[test]
+fn status_shows_the_log_level_in_effect() {
+    // The config says warn; `--log-level` (here its variable WASMGATE_LOG) wins.
+    let dir = TestDir::new("loglevel");
+    let config = dir.write("gateway.toml", "[gateway]\nlog_level = \"warn\"\n");
+    let mut client = Client::spawn_with_env(
+        &["serve", "--config", config.to_str().unwrap()],
+        dir,
+        &[("WASMGATE_LOG", "debug")],
+    );
+    client.initialize();
+    let status = client.status();
+    assert_eq!(
+        status["gateway"]["config"]["log_level"], "debug",
+        "{status}"
+    );
+}
+
+#[test]
 fn the_first_lists_include_every_server() {
     // Straight after initialize, while the servers may still be starting: the first
     // answers wait for them rather than show a partial catalog.

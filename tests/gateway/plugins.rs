@@ -575,6 +575,16 @@ fn plugin_log_lines_reach_a_client_that_set_a_level() {
         assert_eq!(message["params"]["logger"], "echo", "{message}");
         assert_eq!(message["params"]["data"], "from the plugin", "{message}");
     }
+    // A line break stays in the client's message, and is escaped in the gateway's own
+    // log, where it could otherwise pass for a line of the gateway's.
+    let forged = "first\nFORGED gateway line";
+    call_ok(&mut client, "echo__log", json!({ "message": forged }));
+    client.result("ping", json!({}));
+    let messages = client.drain_notifications("notifications/message");
+    assert_eq!(messages[0]["params"]["data"], forged, "{messages:?}");
+    let stderr = client.stderr();
+    assert!(stderr.contains("first\\nFORGED gateway line"), "{stderr}");
+    assert!(!stderr.lines().any(|l| l.starts_with("FORGED")), "{stderr}");
 }
 
 // ---- 3. limits ----
@@ -1450,6 +1460,23 @@ fn a_plugin_written_in_python_is_listed_and_called() {
 /// How long a plugin that appears may take to be announced (compiling echo takes a
 /// second or two in a debug build).
 const APPEAR_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[test]
+fn a_tool_name_over_64_characters_is_served_with_a_warning() {
+    let stem = "p".repeat(60);
+    let (client, names) = setup()
+        .file(&format!("{stem}.wasm"), fixture("minimal"))
+        .start();
+    let long = format!("{stem}__echo");
+    assert!(has(&names, &long), "{names:?}");
+    let stderr = client.stderr();
+    assert!(
+        stderr.contains(&format!(
+            "tool `{long}` has 66 characters, more than the 64"
+        )),
+        "{stderr}"
+    );
+}
 
 #[test]
 fn a_plugin_slow_to_load_holds_up_only_its_own_tools() {

@@ -22,7 +22,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
@@ -405,6 +405,8 @@ pub struct PluginHost {
     probes: Arc<Semaphore>,
     events: mpsc::UnboundedSender<PluginEvent>,
     control: Mutex<Control>,
+    /// Set by `shutdown`: no watcher is started after it.
+    shut_down: AtomicBool,
     /// Keep ready instances (see `pool`); on by default.
     ready_pool: std::sync::atomic::AtomicBool,
     this: Weak<PluginHost>,
@@ -469,6 +471,7 @@ impl PluginHost {
                 links: Vec::new(),
                 watch_generation: 0,
             }),
+            shut_down: AtomicBool::new(false),
             ready_pool: std::sync::atomic::AtomicBool::new(true),
             this: this.clone(),
         });
@@ -663,11 +666,15 @@ impl PluginHost {
     /// Stops the watcher and the epoch ticker; calls in flight finish (or hit
     /// their deadline, which no longer advances: they are abandoned with the store).
     pub async fn shutdown(&self) {
-        let mut control = self.control.lock().await;
-        control.watcher = None;
-        control.watched.clear();
-        control.missing.clear();
-        control.watch_generation += 1;
+        self.shut_down.store(true, Ordering::Release);
+        // A load or reload in progress (a Python plugin compiling for half a minute) holds
+        // the control: the exit does not wait for it, and its end starts no new watcher.
+        if let Ok(mut control) = self.control.try_lock() {
+            control.watcher = None;
+            control.watched.clear();
+            control.missing.clear();
+            control.watch_generation += 1;
+        }
         for slot in self.slots.load().values() {
             self.discard(&slot.current.load().pool);
         }
@@ -1175,6 +1182,9 @@ impl PluginHost {
 
     /// (Re)starts the watcher when the set of directories to watch changed.
     fn rewatch(&self, control: &mut Control) {
+        if self.shut_down.load(Ordering::Acquire) {
+            return;
+        }
         let config = &control.config;
         let (dirs, links) = if config.watch {
             let links = plugin_links(config);

@@ -1521,6 +1521,34 @@ fn a_plugin_slow_to_load_holds_up_only_its_own_tools() {
 }
 
 #[test]
+fn the_gateway_exits_promptly_while_a_plugin_is_still_loading() {
+    // A plugin that takes its 10 s limit to load (as a Python compile takes half a
+    // minute) does not hold up the exit when the client leaves.
+    let setup = setup()
+        .file("faulty.wasm", fixture("faulty"))
+        .plugins("[plugins.faulty]\ntimeout = \"10s\"\nconfig = { spin_in_list_tools = \"true\" }");
+    let dir = TestDir::new("exit-loading");
+    let config = setup.write(&dir.path);
+    let mut client = setup.spawn(&config, dir);
+    eventually(LOAD_TIMEOUT, "faulty to be loading", || {
+        (client.status()["backends"]["faulty"]["status"] == "loading").then_some(())
+    });
+    let started = Instant::now();
+    client.close_stdin();
+    let status = client.wait_exit(Duration::from_secs(8));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "no clean exit within 8 s: {status:?}\n{}",
+        client.stderr()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn tools_list_changed_goes_to_clients_that_listed_tools() {
     // A client that has not listed yet would only list twice.
     let setup = setup().file("echo.wasm", fixture("echo"));

@@ -175,9 +175,13 @@ fn resource_to_mcp(resource: EmbeddedResource) -> Result<Value, String> {
         (None, Some(blob)) => ("blob", BASE64.encode(&blob)),
         // MCP requires exactly one of the two.
         (text, _) => {
-            let has = if text.is_some() { "both" } else { "neither" };
+            let has = if text.is_some() {
+                "both `text` and `blob`"
+            } else {
+                "neither `text` nor `blob`"
+            };
             return Err(format!(
-                "returned an embedded resource ({}) with {has} `text` and `blob`: give one",
+                "returned an embedded resource ({}) with {has}: give one",
                 resource.uri
             ));
         }
@@ -320,17 +324,17 @@ mod tests {
         assert_eq!(one["content"][0]["resource"]["text"], "hi", "{one}");
         let blob = output_to_mcp("p", "t", resource(None, Some(b"\x01")), None);
         assert_eq!(blob["content"][0]["resource"]["blob"], "AQ==", "{blob}");
-        for (bad, word) in [
-            (resource(Some("hi"), Some(b"x")), "both"),
-            (resource(None, None), "neither"),
+        for (bad, words) in [
+            (
+                resource(Some("hi"), Some(b"x")),
+                "with both `text` and `blob`",
+            ),
+            (resource(None, None), "with neither `text` nor `blob`"),
         ] {
             let v = output_to_mcp("p", "t", bad, None);
             assert_eq!(v["isError"], true, "{v}");
             let text = v["content"][0]["text"].as_str().unwrap();
-            assert!(
-                text.contains(&format!("with {word} `text` and `blob`")),
-                "{text}"
-            );
+            assert!(text.contains(words), "{text}");
         }
     }
 }

@@ -1309,15 +1309,28 @@ impl PluginHost {
             self.rescan(&mut control, true).await;
             return;
         }
-        // The file itself, and the plugin files that are symlinks to it.
+        // The file itself, the config's other spellings of it (`a/../b/x.wasm`), and the
+        // plugin files that are symlinks to it.
+        let file = watch::canonical(path);
         let mut paths = vec![path.to_path_buf()];
+        paths.extend(
+            control
+                .config
+                .plugins
+                .values()
+                .filter_map(|p| p.path.as_deref())
+                .filter(|p| *p != path && watch::canonical(p) == file)
+                .map(Path::to_path_buf),
+        );
         paths.extend(
             control
                 .links
                 .iter()
-                .filter(|(target, _)| target == path)
+                .filter(|(target, _)| *target == file)
                 .map(|(_, link)| link.clone()),
         );
+        paths.sort();
+        paths.dedup();
         for path in &paths {
             self.plugin_file_changed(&control, path).await;
         }
@@ -1405,6 +1418,10 @@ fn desired_plugins(
                         out.insert(name, (Source::File(path), s));
                     }
                 }
+            }
+            // A folder not there (yet, or after `cargo clean`) is polled for, and said once.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::debug!(dir = %dir.display(), "the plugin directory is not there")
             }
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot read the plugin directory")
@@ -1565,8 +1582,8 @@ async fn wait_for_folders(host: Weak<PluginHost>, generation: u64, missing: Vec<
         if host.control.lock().await.watch_generation != generation {
             return;
         }
-        if missing.iter().any(|dir| dir.is_dir()) {
-            tracing::info!("a plugin folder appeared; watching it");
+        if let Some(dir) = missing.iter().find(|dir| dir.is_dir()) {
+            tracing::info!(dir = %dir.display(), "a plugin folder appeared; watching it");
             host.folder_appeared(generation).await;
             return;
         }

@@ -1462,6 +1462,41 @@ fn a_plugin_written_in_python_is_listed_and_called() {
 const APPEAR_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[test]
+fn one_build_output_named_by_path_and_by_a_link_reloads_both() {
+    // `path` spells the folder with `..`; the link in the plugin folder names it plainly.
+    // The watcher sees the folder once, under one of the two spellings.
+    let setup = setup()
+        .folder("build")
+        .folder("elsewhere")
+        .plugins("[plugins.rl]\npath = \"{dir}/elsewhere/../build/y.wasm\"");
+    let dir = TestDir::new("link-and-path");
+    let config = setup.write(&dir.path);
+    let build = dir.join("build");
+    std::fs::write(build.join("y.wasm"), shipped("hash")).unwrap();
+    std::os::unix::fs::symlink("../build/y.wasm", dir.join("plugins/sym.wasm")).unwrap();
+    let mut client = setup.spawn(&config, dir);
+    let names = first_list(&mut client);
+    assert!(
+        has(&names, "rl__sha256") && has(&names, "sym__sha256"),
+        "{names:?}"
+    );
+    replace_atomically(&build.join("y.wasm"), &shipped("json"));
+    wait_list_change(&mut client, "both to serve the new build", |n| {
+        has(n, "rl__query") && has(n, "sym__query") && !has(n, "sym__sha256")
+    });
+    // `cargo clean`, then a build: both go, and both come back.
+    std::fs::remove_dir_all(&build).unwrap();
+    wait_list_change(&mut client, "both to go", |n| {
+        !has(n, "rl__query") && !has(n, "sym__query")
+    });
+    std::fs::create_dir(&build).unwrap();
+    replace_atomically(&build.join("y.wasm"), &shipped("hash"));
+    wait_list_change(&mut client, "both to come back", |n| {
+        has(n, "rl__sha256") && has(n, "sym__sha256")
+    });
+}
+
+#[test]
 fn a_tool_name_over_64_characters_is_served_with_a_warning() {
     let stem = "p".repeat(60);
     let (client, names) = setup()

@@ -206,16 +206,16 @@ impl Gateway {
             RpcError::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
         })?;
         let server = route.target.server().to_string();
+        let started = Instant::now();
         // Recorded as `tool.called` when the call ends, also when it is cancelled.
         let record = (!matches!(route.target, Target::Builtin)).then(|| CallRecord {
             gateway: self,
             trace_id: &context.trace_id,
             server: &server,
             tool: &name,
-            started: Instant::now(),
+            started,
             ended: false,
         });
-        let started = Instant::now();
         let outcome = match &route.target {
             Target::Builtin => crate::builtin::call(self, &route.name, &arguments).map(Reply::from),
             Target::Process(backend) => {

@@ -408,7 +408,7 @@ pub struct PluginHost {
     /// Set by `shutdown`: no watcher is started after it.
     shut_down: AtomicBool,
     /// Keep ready instances (see `pool`); on by default.
-    ready_pool: std::sync::atomic::AtomicBool,
+    ready_pool: AtomicBool,
     this: Weak<PluginHost>,
 }
 
@@ -472,7 +472,7 @@ impl PluginHost {
                 watch_generation: 0,
             }),
             shut_down: AtomicBool::new(false),
-            ready_pool: std::sync::atomic::AtomicBool::new(true),
+            ready_pool: AtomicBool::new(true),
             this: this.clone(),
         });
         Ok(host)
@@ -537,12 +537,12 @@ impl PluginHost {
         limits
     }
 
-    /// The plugins that could not be loaded now, with the reason.
     /// The plugins still being read and compiled for their first version, with their files.
     pub fn loading_plugins(&self) -> Vec<(String, Option<PathBuf>)> {
         read(&self.loading).into_iter().collect()
     }
 
+    /// The plugins that could not be loaded now, with the reason.
     pub fn failed_plugins(&self) -> Vec<FailedPlugin> {
         read(&self.failed).into_values().collect()
     }

@@ -1,6 +1,8 @@
 //! JSON Schema checks shared by the router (a tool's arguments) and the plugin host (a
 //! plugin's schemas at load, its structured output after a call).
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 /// Why `instance` does not match: the first few errors, each with its JSON pointer, or
@@ -24,10 +26,207 @@ pub fn mismatch(validator: &jsonschema::Validator, instance: &Value) -> Option<S
     (!errors.is_empty()).then(|| errors.join("; "))
 }
 
+/// Compiles `schema`, refusing one that applies itself to the same value without end
+/// (`{"allOf": [{"$ref": "#"}]}`): jsonschema would recurse on it until memory runs out.
+/// `Err` completes a sentence whose subject is the schema.
+pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+    if let Some(at) = self_application(schema) {
+        return Err(format!(
+            "applies itself to the same value without end (a `$ref` cycle through {at} \
+             that never descends into a property or item)"
+        ));
+    }
+    jsonschema::validator_for(schema).map_err(|e| {
+        // Where in the schema: the error alone may only name the meta-schema's rule.
+        let at = e.instance_path.to_string();
+        let at = if at.is_empty() { "/".into() } else { at };
+        format!("is not a valid JSON Schema at {at}: {e}")
+    })
+}
+
+/// Keywords whose subschemas apply to the same value as the schema holding them.
+const IN_PLACE_ONE: [&str; 4] = ["not", "if", "then", "else"];
+const IN_PLACE_MANY: [&str; 3] = ["allOf", "anyOf", "oneOf"];
+const IN_PLACE_MAP: [&str; 2] = ["dependentSchemas", "dependencies"];
+const REFS: [&str; 3] = ["$ref", "$dynamicRef", "$recursiveRef"];
+/// Values that are data, not schemas.
+const DATA: [&str; 4] = ["enum", "const", "default", "examples"];
+
+/// A place in `schema` (a JSON pointer) from which the schema comes back to the same
+/// place without moving to a part of the value: a cycle of `$ref`s and in-place keywords.
+fn self_application(schema: &Value) -> Option<String> {
+    let mut nodes: HashMap<String, &Value> = HashMap::new();
+    let mut anchors: HashMap<&str, String> = HashMap::new();
+    collect(schema, String::new(), &mut nodes, &mut anchors);
+    let edges = |pointer: &str| -> Vec<String> {
+        let Some(Value::Object(map)) = nodes.get(pointer) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for key in IN_PLACE_ONE {
+            if map.contains_key(key) {
+                out.push(format!("{pointer}/{key}"));
+            }
+        }
+        for key in IN_PLACE_MANY {
+            if let Some(Value::Array(items)) = map.get(key) {
+                out.extend((0..items.len()).map(|i| format!("{pointer}/{key}/{i}")));
+            }
+        }
+        for key in IN_PLACE_MAP {
+            if let Some(Value::Object(entries)) = map.get(key) {
+                out.extend(
+                    entries
+                        .keys()
+                        .map(|k| format!("{pointer}/{key}/{}", escape(k))),
+                );
+            }
+        }
+        for key in REFS {
+            if let Some(Value::String(reference)) = map.get(key) {
+                out.extend(resolve(reference, &anchors));
+            }
+        }
+        out
+    };
+    // Depth-first, without recursion: a schema may be deep.
+    let mut state: HashMap<String, bool> = HashMap::new(); // false: on the path; true: done
+    for start in nodes.keys() {
+        if state.contains_key(start) {
+            continue;
+        }
+        let mut stack = vec![(start.clone(), edges(start), 0)];
+        state.insert(start.clone(), false);
+        while let Some((node, next, i)) = stack.last_mut() {
+            if let Some(target) = next.get(*i).cloned() {
+                *i += 1;
+                if !nodes.contains_key(&target) {
+                    continue;
+                }
+                match state.get(&target) {
+                    Some(false) => {
+                        return Some(if target.is_empty() {
+                            "/".into()
+                        } else {
+                            target
+                        });
+                    }
+                    Some(true) => {}
+                    None => {
+                        state.insert(target.clone(), false);
+                        let out = edges(&target);
+                        stack.push((target, out, 0));
+                    }
+                }
+            } else {
+                state.insert(node.clone(), true);
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
+/// Every object in `value` by its JSON pointer, and its `$anchor`s.
+fn collect<'a>(
+    value: &'a Value,
+    pointer: String,
+    nodes: &mut HashMap<String, &'a Value>,
+    anchors: &mut HashMap<&'a str, String>,
+) {
+    let mut pending = vec![(value, pointer)];
+    while let Some((value, pointer)) = pending.pop() {
+        match value {
+            Value::Object(map) => {
+                for key in ["$anchor", "$dynamicAnchor"] {
+                    if let Some(Value::String(name)) = map.get(key) {
+                        anchors.insert(name, pointer.clone());
+                    }
+                }
+                for (key, child) in map.iter().filter(|(k, _)| !DATA.contains(&k.as_str())) {
+                    pending.push((child, format!("{pointer}/{}", escape(key))));
+                }
+                nodes.insert(pointer, value);
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    pending.push((child, format!("{pointer}/{i}")));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The place a reference within the document points to: `#`, `#/json/pointer`, `#anchor`.
+/// References to other documents are left to jsonschema.
+fn resolve(reference: &str, anchors: &HashMap<&str, String>) -> Option<String> {
+    let fragment = reference.strip_prefix('#')?;
+    if fragment.is_empty() || fragment.starts_with('/') {
+        Some(percent_decode(fragment))
+    } else {
+        anchors.get(fragment).cloned()
+    }
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = (bytes[i] == b'%')
+            .then(|| text.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn schemas_that_apply_themselves_without_end_are_refused() {
+        for endless in [
+            json!({"type": "object", "allOf": [{"$ref": "#"}]}),
+            json!({"type": "object", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}},
+                   "properties": {"x": {"$ref": "#/$defs/a"}}}),
+            json!({"type": "object", "properties": {"a": {"not": {"$ref": "#/properties/a"}}}}),
+            json!({"type": "object", "$defs": {"n": {"$anchor": "node", "oneOf": [{"$ref": "#node"}]}}}),
+            json!({"type": "object", "$ref": "#"}),
+        ] {
+            let refused = compile(&endless).err().unwrap_or_default();
+            assert!(refused.contains("without end"), "{endless}: {refused}");
+        }
+        // Recursion through a property or an item is a tree, and fine.
+        for finite in [
+            json!({"type": "object", "properties": {"child": {"$ref": "#"}}}),
+            json!({"type": "object", "$defs": {"list": {"type": "array", "items": {"$ref": "#/$defs/list"}}},
+                   "properties": {"l": {"$ref": "#/$defs/list"}}}),
+            json!({"type": "object", "properties": {"a/b": {"type": "string"}, "c": {"$ref": "#/properties/a~1b"}}}),
+            json!({"type": "object", "enum": [{"allOf": [{"$ref": "#"}]}]}),
+        ] {
+            if let Err(e) = compile(&finite) {
+                panic!("{finite}: {e}");
+            }
+        }
+    }
 
     #[test]
     fn names_the_offending_field() {

@@ -78,12 +78,8 @@ fn object_schema(
              structured results as JSON objects)"
         ));
     }
-    let validator = jsonschema::validator_for(&schema).map_err(|e| {
-        // Where in the schema: the error alone may only name the meta-schema's rule.
-        let at = e.instance_path.to_string();
-        let at = if at.is_empty() { "/".into() } else { at };
-        format!("tool `{tool}`: {field} is not a valid JSON Schema at {at}: {e}")
-    })?;
+    let validator =
+        crate::schema::compile(&schema).map_err(|e| format!("tool `{tool}`: {field} {e}"))?;
     Ok((schema, validator))
 }
 

@@ -2,13 +2,13 @@
 //! name, `progress` to the current call's sink, `config` from the plugin's table.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
 use wasmtime::component::HasData;
 
 use super::bindings::Level;
 use super::bindings::wasmgate::plugin::host;
+use super::budget::{self, Budget};
 use super::{LogSink, ProgressSink};
 
 /// Per-instance state behind the `host` interface.
@@ -18,25 +18,19 @@ pub struct HostCtx {
     /// Filled at call time, so that an instance made ahead of its call still
     /// reports to the right client.
     pub sinks: Sinks,
-    /// Notifications the call may still send its client now (see [`BURST`]).
-    budget: f64,
-    refilled_at: Instant,
+    /// What the call may still send its client.
+    client_budget: Budget,
+    /// What the call may still write to the gateway's log: `host.log` lines here, and the
+    /// instance's stdout and stderr lines (shared with its streams).
+    log_budget: Arc<Mutex<Budget>>,
     /// The newest progress held back for want of budget: sent when budget is back, or
     /// before the call's answer, so the client's last progress is the plugin's last.
     held_progress: Option<Progress>,
     /// The last progress value sent: MCP wants progress to increase.
     last_progress: Option<f64>,
-    /// Log messages dropped for want of budget.
-    dropped_logs: u64,
 }
 
 type Progress = (f64, Option<f64>, Option<String>);
-
-/// Notifications a call may send its client at once, and per second after that: a guest
-/// that reports in a tight loop would otherwise queue lines faster than the client reads
-/// them (16 KiB each at most).
-const BURST: f64 = 1000.0;
-const PER_SECOND: f64 = 100.0;
 
 /// Where a call's reports go besides the gateway's log: its client's progress token,
 /// and its session when the client asked for log messages.
@@ -47,30 +41,20 @@ pub struct Sinks {
 }
 
 impl HostCtx {
-    pub fn new(plugin: Arc<str>, config: Arc<BTreeMap<String, String>>) -> Self {
+    pub fn new(
+        plugin: Arc<str>,
+        config: Arc<BTreeMap<String, String>>,
+        log_budget: Arc<Mutex<Budget>>,
+    ) -> Self {
         HostCtx {
             plugin,
             config,
             sinks: Sinks::default(),
-            budget: BURST,
-            refilled_at: Instant::now(),
+            client_budget: Budget::default(),
+            log_budget,
             held_progress: None,
             last_progress: None,
-            dropped_logs: 0,
         }
-    }
-
-    /// Takes one notification from the budget, if there is one.
-    fn take_budget(&mut self) -> bool {
-        let now = Instant::now();
-        let earned = now.duration_since(self.refilled_at).as_secs_f64() * PER_SECOND;
-        self.budget = (self.budget + earned).min(BURST);
-        self.refilled_at = now;
-        if self.budget < 1.0 {
-            return false;
-        }
-        self.budget -= 1.0;
-        true
     }
 
     fn send_progress(&mut self, (progress, total, message): Progress) {
@@ -80,24 +64,37 @@ impl HostCtx {
         }
     }
 
-    /// The call returned: the progress held back goes out, and the client hears how many
-    /// log messages it missed. Both before the answer, which is sent after this.
+    /// The call returned: the progress held back goes out, the client hears how many log
+    /// messages it missed (both before the answer, which is sent after this), and the
+    /// gateway's log how many lines it did not get.
     pub fn call_ended(&mut self) {
         if let Some(progress) = self.held_progress.take() {
             self.send_progress(progress);
         }
-        if self.dropped_logs > 0
+        let dropped = self.client_budget.take_dropped();
+        if dropped > 0
             && let Some(sink) = &self.sinks.log
         {
             let note = format!(
-                "wasmgate: {} log messages of this call were not sent (over {BURST} at once, then {PER_SECOND} a second)",
-                self.dropped_logs
+                "wasmgate: {dropped} log messages of this call were not sent ({})",
+                budget::rule()
             );
-            tracing::warn!(plugin = %self.plugin, "{note}");
             sink("warning", &note);
-            self.dropped_logs = 0;
+        }
+        let unlogged = lock(&self.log_budget).take_dropped();
+        if unlogged > 0 {
+            tracing::warn!(
+                plugin = %self.plugin,
+                "{unlogged} lines the call logged or printed were left out of this log ({})",
+                budget::rule()
+            );
         }
     }
+}
+
+/// A lock whose holder panicked still guards plain data.
+pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Longest log message or progress text passed on; the rest is cut.
@@ -121,33 +118,39 @@ impl host::Host for HostCtx {
         let message = clip(message);
         // One line in the gateway's log: a plugin cannot write lines that look like its own.
         let line = message.replace('\r', "\\r").replace('\n', "\\n");
+        let to_log = lock(&self.log_budget).take_or_drop();
         // The WIT's levels are MCP's, by name.
         let mcp_level = match level {
             Level::Debug => {
-                tracing::debug!(target: "wasmgate::plugin::log", plugin, "{line}");
+                if to_log {
+                    tracing::debug!(target: "wasmgate::plugin::log", plugin, "{line}");
+                }
                 "debug"
             }
             Level::Info => {
-                tracing::info!(target: "wasmgate::plugin::log", plugin, "{line}");
+                if to_log {
+                    tracing::info!(target: "wasmgate::plugin::log", plugin, "{line}");
+                }
                 "info"
             }
             Level::Warning => {
-                tracing::warn!(target: "wasmgate::plugin::log", plugin, "{line}");
+                if to_log {
+                    tracing::warn!(target: "wasmgate::plugin::log", plugin, "{line}");
+                }
                 "warning"
             }
             Level::Error => {
-                tracing::error!(target: "wasmgate::plugin::log", plugin, "{line}");
+                if to_log {
+                    tracing::error!(target: "wasmgate::plugin::log", plugin, "{line}");
+                }
                 "error"
             }
         };
-        if self.sinks.log.is_some() {
-            if self.take_budget() {
-                if let Some(sink) = &self.sinks.log {
-                    sink(mcp_level, &message);
-                }
-            } else {
-                self.dropped_logs += 1;
-            }
+        if self.sinks.log.is_some()
+            && self.client_budget.take_or_drop()
+            && let Some(sink) = &self.sinks.log
+        {
+            sink(mcp_level, &message);
         }
     }
 
@@ -167,10 +170,11 @@ impl host::Host for HostCtx {
             return;
         }
         let report = (progress, total.filter(|t| t.is_finite()), message.map(clip));
-        if self.take_budget() {
+        if self.client_budget.take() {
             self.held_progress = None;
             self.send_progress(report);
         } else {
+            // Held, and replaced by a newer one: the newest is sent later.
             self.held_progress = Some(report);
         }
     }

@@ -154,6 +154,25 @@ fn quoted(stderr: &str) -> String {
     }
 }
 
+/// A call that waited its whole time limit for a turn, behind the plugin's other calls.
+pub fn no_turn_message(plugin: &str, timeout: Duration, turns: usize) -> String {
+    format!(
+        "plugin `{plugin}` had no turn within its time limit of {}: it runs {turns} calls at \
+         once, and this call waited for one of them to end",
+        humantime::format_duration(timeout)
+    )
+}
+
+/// A call that waited its whole time limit for a free instance, with the gateway at its
+/// instance limit.
+pub fn no_instance_message(plugin: &str, timeout: Duration) -> String {
+    format!(
+        "plugin `{plugin}` got no instance within its time limit of {}: the gateway's \
+         plugins ran as many instances as it holds, and this call waited",
+        humantime::format_duration(timeout)
+    )
+}
+
 pub fn time_limit_message(plugin: &str, timeout: Duration) -> String {
     format!(
         "plugin `{plugin}` exceeded its time limit of {}",

@@ -6,6 +6,7 @@
 //! compiled `Component` and `InstancePre`; per call one `Store`.
 
 mod bindings;
+mod budget;
 pub mod bundled;
 mod cache;
 mod convert;
@@ -160,6 +161,10 @@ pub enum PluginEvent {
         name: String,
     },
 }
+
+/// Tools one plugin may list: clients handle a few hundred tools in all, and a catalog
+/// of a hundred thousand makes every list page slow.
+const MAX_TOOLS: usize = 1000;
 
 /// How long `list-tools` may take when a version is validated, at most.
 const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -367,7 +372,21 @@ impl Stats {
 struct Slot {
     current: ArcSwap<Version>,
     stats: Stats,
+    /// Turns for calls: [`MAX_CALLS_PER_PLUGIN`] at once, whatever the version.
+    turns: Arc<Semaphore>,
 }
+
+/// A call's time limit, and when its time started to count (waits for a turn or an
+/// instance count).
+#[derive(Clone, Copy)]
+struct TimeLimit {
+    limit: Duration,
+    since: Instant,
+}
+
+/// Calls one plugin runs at once; more wait for a turn, within their time limit. A quarter
+/// of the instance budget: a plugin flooded with slow calls leaves instances to the others.
+const MAX_CALLS_PER_PLUGIN: usize = (engine::MAX_INSTANCES / 4) as usize;
 
 /// What load, reload and unload are serialised on.
 struct Control {
@@ -602,15 +621,27 @@ impl PluginHost {
         }
         slot.stats.calls.fetch_add(1, Ordering::Relaxed);
         let arguments = arguments.to_string();
-        let timeout = ctx.timeout.min(version.settings.limits.timeout);
+        let limit = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
+        // The wait for a turn counts against the call's time.
+        let Ok(Ok(_turn)) = tokio::time::timeout(limit, slot.turns.clone().acquire_owned()).await
+        else {
+            let reason = limits::no_turn_message(plugin, limit, MAX_CALLS_PER_PLUGIN);
+            tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
+            slot.stats.failed(&reason);
+            return Ok(convert::error_result(reason));
+        };
+        let time = TimeLimit {
+            limit,
+            since: started,
+        };
         let ready = version.pool.take();
         let inline = version.may_run_inline(ready.is_some());
         let task_tool = tool.to_string();
         let outcome = self
             .run(
                 version.clone(),
-                timeout,
+                time,
                 host_impl::Sinks {
                     progress: ctx.progress,
                     log: ctx.log,
@@ -689,7 +720,7 @@ impl PluginHost {
     async fn run<R: Send + 'static>(
         &self,
         version: Arc<Version>,
-        timeout: Duration,
+        time: TimeLimit,
         sinks: host_impl::Sinks,
         instance: Instance,
         inline: bool,
@@ -707,7 +738,7 @@ impl PluginHost {
             .ok_or("the plugin host is shutting down")?;
         let started_on = inline.then(|| version.clone());
         let mut task =
-            Box::pin(async move { host.run_here(&version, timeout, sinks, instance, f).await });
+            Box::pin(async move { host.run_here(&version, time, sinks, instance, f).await });
         if let Some(version) = started_on {
             let polled_at = Instant::now();
             let first = std::future::poll_fn(|cx| {
@@ -734,7 +765,7 @@ impl PluginHost {
     async fn run_here<R>(
         &self,
         version: &Version,
-        timeout: Duration,
+        time: TimeLimit,
         sinks: host_impl::Sinks,
         instance: Instance,
         f: impl for<'a> FnOnce(
@@ -746,14 +777,18 @@ impl PluginHost {
     ) -> Result<R, String> {
         let name = &*version.name;
         let limits = &version.settings.limits;
-        let started = Instant::now();
+        let TimeLimit {
+            limit: timeout,
+            since: started,
+        } = time;
         let (mut store, instance, _permit) = match instance {
             Instance::Ready(ready) => (ready.store, Some(ready.instance), ready.permit),
             Instance::Make(slots) => {
                 // Waiting for a free slot counts against the call's time.
-                let permit = tokio::time::timeout(timeout, slots.acquire_owned())
+                let left = timeout.saturating_sub(started.elapsed());
+                let permit = tokio::time::timeout(left, slots.acquire_owned())
                     .await
-                    .map_err(|_| limits::time_limit_message(name, timeout))?
+                    .map_err(|_| limits::no_instance_message(name, timeout))?
                     .map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
                 (self.new_store(version)?, None, permit)
             }
@@ -1094,11 +1129,14 @@ impl PluginHost {
             }),
             settings.clone(),
         );
-        let timeout = settings.limits.timeout.min(LIST_TOOLS_TIMEOUT);
+        let time = TimeLimit {
+            limit: settings.limits.timeout.min(LIST_TOOLS_TIMEOUT),
+            since: Instant::now(),
+        };
         let infos = self
             .run(
                 Arc::new(probe),
-                timeout,
+                time,
                 host_impl::Sinks::default(),
                 // Probes have slots of their own: a reload validates even while calls
                 // hold every other slot.
@@ -1112,6 +1150,12 @@ impl PluginHost {
             )
             .await
             .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
+        if infos.len() > MAX_TOOLS {
+            return Err(format!(
+                "{what}: list-tools returned {} tools; a plugin may have {MAX_TOOLS} at most",
+                infos.len()
+            ));
+        }
         let mut tools = Vec::with_capacity(infos.len());
         let mut output_schemas = HashMap::new();
         let mut seen = BTreeSet::new();
@@ -1153,6 +1197,7 @@ impl PluginHost {
                 Arc::new(Slot {
                     current: ArcSwap::new(version.clone()),
                     stats: Stats::default(),
+                    turns: Arc::new(Semaphore::new(MAX_CALLS_PER_PLUGIN)),
                 }),
             );
             slots
@@ -1239,6 +1284,10 @@ impl PluginHost {
         if dirs.is_empty() {
             return;
         }
+        tokio::spawn(check_folders_present(
+            self.this.clone(),
+            control.watch_generation,
+        ));
         match watch::watch(&dirs) {
             Ok((watcher, rx, missing)) => {
                 control.watcher = Some(watcher);
@@ -1574,6 +1623,34 @@ fn wasm_err(e: wasmtime::Error) -> anyhow::Error {
 /// How often folders that do not exist yet are looked for: `notify` cannot watch
 /// what is not there, and a plugin's build folder often appears only after the first build.
 const MISSING_FOLDER_POLL: Duration = Duration::from_millis(500);
+
+/// How often the folders being watched are checked to still be there: a folder moved or
+/// removed without the watcher saying so (an event lost, a watcher that could not start)
+/// is noticed within this.
+const PRESENT_FOLDER_CHECK: Duration = Duration::from_secs(2);
+
+/// Rescans when a watched folder that was there is gone, for as long as `generation` is
+/// the current watch.
+async fn check_folders_present(host: Weak<PluginHost>, generation: u64) {
+    loop {
+        tokio::time::sleep(PRESENT_FOLDER_CHECK).await;
+        let Some(host) = host.upgrade() else { return };
+        let mut control = host.control.lock().await;
+        if control.watch_generation != generation {
+            return;
+        }
+        let gone = control
+            .watched
+            .iter()
+            .find(|d| !control.missing.contains(d) && !d.is_dir())
+            .cloned();
+        if let Some(dir) = gone {
+            tracing::info!(dir = %dir.display(), "a watched plugin folder is gone; watching anew");
+            host.rescan(&mut control, true).await;
+            return;
+        }
+    }
+}
 
 async fn wait_for_folders(host: Weak<PluginHost>, generation: u64, missing: Vec<PathBuf>) {
     loop {

@@ -17,7 +17,8 @@ use wasmtime_wasi_http::{
 };
 
 use super::Settings;
-use super::host_impl::HostCtx;
+use super::budget::Budget;
+use super::host_impl::{self, HostCtx};
 use super::limits::{Deadline, LimitState, MemoryLimiter};
 
 /// The `T` of every `Store<T>`: lives exactly as long as one instance.
@@ -48,17 +49,21 @@ impl StoreState {
     pub fn new(plugin: &Arc<str>, settings: &Arc<Settings>) -> anyhow::Result<StoreState> {
         let mut wasi = WasiCtxBuilder::new();
         let stderr_tail = StderrTail::default();
+        // One budget for every line the instance puts in the gateway's log.
+        let log_budget: Arc<Mutex<Budget>> = Arc::default();
         // No args, no stdin, no inherited environment; network off at the
         // socket level (wasi:http goes through the allow list below).
         wasi.stdout(LogStream {
             plugin: plugin.clone(),
             stream: "stdout",
             tail: None,
+            budget: log_budget.clone(),
         })
         .stderr(LogStream {
             plugin: plugin.clone(),
             stream: "stderr",
             tail: Some(stderr_tail.clone()),
+            budget: log_budget.clone(),
         })
         .allow_tcp(false)
         .allow_udp(false)
@@ -90,7 +95,7 @@ impl StoreState {
                 plugin: plugin.clone(),
                 patterns: settings.allow_hosts.clone(),
             },
-            host: HostCtx::new(plugin.clone(), settings.config.clone()),
+            host: HostCtx::new(plugin.clone(), settings.config.clone(), log_budget),
             memory: MemoryLimiter::new(settings.limits.memory),
             deadline: Deadline::after(settings.limits.timeout),
             stderr_tail,
@@ -240,6 +245,7 @@ struct LogStream {
     plugin: Arc<str>,
     stream: &'static str,
     tail: Option<StderrTail>,
+    budget: Arc<Mutex<Budget>>,
 }
 
 impl IsTerminal for LogStream {
@@ -254,6 +260,7 @@ impl StdoutStream for LogStream {
             plugin: self.plugin.clone(),
             stream: self.stream,
             tail: self.tail.clone(),
+            budget: self.budget.clone(),
             pending: Vec::new(),
         })
     }
@@ -277,6 +284,7 @@ struct LineLogger {
     plugin: Arc<str>,
     stream: &'static str,
     tail: Option<StderrTail>,
+    budget: Arc<Mutex<Budget>>,
     pending: Vec<u8>,
 }
 
@@ -284,7 +292,10 @@ impl LineLogger {
     fn emit(&self, line: &[u8]) {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
-        tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
+        // The quote of a trap below still sees every line.
+        if host_impl::lock(&self.budget).take_or_drop() {
+            tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
+        }
         // Runtimes' own notes are no use to a client: Rust's hint to set RUST_BACKTRACE
         // (which it cannot), SpiderMonkey's word on how it aborts.
         let quotable = !line.trim().is_empty()

@@ -1360,7 +1360,7 @@ async fn a_call_forwards_a_burst_of_notifications_then_its_last_progress() {
 fn progress_that_is_not_finite_or_goes_back_is_not_sent() {
     let seen = Reports::default();
     let sink_seen = seen.clone();
-    let mut ctx = host_impl::HostCtx::new("p".into(), Default::default());
+    let mut ctx = host_impl::HostCtx::new("p".into(), Default::default(), Default::default());
     ctx.sinks.progress = Some(Arc::new(move |p, t, m| {
         sink_seen.lock().unwrap().push((p, t, m))
     }));
@@ -1448,12 +1448,13 @@ fn an_unknown_tool_error_keeps_what_the_plugin_said() {
 }
 
 /// Log messages past the budget are dropped, and the client is told how many, before
-/// the call's answer.
+/// the call's answer; the gateway's log gets as many lines.
 #[test]
 fn log_messages_past_the_budget_are_counted_for_the_client() {
     let seen: Arc<StdMutex<Vec<(String, String)>>> = Arc::default();
     let sink_seen = seen.clone();
-    let mut ctx = host_impl::HostCtx::new("p".into(), Default::default());
+    let log_budget: Arc<StdMutex<budget::Budget>> = Arc::default();
+    let mut ctx = host_impl::HostCtx::new("p".into(), Default::default(), log_budget.clone());
     ctx.sinks.log = Some(Arc::new(move |level, message| {
         sink_seen
             .lock()
@@ -1464,6 +1465,9 @@ fn log_messages_past_the_budget_are_counted_for_the_client() {
     for i in 0..1500 {
         ctx.log(super::bindings::Level::Info, format!("line {i}"));
     }
+    // The gateway's own log has a budget of the same size.
+    let unlogged = log_budget.lock().unwrap().take_dropped();
+    assert!((400..=500).contains(&unlogged), "{unlogged}");
     ctx.call_ended();
     let seen = seen.lock().unwrap();
     let (level, note) = seen.last().unwrap();

@@ -48,8 +48,8 @@ impl ToolRoute {
     /// Checks arguments against the tool's `inputSchema`; the error names the offending field.
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
         let validator = self.validator.get_or_init(|| {
-            jsonschema::validator_for(&self.input_schema)
-                .map_err(|e| tracing::warn!(server = self.target.server(), tool = %self.name, "inputSchema does not compile, arguments are not checked: {e}"))
+            crate::schema::compile(&self.input_schema)
+                .map_err(|e| tracing::warn!(server = self.target.server(), tool = %self.name, "its inputSchema {e}: arguments are not checked here"))
                 .ok()
         });
         let Some(validator) = validator else {

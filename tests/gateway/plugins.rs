@@ -944,6 +944,10 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         // A component whose `ok` tool takes a string: no MCP client could call it.
         .file("strict.wasm", fixture("faulty"))
         .plugins("[plugins.strict]\nconfig = { string_schema = \"true\" }")
+        .file("endless.wasm", fixture("faulty"))
+        .plugins("[plugins.endless]\nconfig = { endless_schema = \"true\" }")
+        .file("crowded.wasm", fixture("faulty"))
+        .plugins("[plugins.crowded]\nconfig = { extra_tools = \"1000\" }")
         // Served, under a namespace clients accept.
         .file("my plugin.v2.wasm", fixture("minimal"))
         .start();
@@ -952,7 +956,9 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
     assert!(!names.iter().any(|n| n.starts_with("not-a-component__")
         || n.starts_with("wrongworld__")
         || n.starts_with("core__")
-        || n.starts_with("strict__")));
+        || n.starts_with("strict__")
+        || n.starts_with("endless__")
+        || n.starts_with("crowded__")));
     assert_eq!(
         text(&call_ok(
             &mut client,
@@ -970,6 +976,11 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
             "strict",
             r#"tool `ok`: input-schema must have "type": "object""#,
         ),
+        (
+            "endless",
+            "tool `ok`: input-schema applies itself to the same value without end",
+        ),
+        ("crowded", "a plugin may have 1000 at most"),
     ] {
         let event = wait_event(&mut client, "plugin.load_failed", name);
         assert_eq!(event["status"], "failure", "{event}");
@@ -985,7 +996,14 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
     // Status shows them failed, with the reason, serving nothing.
     let status = client.status();
     assert_eq!(status["gateway"]["plugins_loading"], false, "{status}");
-    for name in ["not-a-component", "wrongworld", "core", "strict"] {
+    for name in [
+        "not-a-component",
+        "wrongworld",
+        "core",
+        "strict",
+        "endless",
+        "crowded",
+    ] {
         let backend = &status["backends"][name];
         assert_eq!(backend["status"], "failed", "{name}: {status}");
         assert_eq!(backend["namespace"], name, "{name}: {backend}");
@@ -1510,6 +1528,56 @@ fn a_tool_name_over_64_characters_is_served_with_a_warning() {
             "tool `{long}` has 66 characters, more than the 64"
         )),
         "{stderr}"
+    );
+}
+
+#[test]
+fn a_plugin_flooded_with_slow_calls_leaves_instances_to_the_others() {
+    // 150 calls of a second each to `slow` (more than the 124 instances the gateway holds
+    // for calls), whose limit is 2 s: it runs 32 at once, so
+    // the last ones wait their whole limit for a turn, and say so. `other` meanwhile
+    // answers at once: `slow` cannot take every instance the gateway holds.
+    let (mut client, _) = setup()
+        .file("slow.wasm", fixture("echo"))
+        .file("other.wasm", fixture("echo"))
+        .plugins("[plugins.slow]\ntimeout = \"2s\"")
+        .start();
+    let ids: Vec<Value> = (0..150)
+        .map(|_| {
+            client.send_request(
+                "tools/call",
+                json!({"name": "slow__sleep", "arguments": {"ms": 1000}}),
+            )
+        })
+        .collect();
+    client.result("ping", json!({}));
+    let started = Instant::now();
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "other__echo",
+            json!({"text": "not starved"})
+        )),
+        "not starved"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    let texts: Vec<String> = ids
+        .iter()
+        .map(|id| text(&client.wait_response(id, TIMEOUT)["result"]).to_string())
+        .collect();
+    assert!(
+        texts.iter().filter(|t| *t == "slept 1000").count() >= 32,
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(
+            |t| t.contains("had no turn within its time limit of 2s: it runs 32 calls at once")
+        ),
+        "{texts:?}"
     );
 }
 

@@ -3,8 +3,11 @@
 //! (every call runs in a fresh instance, so a trap leaves nothing behind).
 //!
 //! With config `spin_in_list_tools = "true"`, `list-tools` itself never
-//! returns; with `string_schema = "true"`, `ok` takes a string, not an object:
-//! the host must refuse to load either version.
+//! returns; with `string_schema = "true"`, `ok` takes a string, not an object;
+//! with `endless_schema = "true"`, `ok`'s schema applies itself to the same value
+//! without end (a validator would recurse until memory runs out): the host must
+//! refuse to load each of these versions, as one with `extra_tools = "1000"` (1,000
+//! more tools than its own).
 
 use plugin_kit::{
     CallResult, Guest, ToolInfo, ToolInfoExt, host, structured, text, tool, unknown_tool,
@@ -20,7 +23,7 @@ impl Guest for Faulty {
             spin();
         }
         let none = json!({});
-        vec![
+        let mut tools = vec![
             tool(
                 "spin",
                 "Loops forever: stopped only by the host's timeout (epochs or fuel).",
@@ -51,8 +54,13 @@ impl Guest for Faulty {
                 "properties": {"len": {"type": "integer"}},
                 "required": ["len"],
             })),
-            ok(none),
-        ]
+            ok(none.clone()),
+        ];
+        let extra: usize = host::config("extra_tools").map_or(0, |n| n.parse().unwrap_or(0));
+        tools.extend(
+            (0..extra).map(|i| tool(&format!("extra_{i}"), "Does nothing.", none.clone(), &[])),
+        );
+        tools
     }
 
     fn call_tool(name: String, _arguments: String) -> CallResult {
@@ -71,6 +79,9 @@ fn ok(arguments: serde_json::Value) -> ToolInfo {
     let mut ok = tool("ok", "Returns \"ok\".", arguments, &[]);
     if host::config("string_schema").as_deref() == Some("true") {
         ok.input_schema = json!({"type": "string"}).to_string();
+    }
+    if host::config("endless_schema").as_deref() == Some("true") {
+        ok.input_schema = json!({"type": "object", "allOf": [{"$ref": "#"}]}).to_string();
     }
     ok
 }

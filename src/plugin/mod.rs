@@ -623,9 +623,15 @@ impl PluginHost {
         let arguments = arguments.to_string();
         let limit = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
-        // The wait for a turn counts against the call's time.
-        let Ok(Ok(_turn)) = tokio::time::timeout(limit, slot.turns.clone().acquire_owned()).await
-        else {
+        // The wait for a turn counts against the call's time; no timer when there is one.
+        let turn = match slot.turns.clone().try_acquire_owned() {
+            Ok(turn) => Ok(turn),
+            Err(_) => tokio::time::timeout(limit, slot.turns.clone().acquire_owned())
+                .await
+                .map_err(|_| ())
+                .and_then(|t| t.map_err(|_| ())),
+        };
+        let Ok(_turn) = turn else {
             let reason = limits::no_turn_message(plugin, limit, MAX_CALLS_PER_PLUGIN);
             tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
             slot.stats.failed(&reason);

@@ -9,7 +9,7 @@ use wasmtime::component::HasData;
 use super::bindings::Level;
 use super::bindings::wasmgate::plugin::host;
 use super::budget::{self, Budget};
-use super::{LogSink, ProgressSink};
+use super::{LogSink, ProgressSink, lock};
 
 /// Per-instance state behind the `host` interface.
 pub struct HostCtx {
@@ -90,11 +90,6 @@ impl HostCtx {
             );
         }
     }
-}
-
-/// A lock whose holder panicked still guards plain data.
-pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Longest log message or progress text passed on; the rest is cut.

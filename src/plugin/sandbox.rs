@@ -18,7 +18,7 @@ use wasmtime_wasi_http::{
 
 use super::Settings;
 use super::budget::Budget;
-use super::host_impl::{self, HostCtx};
+use super::host_impl::HostCtx;
 use super::limits::{Deadline, LimitState, MemoryLimiter};
 
 /// The `T` of every `Store<T>`: lives exactly as long as one instance.
@@ -104,7 +104,7 @@ impl StoreState {
 
     /// The instance's last non-empty stderr lines, joined; empty when it wrote none.
     pub fn stderr_tail(&self) -> String {
-        let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+        let tail = super::lock(&self.stderr_tail);
         quote(&Vec::from_iter(tail.iter().map(String::as_str)))
     }
 }
@@ -293,7 +293,7 @@ impl LineLogger {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
         // The quote of a trap below still sees every line.
-        if host_impl::lock(&self.budget).take_or_drop() {
+        if super::lock(&self.budget).take_or_drop() {
             tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
         }
         // Runtimes' own notes are no use to a client: Rust's hint to set RUST_BACKTRACE
@@ -302,7 +302,7 @@ impl LineLogger {
             && !line.starts_with("note: run with `RUST_BACKTRACE")
             && line != "Redirecting call to abort() to mozalloc_abort";
         if let Some(tail) = self.tail.as_ref().filter(|_| quotable) {
-            let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+            let mut tail = super::lock(tail);
             if tail.len() == TAIL_KEPT {
                 tail.pop_front();
             }

@@ -1163,8 +1163,7 @@ async fn measure_first_call() {
         let (mut instantiate, mut first, mut warmed_first, mut idle_first, mut second) =
             Default::default();
         for i in 0..N {
-            let mut store = host.new_store(&version).unwrap();
-            limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+            let mut store = armed_store(&host, &version);
             let started = Instant::now();
             let instance = version
                 .code
@@ -1394,8 +1393,7 @@ async fn measure_make_call_drop() {
         let mut phases = [Duration::ZERO; 4];
         for round in 0..WARM_UP + N {
             let t0 = Instant::now();
-            let mut store = host.new_store(&version).unwrap();
-            limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+            let mut store = armed_store(&host, &version);
             let t1 = Instant::now();
             let instance = version
                 .code
@@ -1480,4 +1478,11 @@ fn log_messages_past_the_budget_are_counted_for_the_client() {
         "{note}"
     );
     assert!(dropped > 400, "{dropped}");
+}
+
+/// A fresh store for `version`, armed with a 10 s limit, as the measurements use it.
+fn armed_store(host: &PluginHost, version: &Version) -> Store<StoreState> {
+    let mut store = host.new_store(version).unwrap();
+    limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+    store
 }

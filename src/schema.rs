@@ -15,15 +15,33 @@ pub fn mismatch(validator: &jsonschema::Validator, instance: &Value) -> Option<S
         .iter_errors(instance)
         .take(5)
         .map(|e| {
+            let message = e.masked_with(quote(&e.instance)).to_string();
             let path = e.instance_path.to_string();
             if path.is_empty() {
-                e.to_string()
+                message
             } else {
-                format!("{path}: {e}")
+                format!("{path}: {message}")
             }
         })
         .collect();
     (!errors.is_empty()).then(|| errors.join("; "))
+}
+
+/// The longest rendering of a value an error message quotes in full.
+const QUOTE_MAX: usize = 80;
+
+/// `value` as JSON for an error message, cut short past [`QUOTE_MAX`] bytes: a client
+/// that sent a megabyte string gets told what was wrong with it, not sent it back.
+fn quote(value: &Value) -> String {
+    let text = value.to_string();
+    if text.len() <= QUOTE_MAX {
+        return text;
+    }
+    let mut cut = QUOTE_MAX;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..cut], text.len())
 }
 
 /// Compiles `schema`, refusing one that applies itself to the same value without end
@@ -237,6 +255,23 @@ mod tests {
         .unwrap();
         assert_eq!(mismatch(&v, &json!({"n": 1})), None);
         let why = mismatch(&v, &json!({"n": "x"})).unwrap();
-        assert!(why.starts_with("/n: "), "{why}");
+        assert_eq!(why, r#"/n: "x" is not of type "integer""#);
+    }
+
+    #[test]
+    fn a_long_value_is_quoted_cut_short() {
+        let v = jsonschema::validator_for(&json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+        }))
+        .unwrap();
+        let long = "é".repeat(100_000);
+        let why = mismatch(&v, &json!({"n": long})).unwrap();
+        assert!(why.len() < 200, "{why}");
+        assert!(
+            why.starts_with(r#"/n: "éé"#)
+                && why.ends_with(r#"… (200002 bytes) is not of type "integer""#),
+            "{why}"
+        );
     }
 }

@@ -136,12 +136,61 @@ pub fn describe_failure(
             limits.fuel.map_or_else(|| "none".into(), |f| f.to_string())
         ),
         Some(Trap::Interrupt) => time_limit_message(plugin, timeout),
-        Some(trap) => format!("plugin `{plugin}` trapped: {trap}{}", quoted(stderr)),
+        Some(trap) => format!(
+            "plugin `{plugin}` trapped: {}{}{}{}",
+            trap.to_string().trim_start_matches("wasm trap: "),
+            place(error),
+            hint(trap),
+            quoted(stderr)
+        ),
         None => format!(
             "plugin `{plugin}` failed: {}{}",
             chain(error),
             quoted(stderr)
         ),
+    }
+}
+
+/// Where the trap happened, " in `crate::function`", from the innermost frame named by the
+/// plugin's own code (a `name` section: release builds keep it unless stripped). Frames of
+/// the standard library (a panic's way to `abort`) and the bindings' exports are skipped.
+fn place(error: &wasmtime::Error) -> String {
+    const NOT_THE_PLUGINS: [&str; 8] = [
+        "std::",
+        "core::",
+        "alloc::",
+        "panic_",
+        "__",
+        "rust_",
+        "dlmalloc",
+        "wit_bindgen",
+    ];
+    let Some(trace) = error.downcast_ref::<wasmtime::WasmBacktrace>() else {
+        return String::new();
+    };
+    trace
+        .frames()
+        .iter()
+        .filter_map(|frame| frame.func_name())
+        .map(|name| format!("{:#}", rustc_demangle::demangle(name)))
+        .find(|name| {
+            !name.contains('#')
+                && name != "abort"
+                && !NOT_THE_PLUGINS
+                    .iter()
+                    .any(|prefix| name.trim_start_matches('<').starts_with(prefix))
+        })
+        .map_or_else(String::new, |name| format!(" in `{name}`"))
+}
+
+/// Words for a trap whose usual cause its own message does not say.
+fn hint(trap: &Trap) -> &'static str {
+    match trap {
+        Trap::MemoryOutOfBounds => {
+            " (deep recursion ends this way too: a Rust or C plugin's stack is in its linear \
+             memory)"
+        }
+        _ => "",
     }
 }
 

@@ -549,9 +549,35 @@ async fn trap_then_the_plugin_still_works() {
     let host = start_one(entry("faulty", Some(FAULTY))).await;
     let result = host.call("faulty", "trap", json!({}), ctx()).await.unwrap();
     assert!(is_error(&result));
+    let message = text(&result);
     assert!(
-        text(&result).starts_with("plugin `faulty` trapped: "),
-        "{result}"
+        message.starts_with(
+            "plugin `faulty` trapped: wasm `unreachable` instruction executed (its stderr: "
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("faulty.trap: requested panic"),
+        "the panic message, from stderr: {message}"
+    );
+    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&ok), "ok");
+}
+
+/// Rust's stack lives in linear memory: running off it is an out-of-bounds access, which
+/// the message explains, naming the function (the fixture keeps its `name` section).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_recursion_is_a_trap_that_names_the_function() {
+    let host = start_one(entry("faulty", Some(FAULTY))).await;
+    let result = host
+        .call("faulty", "recurse", json!({}), ctx())
+        .await
+        .unwrap();
+    assert!(is_error(&result));
+    assert_eq!(
+        text(&result),
+        "plugin `faulty` trapped: out of bounds memory access in `faulty::recurse` (deep \
+         recursion ends this way too: a Rust or C plugin's stack is in its linear memory)"
     );
     let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
     assert_eq!(text(&ok), "ok");

@@ -44,6 +44,13 @@ impl Guest for Faulty {
                 &[],
             ),
             tool(
+                "recurse",
+                "Recurses without end: the stack runs off the start of linear memory, a \
+                 trap (`out of bounds memory access`).",
+                none.clone(),
+                &[],
+            ),
+            tool(
                 "off_schema",
                 "Returns structured output that breaks its own output schema.",
                 none.clone(),
@@ -68,6 +75,7 @@ impl Guest for Faulty {
             "spin" => spin(),
             "hog" => hog(),
             "trap" => panic!("faulty.trap: requested panic"),
+            "recurse" => Ok(text(&recurse(black_box(1)).to_string())),
             "off_schema" => structured(&json!({"len": "nope"})),
             "ok" => Ok(text("ok")),
             _ => Err(unknown_tool(&name)),
@@ -92,6 +100,13 @@ fn spin() -> ! {
         // black_box: a loop the optimiser cannot prove pointless or remove.
         n = black_box(n.wrapping_add(1));
     }
+}
+
+/// Each frame keeps a buffer on the stack, so the stack is used up in a few thousand calls.
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let frame = black_box([depth; 64]);
+    recurse(depth + 1).wrapping_add(frame[(depth % 64) as usize])
 }
 
 fn hog() -> ! {

@@ -64,7 +64,12 @@ fn query(arguments: &Value) -> Result<Query, RpcError> {
     let since = match text("since") {
         Some(since) => Some(
             chrono::DateTime::parse_from_rfc3339(&since)
-                .map_err(|e| RpcError::invalid_params(format!("Invalid arguments for tool get_events: since: {e} (want RFC 3339, e.g. 2026-01-31T12:00:00Z)")))?
+                .map_err(|e| {
+                    RpcError::invalid_arguments(
+                        "get_events",
+                        format!("since: {e} (want RFC 3339, e.g. 2026-01-31T12:00:00Z)"),
+                    )
+                })?
                 .with_timezone(&chrono::Utc),
         ),
         None => None,

@@ -47,6 +47,17 @@ impl RpcError {
         Self::new(INVALID_PARAMS, message)
     }
 
+    /// Arguments that do not fit the tool: -32602 before 2025-11-25, a tool error result
+    /// from then on (see [`argument_errors_are_results`]); [`Self::is_invalid_arguments`]
+    /// tells them from other -32602 errors by this wording.
+    pub fn invalid_arguments(tool: &str, why: impl std::fmt::Display) -> Self {
+        Self::invalid_params(format!("{INVALID_ARGUMENTS}{tool}: {why}"))
+    }
+
+    pub fn is_invalid_arguments(&self) -> bool {
+        self.code == INVALID_PARAMS && self.message.starts_with(INVALID_ARGUMENTS)
+    }
+
     pub fn to_value(&self) -> Value {
         let mut error = Map::new();
         error.insert("code".into(), self.code.into());
@@ -381,6 +392,22 @@ pub const LOG_LEVELS: [&str; 8] = [
 /// Where `level` stands in [`LOG_LEVELS`]: a message at or above a client's level is sent.
 pub fn log_rank(level: &str) -> Option<u8> {
     LOG_LEVELS.iter().position(|l| *l == level).map(|r| r as u8)
+}
+
+const INVALID_ARGUMENTS: &str = "Invalid arguments for tool ";
+
+/// A tool result that reports a failure to the model.
+pub fn error_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
+}
+
+/// The first version that answers a tool's invalid arguments with a tool error result
+/// (`isError: true`, which the model reads and can correct), not a JSON-RPC error.
+const ARGUMENT_ERRORS_AS_RESULTS: &str = "2025-11-25";
+
+/// Whether a session at `version` gets invalid arguments as a tool error result.
+pub fn argument_errors_are_results(version: &str) -> bool {
+    version >= ARGUMENT_ERRORS_AS_RESULTS
 }
 
 /// The first version without JSON-RPC batching (added in 2025-03-26, removed again here).

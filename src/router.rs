@@ -197,14 +197,13 @@ impl Gateway {
             None | Some(Value::Null) => json!({}),
             Some(args @ Value::Object(_)) => args.clone(),
             Some(_) => {
-                return Err(RpcError::invalid_params(format!(
-                    "Invalid arguments for tool {name}: `arguments` must be an object"
-                )));
+                let error = RpcError::invalid_arguments(&name, "`arguments` must be an object");
+                return argument_error(context, error);
             }
         };
-        route.validate(&arguments).map_err(|e| {
-            RpcError::invalid_params(format!("Invalid arguments for tool {name}: {e}"))
-        })?;
+        if let Err(why) = route.validate(&arguments) {
+            return argument_error(context, RpcError::invalid_arguments(&name, why));
+        }
         let server = route.target.server().to_string();
         let started = Instant::now();
         // Recorded as `tool.called` when the call ends, also when it is cancelled.
@@ -227,6 +226,10 @@ impl Gateway {
                 .call_plugin(context, &name, plugin, &route, arguments, &params)
                 .await
                 .map(Reply::from),
+        };
+        let outcome = match outcome {
+            Err(error) if error.is_invalid_arguments() => argument_error(context, error),
+            outcome => outcome,
         };
         let (status, error) = match &outcome {
             Ok(reply) if !reply.is_error_result() => (Status::Success, None),
@@ -292,10 +295,9 @@ impl Gateway {
             .map_err(|err| match err {
                 PluginCallError::NotFound(_) => unavailable(),
                 // Worded as the gateway's own checks are, with the name the client used.
-                PluginCallError::InvalidArguments { message, .. } => RpcError::invalid_params(
-                    format!("Invalid arguments for tool {name}: {message}"),
-                )
-                .with_data(json!({"server": plugin})),
+                PluginCallError::InvalidArguments { message, .. } => {
+                    RpcError::invalid_arguments(name, message).with_data(json!({"server": plugin}))
+                }
                 unknown @ PluginCallError::UnknownTool { .. } => {
                     RpcError::invalid_params(format!("Unknown tool: {name} ({unknown})"))
                         .with_data(json!({"server": plugin}))
@@ -518,6 +520,16 @@ fn required_string(params: &Value, method: &str, key: &str) -> Result<String, Rp
         .and_then(Value::as_str)
         .map(str::to_string)
         .ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string `{key}`")))
+}
+
+/// Invalid arguments as the client's protocol version has them: a tool error result the
+/// model reads (2025-11-25 on), or error -32602 (before).
+fn argument_error(context: &RequestContext, error: RpcError) -> Result<Reply, RpcError> {
+    if context.session.argument_errors_are_results() {
+        Ok(Reply::from(protocol::error_result(error.message)))
+    } else {
+        Err(error)
+    }
 }
 
 /// The first text content of a `tools/call` result (the error, when `isError` is set).

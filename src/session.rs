@@ -148,6 +148,12 @@ impl Session {
         Some(self.log_level.load(Ordering::Relaxed)).filter(|&r| r != NO_LOG_LEVEL)
     }
 
+    /// Whether this client gets a tool's invalid arguments as a tool error result (its
+    /// protocol version is 2025-11-25 or later), not as error -32602.
+    pub fn argument_errors_are_results(&self) -> bool {
+        protocol::argument_errors_are_results(&self.client.lock().unwrap().protocol_version)
+    }
+
     pub fn client_has(&self, capability: &str) -> bool {
         self.client
             .lock()

@@ -190,10 +190,7 @@ fn resource_to_mcp(resource: EmbeddedResource) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// A tool result that reports a failure to the model.
-pub fn error_result(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
-}
+pub use crate::protocol::error_result;
 
 #[cfg(test)]
 mod tests {

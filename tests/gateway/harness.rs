@@ -363,6 +363,20 @@ impl Client {
         self.error("tools/call", json!({"name": tool, "arguments": arguments}))
     }
 
+    /// `tools/call` with arguments the tool refuses: at 2025-11-25 (what `initialize`
+    /// speaks) a tool error result, "Invalid arguments for tool {tool}: ...", whose text is
+    /// returned (earlier versions get error -32602).
+    pub fn call_invalid(&mut self, tool: &str, arguments: Value) -> String {
+        let result = self.call(tool, arguments.clone());
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(
+            result["isError"] == json!(true)
+                && text.starts_with(&format!("Invalid arguments for tool {tool}: ")),
+            "{tool} {arguments} should be an invalid-arguments result: {result}"
+        );
+        text.to_string()
+    }
+
     pub fn try_notification(&mut self, method: &str, timeout: Duration) -> Option<Value> {
         self.take(timeout, |m| m.get("id").is_none() && m["method"] == method)
     }

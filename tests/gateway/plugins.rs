@@ -96,6 +96,8 @@ struct Setup {
     env: Vec<(String, String)>,
     /// `cache_dir`, when not `{dir}/cache`.
     cache: Option<PathBuf>,
+    /// The protocol version the client asks for, when not the latest.
+    version: Option<&'static str>,
 }
 
 fn setup() -> Setup {
@@ -110,6 +112,7 @@ fn setup() -> Setup {
         folders: Vec::new(),
         env: Vec::new(),
         cache: None,
+        version: None,
     }
 }
 
@@ -127,6 +130,11 @@ impl Setup {
     /// `[plugins]` text: keys (before any table) or whole `[plugins.NAME]` tables.
     fn plugins(mut self, text: &str) -> Setup {
         self.plugins.push(text.into());
+        self
+    }
+
+    fn version(mut self, version: &'static str) -> Setup {
+        self.version = Some(version);
         self
     }
 
@@ -195,7 +203,10 @@ impl Setup {
             dir,
             &env,
         );
-        client.initialize();
+        match self.version {
+            Some(version) => client.initialize_with(version, json!({})),
+            None => client.initialize(),
+        };
         client
     }
 
@@ -403,8 +414,7 @@ fn the_benchmarks_minimal_plugin_serves_its_one_tool() {
         );
     }
     // Its schema is strict: the host refuses what the plugin would not accept.
-    let error = client.call_error("minimal__echo", json!({"text": "x", "extra": 1}));
-    assert_eq!(error["code"], -32602, "{error}");
+    client.call_invalid("minimal__echo", json!({"text": "x", "extra": 1}));
 }
 
 #[test]
@@ -449,7 +459,7 @@ fn every_content_kind_becomes_mcp_content_with_structured_content() {
 }
 
 #[test]
-fn failures_are_error_results_and_bad_arguments_are_invalid_params() {
+fn failures_and_bad_arguments_are_error_results() {
     let (mut client, _) = setup().file("echo.wasm", fixture("echo")).start();
 
     // call-error::failed: a result the model reads.
@@ -459,16 +469,11 @@ fn failures_are_error_results_and_bad_arguments_are_invalid_params() {
     let message = call_failed(&mut client, "echo__is_error", json!({}));
     assert_eq!(message, "is_error: reported error");
 
-    // call-error::invalid-arguments: JSON-RPC -32602.
-    let error = client.call_error("echo__bad_args", json!({}));
-    assert_eq!(error["code"], -32602, "{error}");
-    // Worded as the gateway's own check, with the name the client called.
-    assert!(
-        error["message"].as_str().is_some_and(|m| m
-            .starts_with("Invalid arguments for tool echo__bad_args: ")
-            && m.contains("bad_args: rejected")),
-        "{error}"
-    );
+    // call-error::invalid-arguments: worded as the gateway's own check, with the name the
+    // client called; a tool error result at 2025-11-25 (-32602 before: see
+    // `invalid_arguments_are_error_32602_before_2025_11_25`).
+    let message = client.call_invalid("echo__bad_args", json!({}));
+    assert!(message.contains("bad_args: rejected"), "{message}");
 
     // Arguments that break the declared schema never reach the plugin.
     let calls_before = backend(&mut client, "echo")["calls"]
@@ -481,14 +486,17 @@ fn failures_are_error_results_and_bad_arguments_are_invalid_params() {
         ("echo__progress", json!({"steps": -1})), // below minimum
         ("echo__progress", json!({"steps": "3"})), // a string for an integer
     ] {
-        let error = client.call_error(tool, arguments.clone());
-        assert_eq!(error["code"], -32602, "{tool} {arguments}: {error}");
+        client.call_invalid(tool, arguments);
     }
-    let error = client.error(
+    let result = client.result(
         "tools/call",
         json!({"name": "echo__echo", "arguments": "text"}),
     );
-    assert_eq!(error["code"], -32602, "{error}");
+    assert_eq!(
+        result["content"][0]["text"],
+        "Invalid arguments for tool echo__echo: `arguments` must be an object",
+        "{result}"
+    );
     let calls_after = backend(&mut client, "echo")["calls"]
         .as_u64()
         .expect("calls");
@@ -507,6 +515,33 @@ fn failures_are_error_results_and_bad_arguments_are_invalid_params() {
         called.iter().any(|e| e["tool"] == "echo__fail"),
         "{called:?}"
     );
+}
+
+/// Before 2025-11-25, MCP answered a tool's invalid arguments with JSON-RPC error -32602.
+#[test]
+fn invalid_arguments_are_error_32602_before_2025_11_25() {
+    let (mut client, _) = setup()
+        .file("echo.wasm", fixture("echo"))
+        .version("2025-06-18")
+        .start();
+    for (tool, arguments, why) in [
+        (
+            "echo__echo",
+            json!({"text": 5}),
+            "/text: 5 is not of type \"string\"",
+        ),
+        ("echo__bad_args", json!({}), "bad_args: rejected"),
+        ("get_events", json!({"since": "yesterday"}), "since: "),
+    ] {
+        let error = client.call_error(tool, arguments);
+        assert_eq!(error["code"], -32602, "{error}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("Invalid arguments for tool {tool}: "))
+                && message.contains(why),
+            "{message}"
+        );
+    }
 }
 
 // ---- 2. progress ----
@@ -1469,8 +1504,7 @@ fn a_plugin_written_in_python_is_listed_and_called() {
     );
     let message = call_failed(&mut client, "text__slugify", json!({"text": "!!!"}));
     assert!(message.contains("no letters or digits"), "{message}");
-    let error = client.call_error("text__reverse", json!({}));
-    assert_eq!(error["code"], -32602, "{error}");
+    client.call_invalid("text__reverse", json!({}));
 }
 
 // ---- folders that appear after the start ----

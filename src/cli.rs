@@ -77,6 +77,10 @@ pub fn run(cli: Cli) -> ExitCode {
         println!("config OK");
         return ExitCode::SUCCESS;
     }
+    if let Err(refused) = crate::nesting::enter(cli.config.as_deref()) {
+        eprintln!("{refused}");
+        return ExitCode::from(1);
+    }
     let level = cli
         .log_level
         .clone()

@@ -660,6 +660,7 @@ fn spawn(config: &ServerConfig) -> std::io::Result<Child> {
     command
         .args(&config.args)
         .envs(&config.env)
+        .envs(crate::nesting::chain().map(|chain| (crate::nesting::VAR, chain)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -923,7 +923,9 @@ fn remote_and_self_referencing_servers_are_skipped_with_warnings() {
     let base = scratch();
     let text = "[servers.docs]\nurl = \"https://example.test/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n\
                 [servers.me]\ncommand = \"/usr/local/bin/wasmgate\"\nargs = [\"serve\", \"--config\", \"gateway.toml\"]\n\
-                [servers.other]\ncommand = \"wasmgate\"\nargs = [\"serve\", \"--config\", \"team.toml\"]\n";
+                [servers.other]\ncommand = \"wasmgate\"\nargs = [\"serve\", \"--config\", \"team.toml\"]\n\
+                [servers.flag]\ncommand = \"wasmgate\"\nargs = [\"--config=gateway.toml\"]\n\
+                [servers.variable]\ncommand = \"wasmgate\"\nenv = { WASMGATE_CONFIG = \"./gateway.toml\" }\n";
     let config = toml(text, &base).unwrap();
     assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["other"]);
     assert!(
@@ -932,12 +934,14 @@ fn remote_and_self_referencing_servers_are_skipped_with_warnings() {
             .iter()
             .any(|w| w.contains("`docs` is remote (url)"))
     );
-    assert!(
-        config
-            .warnings
-            .iter()
-            .any(|w| w.contains("`me` runs wasmgate with this same configuration"))
-    );
+    for name in ["me", "flag", "variable"] {
+        let warning = format!("`{name}` runs wasmgate with this same configuration");
+        assert!(
+            config.warnings.iter().any(|w| w.contains(&warning)),
+            "{name}: {:?}",
+            config.warnings
+        );
+    }
     let config = json(
         r#"{"mcpServers": {"a": {"command": "x", "envFile": ".env"}}}"#,
         &base,

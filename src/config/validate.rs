@@ -452,12 +452,6 @@ impl<'a> Ctx<'a> {
             .iter()
             .map(|a| self.expand(a, &[s, name, "args"], strict))
             .collect();
-        if self.runs_this_config(&command, &args) {
-            self.warnings.push(format!(
-                "server `{name}` runs wasmgate with this same configuration; skipped, as it would start itself forever"
-            ));
-            return None;
-        }
         let mut env = BTreeMap::new();
         for (key, value) in &raw.env {
             if key.is_empty() || key.contains(['=', '\0']) {
@@ -471,6 +465,12 @@ impl<'a> Ctx<'a> {
             }
             let value = self.expand(value, &[s, name, "env", key], strict);
             env.insert(key.clone(), value);
+        }
+        if self.runs_this_config(&command, &args, &env) {
+            self.warnings.push(format!(
+                "server `{name}` runs wasmgate with this same configuration; skipped, as it would start itself forever"
+            ));
+            return None;
         }
         let cwd = raw
             .cwd
@@ -506,13 +506,27 @@ impl<'a> Ctx<'a> {
 
     /// Whether this entry is the gateway itself pointed at the file being loaded, as in a
     /// Claude Desktop config that lists wasmgate next to the servers it should gather.
-    fn runs_this_config(&self, command: &str, args: &[String]) -> bool {
+    /// (A wrapper such as `sh -c "wasmgate ..."` is caught when the started gateway sees
+    /// its config among its parents': see `crate::nesting`.)
+    fn runs_this_config(
+        &self,
+        command: &str,
+        args: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> bool {
         let program = command.rsplit(['/', '\\']).next().unwrap_or(command);
         let program = program.strip_suffix(".exe").unwrap_or(program);
         let Some(this) = self.src.file.file_name() else {
             return false;
         };
-        program == "wasmgate" && args.iter().any(|a| Path::new(a).file_name() == Some(this))
+        // `--config=FILE` too, and the file in the variable the `--config` flag reads.
+        let names_this = |a: &str| {
+            let file = a.split_once('=').map_or(a, |(_, value)| value);
+            Path::new(file).file_name() == Some(this)
+        };
+        program == "wasmgate"
+            && (args.iter().any(|a| names_this(a))
+                || env.get("WASMGATE_CONFIG").is_some_and(|c| names_this(c)))
     }
 
     /// An explicit namespace must be valid; a default one (the key) is made valid.

@@ -394,6 +394,44 @@ fn crashes_soon_after_good_starts_count_and_a_failed_server_lists_nothing() {
     );
 }
 
+/// A server entry that runs this gateway again with the same config, through a wrapper
+/// the config check cannot see through: the gateway it starts refuses to start, so the
+/// entry fails like any server that cannot start, instead of starting gateways without end.
+#[test]
+fn a_gateway_started_by_itself_with_the_same_config_refuses_to_start() {
+    let wasmgate = crate::harness::wasmgate();
+    let again = format!(
+        "exec '{}' serve --config \"$WASMGATE_CONFIG_UNDER_TEST\"",
+        wasmgate.display()
+    );
+    let mut client = config()
+        .gateway("max_restarts = 1")
+        .example("good", &["--name", "good"])
+        .server(
+            "again",
+            "sh",
+            &["-c", &again],
+            &[r#"env = { WASMGATE_CONFIG_UNDER_TEST = "{dir}/gateway.toml" }"#],
+        )
+        .start_initialized();
+    let status = eventually(TIMEOUT, "`again` to be marked failed", || {
+        let status = client.status();
+        (status["backends"]["again"]["status"] == "failed").then_some(status)
+    });
+    let error = status["backends"]["again"]["last_error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        error.contains("not starting: a wasmgate that serves this same config")
+            && error.contains("gateway.toml"),
+        "{status}"
+    );
+    assert_eq!(
+        text(&client.call("good__echo", json!({"text": "still here"}))),
+        "still here"
+    );
+}
+
 #[test]
 fn stdin_close_with_a_stuck_call_exits_after_shutdown_grace() {
     // The harness config has shutdown_grace = "1s": the drain of answers in flight gets that long.

@@ -33,6 +33,7 @@ pub mod cli;
 pub mod config;
 pub mod file_events;
 pub mod gateway;
+pub mod memory;
 pub mod nesting;
 pub mod plugin;
 pub mod protocol;

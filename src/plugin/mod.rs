@@ -1055,6 +1055,7 @@ impl PluginHost {
                 None => self.load_failed(name, source.path().map(Path::to_path_buf), reason),
             },
         }
+        crate::memory::give_back();
     }
 
     /// Reads, compiles (or loads from the cache) and validates a plugin's code.

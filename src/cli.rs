@@ -51,10 +51,19 @@ enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
     },
+    /// Print the plugin WIT (wasmgate:plugin) that this gateway loads, for a plugin's `wit/`.
+    Wit,
 }
+
+/// The plugin contract this binary was built with: `wasmgate wit > wit/plugin.wit`.
+const PLUGIN_WIT: &str = include_str!("../wit/plugin.wit");
 
 pub fn run(cli: Cli) -> ExitCode {
     let command = cli.command.unwrap_or(Command::Serve);
+    if let Command::Wit = command {
+        print!("{PLUGIN_WIT}");
+        return ExitCode::SUCCESS;
+    }
     let config = match &cli.config {
         Some(path) => config::load(path),
         None => Ok(config::embedded_default()),
@@ -73,12 +82,28 @@ pub fn run(cli: Cli) -> ExitCode {
             eprintln!("{err}");
             return ExitCode::from(1);
         }
+        let refused = crate::plugin::check_plugin_files(&config.plugins);
+        for (name, path, problem) in &refused {
+            eprintln!("{}: plugin `{name}` {problem}", path.display());
+        }
+        if !refused.is_empty() {
+            return ExitCode::from(1);
+        }
         print!("{}", config.summary());
         println!("config OK");
         return ExitCode::SUCCESS;
     }
     if let Err(refused) = crate::nesting::enter(cli.config.as_deref()) {
         eprintln!("{refused}");
+        return ExitCode::from(1);
+    }
+    if let Some(level) = &cli.log_level
+        && let Err(e) = crate::telemetry::check_filter(level)
+    {
+        eprintln!(
+            "wasmgate: invalid --log-level (or WASMGATE_LOG) \"{level}\": {e}; {}",
+            crate::telemetry::FILTER_HELP
+        );
         return ExitCode::from(1);
     }
     let level = cli
@@ -104,7 +129,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Serve => serve(config).await.map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
             Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
-            Command::Check => unreachable!("handled before the runtime starts"),
+            Command::Check | Command::Wit => unreachable!("handled before the runtime starts"),
         }
     });
     // Plugin tasks and stuck backends must not keep the process alive.

@@ -29,6 +29,27 @@ pub fn init_logging(level: &str) {
         .try_init();
 }
 
+/// Why `level` is not a log filter the gateway takes: empty, not a `tracing` filter, or a
+/// bare word that is not a level (`tracing` would read `verbose` as a module name and log
+/// nothing). `Err` completes "invalid log level \"{level}\": ".
+pub fn check_filter(level: &str) -> Result<(), String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    if level.trim().is_empty() {
+        return Err("it is empty".into());
+    }
+    if let Err(e) = EnvFilter::builder().parse(level) {
+        return Err(e.to_string());
+    }
+    if !level.contains(['=', ',']) && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level.trim())) {
+        return Err(format!("`{level}` is not a level ({})", LEVELS.join(", ")));
+    }
+    Ok(())
+}
+
+/// How to write a log filter, for the end of an error about one.
+pub const FILTER_HELP: &str =
+    "write error, warn, info, debug or trace, or a filter like \"info,wasmgate=debug\"";
+
 /// The log filter set up by [`init_logging`]; `None` before (or in tests that skip it).
 pub fn effective_level() -> Option<&'static str> {
     EFFECTIVE_LEVEL.get().map(String::as_str)

@@ -905,6 +905,25 @@ fn plugin_grants_are_checked() {
 }
 
 #[test]
+fn a_log_level_that_is_no_level_and_an_empty_event_buffer_are_errors() {
+    let base = scratch();
+    let text = "[gateway]\nlog_level = \"verbose\"\nevent_buffer = 0\n";
+    let err = toml(text, &base).unwrap_err().to_string();
+    assert!(
+        err.contains("invalid log level \"verbose\": `verbose` is not a level"),
+        "{err}"
+    );
+    assert!(
+        err.contains("event_buffer = 0 would keep no events"),
+        "{err}"
+    );
+    for good in ["debug", "WARN", "info,wasmgate=debug", "wasmgate=trace"] {
+        let text = format!("[gateway]\nlog_level = \"{good}\"\n");
+        assert!(toml(&text, &base).is_ok(), "{good}");
+    }
+}
+
+#[test]
 fn every_validation_error_is_reported_in_file_order() {
     let base = scratch();
     let text = "[gateway]\nlog_level = \"info,[[\"\n[servers.a]\ncommand = \"\"\n[servers.b]\ncommand = \"x\"\ndisabled_tools = [\"{a\"]\nenv = { K = \"${NOPE}\" }\n";

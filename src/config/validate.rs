@@ -321,18 +321,24 @@ impl<'a> Ctx<'a> {
         if let Some(events) = raw.events {
             out.events_file = self.path(&events, &[g, "events"], true);
         }
-        if let Some(n) = raw.event_buffer {
-            out.event_buffer = n;
+        match raw.event_buffer {
+            Some(0) => self.error(
+                &[g, "event_buffer"],
+                None,
+                "event_buffer = 0 would keep no events: get_events would always answer empty",
+                "keep at least 1 (the default is 1000); `events` writes them to a file as well",
+            ),
+            Some(n) => out.event_buffer = n,
+            None => {}
         }
         if let Some(level) = raw.log_level {
-            match tracing_subscriber::EnvFilter::builder().parse(&level) {
-                Ok(_) if !level.trim().is_empty() => out.log_level = level,
-                Ok(_) => self.error(&[g, "log_level"], None, "the log level is empty", "write \"info\" (the default)"),
+            match crate::telemetry::check_filter(&level) {
+                Ok(()) => out.log_level = level,
                 Err(e) => self.error(
                     &[g, "log_level"],
                     None,
                     format!("invalid log level \"{level}\": {e}"),
-                    "write error, warn, info, debug or trace, or a filter like \"info,wasmgate=debug\"",
+                    crate::telemetry::FILTER_HELP,
                 ),
             }
         }
@@ -394,6 +400,13 @@ impl<'a> Ctx<'a> {
         if let Some(file) = &entry.env_file {
             self.warnings.push(format!(
                 "server `{name}`: envFile \"{file}\" is not read by wasmgate; copy the variables into `env`"
+            ));
+        }
+        if entry.timeout == Some(raw::ClientTimeout::ClientNumber) {
+            self.warnings.push(format!(
+                "server `{name}`: a numeric `timeout` is ignored (clients differ on its unit: \
+                 seconds or milliseconds); the gateway's timeout applies. Write \"timeout\": \"30s\" \
+                 for wasmgate"
             ));
         }
         let mut disabled_tools = entry.disabled_tools;

@@ -1567,6 +1567,27 @@ fn plugin_links(config: &PluginsConfig) -> Vec<(PathBuf, PathBuf)> {
     links
 }
 
+/// The plugin files of `config` that cannot be plugins, by their first bytes (not a
+/// component, not WebAssembly, unreadable): `wasmgate check` reports them. Whether a
+/// component exports the plugin world takes a compile, which `wasmgate tools` does.
+pub fn check_plugin_files(config: &PluginsConfig) -> Vec<(String, PathBuf, String)> {
+    desired_plugins(config, &[])
+        .into_iter()
+        .filter_map(|(name, (source, _))| {
+            let path = source.path()?.to_path_buf();
+            let mut head = Vec::with_capacity(8);
+            let read = std::fs::File::open(&path).and_then(|file| {
+                std::io::Read::read_to_end(&mut std::io::Read::take(file, 8), &mut head)
+            });
+            let problem = match read {
+                Ok(_) => check_header(&head).err()?,
+                Err(e) => format!("cannot be read: {e}"),
+            };
+            Some((name, path, problem))
+        })
+        .collect()
+}
+
 /// Refuses what is not a component before wasmtime sees it, with a reason a
 /// plugin author can act on.
 fn check_header(bytes: &[u8]) -> Result<(), String> {

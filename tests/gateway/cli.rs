@@ -110,6 +110,65 @@ fn check_rejects_a_bad_config_naming_file_and_line() {
     );
 }
 
+/// `check` reads each plugin file's first bytes: what cannot be a component fails the
+/// check, as it would fail to load.
+#[test]
+fn check_rejects_plugin_files_that_are_not_components() {
+    let (dir, path) = with_config("[plugins]\ndir = \"plugins\"\n");
+    std::fs::create_dir(dir.join("plugins")).unwrap();
+    std::fs::write(dir.join("plugins/core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    std::fs::write(dir.join("plugins/notes.wasm"), b"hello").unwrap();
+    let out = run_cli(&["check", "--config", &path], &dir.path, LIMIT);
+    out.assert_exit(1);
+    assert!(
+        out.stderr
+            .contains("core.wasm: plugin `core` is a core WebAssembly module, not a component"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("notes.wasm: plugin `notes` is not a WebAssembly file"),
+        "{}",
+        out.stderr
+    );
+    std::fs::remove_file(dir.join("plugins/core.wasm")).unwrap();
+    std::fs::remove_file(dir.join("plugins/notes.wasm")).unwrap();
+    let out = run_cli(&["check", "--config", &path], &dir.path, LIMIT);
+    assert!(out.status.success(), "{}", out.stderr);
+}
+
+/// What a plugin author copies into their crate: the WIT the binary loads.
+#[test]
+fn wit_prints_the_plugin_wit() {
+    let dir = TestDir::new("cli");
+    let out = run_cli(&["wit"], &dir.path, LIMIT);
+    assert!(out.status.success(), "{}", out.stderr);
+    let file = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/wit/plugin.wit"))
+        .expect("wit/plugin.wit");
+    assert_eq!(out.stdout, file);
+    assert!(
+        out.stdout.contains("package wasmgate:plugin@"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_log_level_that_is_no_level_exits_1_naming_it() {
+    let dir = TestDir::new("cli");
+    for bad in ["verbose", "info,[["] {
+        let out = run_cli(&["tools", "--log-level", bad], &dir.path, LIMIT);
+        out.assert_exit(1);
+        assert!(
+            out.stderr
+                .contains(&format!("invalid --log-level (or WASMGATE_LOG) \"{bad}\"")),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
 #[test]
 fn serve_with_a_bad_config_exits_1_without_touching_stdout() {
     let (dir, path) = with_config("[gateway\n");

@@ -81,11 +81,9 @@ fn time_server_through_the_gateway() {
     assert_ne!(result["isError"], true, "{result}");
     assert_eq!(result["structuredContent"]["timezone"], "UTC", "{result}");
     assert!(text(&result).contains("UTC"), "{result}");
-    let error = client.call_error("time__get_current_time", json!({}));
-    assert_eq!(
-        error["code"], -32602,
-        "the gateway checks the required timezone: {error}"
-    );
+    // The gateway checks the required timezone.
+    let message = client.call_invalid("time__get_current_time", json!({}));
+    assert!(message.contains("timezone"), "{message}");
 }
 
 fn everything() -> Option<Client> {
@@ -144,8 +142,7 @@ fn everything_server_tools_resources_prompts() {
         structured["structuredContent"]["temperature"].is_number(),
         "{structured}"
     );
-    let error = client.call_error("every__echo", json!({"message": 5}));
-    assert_eq!(error["code"], -32602, "{error}");
+    client.call_invalid("every__echo", json!({"message": 5}));
 
     let resources = client.list_all("resources/list", "resources");
     let first = resources

@@ -160,6 +160,7 @@ pub fn status(gateway: &Gateway) -> Value {
                         "memory_bytes": plugin.limits.memory,
                         "timeout_ms": plugin.limits.timeout.as_millis() as u64,
                         "fuel": plugin.limits.fuel,
+                        "calls_at_once": plugin.max_calls,
                     },
                 }),
             ));

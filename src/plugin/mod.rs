@@ -23,7 +23,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
@@ -65,6 +65,8 @@ pub struct PluginInfo {
     pub failures: u64,
     /// The last of those failures.
     pub last_error: Option<String>,
+    /// Calls it runs at once; more wait for a turn (32; 8 with an interpreter inside).
+    pub max_calls: usize,
     /// Why the last new version was refused, while this one keeps serving; cleared
     /// when a new version loads.
     pub reload_error: Option<String>,
@@ -372,8 +374,45 @@ impl Stats {
 struct Slot {
     current: ArcSwap<Version>,
     stats: Stats,
-    /// Turns for calls: [`MAX_CALLS_PER_PLUGIN`] at once, whatever the version.
+    /// Turns for calls: `turn_limit` at once (see [`turn_limit`]), whatever the version.
     turns: Arc<Semaphore>,
+    turn_limit: AtomicUsize,
+}
+
+impl Slot {
+    fn new(version: Arc<Version>) -> Slot {
+        let limit = turn_limit(&version.code);
+        Slot {
+            current: ArcSwap::new(version),
+            stats: Stats::default(),
+            turns: Arc::new(Semaphore::new(limit)),
+            turn_limit: AtomicUsize::new(limit),
+        }
+    }
+
+    /// A new version may have another limit (a Rust plugin rewritten in Python).
+    fn set_turn_limit(&self, limit: usize) {
+        let old = self.turn_limit.swap(limit, Ordering::Relaxed);
+        resize_turns(&self.turns, old, limit);
+    }
+}
+
+/// Turns from `old` to `new` at once: added, or taken out of use now and, for those calls
+/// hold, as they give them back.
+fn resize_turns(turns: &Arc<Semaphore>, old: usize, new: usize) {
+    if new > old {
+        turns.add_permits(new - old);
+    } else if old > new {
+        let in_use = old - new - turns.forget_permits(old - new);
+        if in_use > 0 {
+            let turns = turns.clone();
+            tokio::spawn(async move {
+                if let Ok(taken) = turns.acquire_many_owned(in_use as u32).await {
+                    taken.forget();
+                }
+            });
+        }
+    }
 }
 
 /// A call's time limit, and when its time started to count (waits for a turn or an
@@ -387,6 +426,20 @@ struct TimeLimit {
 /// Calls one plugin runs at once; more wait for a turn, within their time limit. A quarter
 /// of the instance budget: a plugin flooded with slow calls leaves instances to the others.
 const MAX_CALLS_PER_PLUGIN: usize = (engine::MAX_INSTANCES / 4) as usize;
+
+/// The same for a plugin with an interpreter inside (`pool::BIG_RUNTIME`). Its calls take
+/// milliseconds of CPU each, so more at once would not end sooner on a few cores; and each
+/// instance slot it has used keeps up to 16 MiB resident for good (see `engine`), so this
+/// bounds what a burst leaves behind: a Python plugin after 32 calls at once held ~800 MiB.
+const MAX_CALLS_PER_BIG_PLUGIN: usize = 8;
+
+fn turn_limit(code: &Code) -> usize {
+    if code.big_runtime {
+        MAX_CALLS_PER_BIG_PLUGIN
+    } else {
+        MAX_CALLS_PER_PLUGIN
+    }
+}
 
 /// What load, reload and unload are serialised on.
 struct Control {
@@ -539,6 +592,7 @@ impl PluginHost {
                     loaded_at: version.loaded_at,
                     limits: self.effective(version.settings.limits),
                     calls: slot.stats.calls.load(Ordering::Relaxed),
+                    max_calls: slot.turn_limit.load(Ordering::Relaxed),
                     failures: slot.stats.failures.load(Ordering::Relaxed),
                     last_error: read(&slot.stats.last_error),
                     reload_error: read(&slot.stats.reload_error),
@@ -632,7 +686,8 @@ impl PluginHost {
                 .and_then(|t| t.map_err(|_| ())),
         };
         let Ok(_turn) = turn else {
-            let reason = limits::no_turn_message(plugin, limit, MAX_CALLS_PER_PLUGIN);
+            let turns = slot.turn_limit.load(Ordering::Relaxed);
+            let reason = limits::no_turn_message(plugin, limit, turns);
             tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
             slot.stats.failed(&reason);
             return Ok(convert::error_result(reason));
@@ -1192,6 +1247,7 @@ impl PluginHost {
         let version = Arc::new(version);
         self.forget_failure(name);
         if let Some(slot) = self.slots.load().get(name) {
+            slot.set_turn_limit(turn_limit(&version.code));
             // Calls in flight keep the old version; its spare instances go now.
             self.discard(&slot.current.swap(version).pool);
             slot.stats.set_reload_error(None);
@@ -1199,14 +1255,7 @@ impl PluginHost {
         }
         self.slots.rcu(|slots| {
             let mut slots = BTreeMap::clone(slots);
-            slots.insert(
-                name.to_string(),
-                Arc::new(Slot {
-                    current: ArcSwap::new(version.clone()),
-                    stats: Stats::default(),
-                    turns: Arc::new(Semaphore::new(MAX_CALLS_PER_PLUGIN)),
-                }),
-            );
+            slots.insert(name.to_string(), Arc::new(Slot::new(version.clone())));
             slots
         });
     }

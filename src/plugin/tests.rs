@@ -1347,6 +1347,30 @@ async fn a_watched_folder_removed_or_renamed_is_watched_again_when_it_returns() 
     host.shutdown().await;
 }
 
+/// A reload that changes a plugin's calls-at-once limit takes turns out of use as their
+/// calls give them back, and adds them at once.
+#[tokio::test]
+async fn turns_are_resized_for_a_new_version() {
+    let turns = Arc::new(tokio::sync::Semaphore::new(32));
+    let held = turns.clone().acquire_many_owned(10).await.unwrap();
+    super::resize_turns(&turns, 32, 8);
+    assert_eq!(
+        turns.available_permits(),
+        0,
+        "22 free ones are gone at once"
+    );
+    drop(held);
+    tokio::time::timeout(EVENT_WAIT, async {
+        while turns.available_permits() != 8 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("8 turns once the calls gave theirs back");
+    super::resize_turns(&turns, 8, 32);
+    assert_eq!(turns.available_permits(), 32);
+}
+
 /// A guest that reports progress in a loop cannot flood its client: a call passes on
 /// 1,000 notifications at once, then 100 a second, and its last progress before the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -393,6 +393,7 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
     assert_eq!(status["kind"], "wasm", "{status}");
     assert_eq!(status["status"], "ready", "{status}");
     assert_eq!(status["tool_count"].as_u64(), Some(15), "{status}");
+    assert_eq!(status["limits"]["calls_at_once"], 32, "{status}");
 }
 
 #[test]
@@ -1476,6 +1477,8 @@ fn a_plugin_written_in_python_is_listed_and_called() {
             client.stderr()
         );
     }
+    // An interpreter inside: 8 calls at once, not 32 (each slot it used keeps ~16 MiB).
+    assert_eq!(backend(&mut client, "text")["limits"]["calls_at_once"], 8);
     let result = call_ok(
         &mut client,
         "text__word_count",

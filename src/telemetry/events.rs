@@ -1,11 +1,16 @@
-//! The event log: a bounded in-memory ring queried by `get_events`, optionally
+//! The event log: bounded in-memory rings queried by `get_events`, optionally
 //! appended to a JSON-lines file. Field names match the tracing fields.
+//!
+//! Tool calls have a ring of their own: at thousands of calls a second they would push
+//! every crash, restart and reload out of one shared ring within a second.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 #[cfg(test)]
@@ -38,6 +43,8 @@ pub struct Event {
     /// Who it is about: "wasmgate", a server name or a plugin name.
     pub source: String,
     pub fields: Map<String, Value>,
+    /// Order of recording, across both rings.
+    seq: u64,
 }
 
 impl Event {
@@ -71,9 +78,58 @@ pub struct Query {
 }
 
 pub struct EventLog {
-    ring: Mutex<VecDeque<Event>>,
+    /// `tool.called` events.
+    calls: Mutex<VecDeque<Event>>,
+    /// Every other event: lifecycle, reloads, conflicts.
+    others: Mutex<VecDeque<Event>>,
+    /// Events kept in each ring.
     capacity: usize,
-    file: Mutex<Option<File>>,
+    next_seq: AtomicU64,
+    file: Mutex<Option<EventFile>>,
+}
+
+/// The JSON-lines file, opened again when it was renamed or deleted (logrotate's
+/// default), which shows as another file, or none, at its path.
+struct EventFile {
+    path: PathBuf,
+    file: File,
+    checked: Instant,
+}
+
+/// How often the file's path is looked at: one `stat` a second at most.
+const ROTATION_CHECK: Duration = Duration::from_secs(1);
+
+impl EventFile {
+    fn open(path: &Path) -> std::io::Result<EventFile> {
+        Ok(EventFile {
+            path: path.to_path_buf(),
+            file: OpenOptions::new().create(true).append(true).open(path)?,
+            checked: Instant::now(),
+        })
+    }
+
+    fn write_line(&mut self, line: &str) {
+        if self.checked.elapsed() >= ROTATION_CHECK {
+            self.checked = Instant::now();
+            if self.moved()
+                && let Ok(reopened) = EventFile::open(&self.path)
+            {
+                *self = reopened;
+            }
+        }
+        // A full disk must not stop the gateway: the rings still have the event.
+        let _ = writeln!(self.file, "{line}");
+    }
+
+    /// Whether the path no longer names the open file.
+    fn moved(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(&self.path), self.file.metadata()) {
+            (Ok(at_path), Ok(open)) => (at_path.dev(), at_path.ino()) != (open.dev(), open.ino()),
+            (Err(_), _) => true,
+            (_, Err(_)) => false,
+        }
+    }
 }
 
 /// 32 hex digits, like a W3C trace id: a random per-process half and a counter, so
@@ -93,16 +149,18 @@ pub fn new_trace_id() -> String {
 impl EventLog {
     pub fn new(capacity: usize) -> Self {
         EventLog {
-            ring: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
+            calls: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
+            others: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
             capacity: capacity.max(1),
+            next_seq: AtomicU64::new(0),
             file: Mutex::new(None),
         }
     }
 
-    /// Appends to `path` from now on; the file is created when missing.
+    /// Appends to `path` from now on; the file is created when missing, and again when it
+    /// was renamed or deleted.
     pub fn open_file(&self, path: &Path) -> std::io::Result<()> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        *self.file.lock().unwrap() = Some(file);
+        *self.file.lock().unwrap() = Some(EventFile::open(path)?);
         Ok(())
     }
 
@@ -131,6 +189,7 @@ impl EventLog {
             event_type,
             source: source.to_string(),
             fields,
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
         };
         tracing::debug!(
             event_type,
@@ -140,19 +199,32 @@ impl EventLog {
             "event"
         );
         if let Some(file) = self.file.lock().unwrap().as_mut() {
-            // A full disk must not stop the gateway: the ring still has the event.
-            let _ = writeln!(file, "{}", event.to_json());
+            file.write_line(&event.to_json().to_string());
         }
-        let mut ring = self.ring.lock().unwrap();
+        let ring = if event_type == "tool.called" {
+            &self.calls
+        } else {
+            &self.others
+        };
+        let mut ring = ring.lock().unwrap();
         if ring.len() == self.capacity {
             ring.pop_front();
         }
         ring.push_back(event);
     }
 
-    /// Newest first.
+    /// Newest first, from both rings.
     pub fn query(&self, query: &Query) -> Vec<Value> {
-        let ring = self.ring.lock().unwrap();
+        let mut hits: Vec<Event> = [&self.calls, &self.others]
+            .iter()
+            .flat_map(|ring| Self::matching(&ring.lock().unwrap(), query))
+            .collect();
+        hits.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
+        hits.iter().take(query.limit).map(Event::to_json).collect()
+    }
+
+    /// The newest `query.limit` events of one ring that match, newest first.
+    fn matching(ring: &VecDeque<Event>, query: &Query) -> Vec<Event> {
         ring.iter()
             .rev()
             .filter(|e| query.trace_id.as_deref().is_none_or(|t| e.trace_id == t))
@@ -170,7 +242,7 @@ impl EventLog {
             })
             .filter(|e| query.since.is_none_or(|since| e.timestamp >= since))
             .take(query.limit)
-            .map(Event::to_json)
+            .cloned()
             .collect()
     }
 }
@@ -192,6 +264,68 @@ mod tests {
         assert_eq!(all.len(), 3);
         assert_eq!(all[0]["i"], 4);
         assert_eq!(all[2]["i"], 2);
+    }
+
+    /// Calls fill their own ring: a burst of them leaves the lifecycle events queryable.
+    #[test]
+    fn tool_calls_do_not_push_other_events_out() {
+        let log = EventLog::new(3);
+        log.emit("backend.crashed", "s", Status::Failure, json!({}));
+        for i in 0..10 {
+            log.emit("tool.called", "s", Status::Success, json!({"i": i}));
+        }
+        log.emit("plugin.reloaded", "p", Status::Success, json!({}));
+        let all = log.query(&Query {
+            limit: 10,
+            ..Default::default()
+        });
+        let kinds: Vec<&str> = all
+            .iter()
+            .map(|e| e["event_type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "plugin.reloaded",
+                "tool.called",
+                "tool.called",
+                "tool.called",
+                "backend.crashed"
+            ]
+        );
+        assert_eq!(all[1]["i"], 9);
+        let newest = log.query(&Query {
+            limit: 2,
+            ..Default::default()
+        });
+        assert_eq!(newest.len(), 2);
+        assert_eq!(newest[1]["i"], 9);
+    }
+
+    /// As logrotate does by default: the file is renamed, and the next line goes to a new
+    /// file at the path (looked at once a second at most).
+    #[test]
+    fn a_renamed_events_file_is_opened_again() {
+        let dir = std::env::temp_dir().join(format!("wasmgate-rotate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("events.jsonl");
+        let log = EventLog::new(10);
+        log.open_file(&path).unwrap();
+        log.emit("gateway.started", "wasmgate", Status::Success, json!({}));
+        std::fs::rename(&path, dir.join("events.jsonl.1")).unwrap();
+        std::thread::sleep(ROTATION_CHECK);
+        log.emit("gateway.stopping", "wasmgate", Status::Success, json!({}));
+        let new = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            new.contains("gateway.stopping") && !new.contains("gateway.started"),
+            "{new}"
+        );
+        let old = std::fs::read_to_string(dir.join("events.jsonl.1")).unwrap();
+        assert!(
+            old.contains("gateway.started") && !old.contains("gateway.stopping"),
+            "{old}"
+        );
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]

@@ -76,6 +76,7 @@ impl Gateway {
         gateway.start_plugins(&config);
         gateway.rebuild_catalog();
         tokio::spawn(hub(Arc::downgrade(&gateway), from_backends));
+        tokio::spawn(crate::memory::give_back_when_idle());
         gateway.events.emit(
             "gateway.started",
             "wasmgate",

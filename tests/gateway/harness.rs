@@ -537,6 +537,18 @@ impl Client {
         }
     }
 
+    /// The gateway's resident memory now, in bytes (Linux: /proc).
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("/proc/PID/status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        kib * 1024
+    }
+
     pub fn signal(&self, signal: i32) {
         // SAFETY: kill(2) on our own child's pid.
         unsafe {

@@ -228,7 +228,8 @@ async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
 async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     let arguments: Value =
         serde_json::from_str(arguments).context("the arguments are not valid JSON")?;
-    let gateway = started(config).await;
+    let gateway = Gateway::start(config);
+    gateway.wait_for_tool(tool, true).await;
     let outcome = gateway.call_once(tool, arguments).await;
     gateway.shutdown().await;
     match outcome {

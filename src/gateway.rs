@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use chrono::{DateTime, Utc};
@@ -19,6 +19,9 @@ use crate::protocol::{self, RpcError};
 use crate::router::catalog::{Catalog, Source, Target};
 use crate::session::Session;
 use crate::telemetry::events::{EventLog, Status};
+
+/// How often a call to a tool not yet known looks for it while backends start.
+const TOOL_POLL: Duration = Duration::from_millis(10);
 
 pub struct Gateway {
     pub config: ArcSwap<Config>,
@@ -129,6 +132,31 @@ impl Gateway {
         self.rebuild_catalog();
         if backends.iter().all(|b| b.state() != BackendState::Starting) {
             self.startup_settled.store(true, Ordering::Release);
+        }
+    }
+
+    /// Waits until `tool` is in the catalog, or the start-up is over ([`Self::wait_for_startup`];
+    /// with `plugins`, also the plugins configured at start, however long they compile): a
+    /// call to a tool of a plugin that loaded in 0.2 s does not wait for CPython to compile.
+    pub async fn wait_for_tool(&self, tool: &str, plugins: bool) {
+        let startup = async {
+            self.wait_for_startup().await;
+            if plugins && self.plugins_loading() {
+                tracing::info!(
+                    tool,
+                    "waiting for the plugins to compile (compiled code is cached for the next run)"
+                );
+                self.wait_for_plugins().await;
+            }
+        };
+        let appears = async {
+            while self.catalog().tool(tool).is_none() {
+                tokio::time::sleep(TOOL_POLL).await;
+            }
+        };
+        tokio::select! {
+            () = startup => {}
+            () = appears => {}
         }
     }
 

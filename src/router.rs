@@ -180,8 +180,9 @@ impl Gateway {
         let route = match self.catalog().tool(&name).cloned() {
             Some(route) => route,
             None => {
-                // The tool may belong to a server still starting (a client that calls without listing).
-                self.wait_for_startup().await;
+                // The tool may belong to a server or plugin still starting (a client that
+                // calls without listing): it is called as soon as it is there.
+                self.wait_for_tool(&name, false).await;
                 // The specification answers an unknown tool with -32602 (the seed documents said -32601).
                 self.catalog().tool(&name).cloned().ok_or_else(|| {
                     let loading = if self.plugins_loading() {

@@ -1698,6 +1698,37 @@ fn a_plugin_slow_to_load_holds_up_only_its_own_tools() {
     assert_eq!(status["gateway"]["plugins_loading"], false, "{status}");
 }
 
+/// A client that calls before it lists: the call waits for its own plugin only, not for
+/// the start-up to end (here the other plugin takes 10 s to load, and startup_timeout is 60 s).
+#[test]
+fn a_call_during_start_up_waits_only_for_its_own_plugin() {
+    let mut setup = setup();
+    setup
+        .gateway
+        .retain(|line| !line.starts_with("startup_timeout"));
+    let setup = setup
+        .gateway(r#"startup_timeout = "60s""#)
+        .file("echo.wasm", fixture("echo"))
+        .file("faulty.wasm", fixture("faulty"))
+        .plugins("[plugins.faulty]\ntimeout = \"10s\"\nconfig = { spin_in_list_tools = \"true\" }");
+    let dir = TestDir::new("call-at-start");
+    let config = setup.write(&dir.path);
+    let mut client = setup.spawn(&config, dir);
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__echo",
+            json!({"text": "early"})
+        )),
+        "early"
+    );
+    let status = client.status();
+    assert_eq!(
+        status["backends"]["faulty"]["status"], "loading",
+        "the call waited for the other plugin: {status}"
+    );
+}
+
 #[test]
 fn the_gateway_exits_promptly_while_a_plugin_is_still_loading() {
     // A plugin that takes its 10 s limit to load (as a Python compile takes half a

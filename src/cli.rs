@@ -61,8 +61,14 @@ const PLUGIN_WIT: &str = include_str!("../wit/plugin.wit");
 pub fn run(cli: Cli) -> ExitCode {
     let command = cli.command.unwrap_or(Command::Serve);
     if let Command::Wit = command {
-        print!("{PLUGIN_WIT}");
-        return ExitCode::SUCCESS;
+        use std::io::Write;
+        return match std::io::stdout().write_all(PLUGIN_WIT.as_bytes()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("wasmgate: cannot write the WIT: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     let config = match &cli.config {
         Some(path) => config::load(path),
@@ -75,6 +81,15 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(level) = &cli.log_level
+        && let Err(e) = crate::telemetry::check_filter(level)
+    {
+        eprintln!(
+            "wasmgate: invalid --log-level (or WASMGATE_LOG) \"{level}\": {e}; {}",
+            crate::telemetry::FILTER_HELP
+        );
+        return ExitCode::from(1);
+    }
     if let Command::Check = command {
         if let Some(path) = &cli.config
             && let Err(err) = config::check_commands(&config, path, &config::process_env)
@@ -95,15 +110,6 @@ pub fn run(cli: Cli) -> ExitCode {
     }
     if let Err(refused) = crate::nesting::enter(cli.config.as_deref()) {
         eprintln!("{refused}");
-        return ExitCode::from(1);
-    }
-    if let Some(level) = &cli.log_level
-        && let Err(e) = crate::telemetry::check_filter(level)
-    {
-        eprintln!(
-            "wasmgate: invalid --log-level (or WASMGATE_LOG) \"{level}\": {e}; {}",
-            crate::telemetry::FILTER_HELP
-        );
         return ExitCode::from(1);
     }
     let level = cli

@@ -7,18 +7,19 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Messages handled since start: activity, for [`give_back_when_idle`].
+/// Messages read and batches written since start: activity, for [`give_back_when_idle`].
 static MESSAGES: AtomicU64 = AtomicU64::new(0);
 
 /// How long without a message the gateway counts as idle.
 const IDLE: Duration = Duration::from_secs(2);
 
-/// A message came in (one relaxed add: the hot path can afford it).
-pub fn note_message() {
+/// A message came in, or answers went out (one relaxed add: the hot path can afford
+/// it). Writes count: a client that reads big answers slowly is not idle yet.
+pub fn note_activity() {
     MESSAGES.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Gives memory back once the messages stopped for [`IDLE`] after some came: a burst's
+/// Gives memory back once messages stopped for [`IDLE`] both ways after some came: a burst's
 /// big requests and results do not stay resident while the gateway waits for the next.
 /// Runs for the life of the runtime it is spawned on (the I/O thread's, whose heap held
 /// most of a burst's messages).

@@ -396,6 +396,19 @@ pub fn log_rank(level: &str) -> Option<u8> {
 
 const INVALID_ARGUMENTS: &str = "Invalid arguments for tool ";
 
+/// `text` for a message, cut at `max` bytes (at a character's edge) with its full size
+/// after: a client that sent a megabyte is told what was wrong, not sent it back.
+pub fn cut_short(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..cut], text.len()).into()
+}
+
 /// A tool result that reports a failure to the model.
 pub fn error_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": true})

@@ -190,6 +190,7 @@ impl Gateway {
                     } else {
                         ""
                     };
+                    let name = protocol::cut_short(&name, 200);
                     RpcError::invalid_params(format!("Unknown tool: {name}{loading}"))
                 })?
             }

@@ -17,11 +17,12 @@ pub fn mismatch(validator: &jsonschema::Validator, instance: &Value) -> Option<S
         .map(|e| {
             let message = e.masked_with(quote(&e.instance)).to_string();
             let path = e.instance_path.to_string();
-            if path.is_empty() {
+            let whole = if path.is_empty() {
                 message
             } else {
                 format!("{path}: {message}")
-            }
+            };
+            crate::protocol::cut_short(&whole, MESSAGE_MAX).into_owned()
         })
         .collect();
     (!errors.is_empty()).then(|| errors.join("; "))
@@ -30,18 +31,13 @@ pub fn mismatch(validator: &jsonschema::Validator, instance: &Value) -> Option<S
 /// The longest rendering of a value an error message quotes in full.
 const QUOTE_MAX: usize = 80;
 
-/// `value` as JSON for an error message, cut short past [`QUOTE_MAX`] bytes: a client
-/// that sent a megabyte string gets told what was wrong with it, not sent it back.
+/// The longest message about one mismatch (its path, and property names jsonschema quotes
+/// whole, can be as long as the client made them).
+const MESSAGE_MAX: usize = 400;
+
+/// `value` as JSON for an error message, cut short past [`QUOTE_MAX`] bytes.
 fn quote(value: &Value) -> String {
-    let text = value.to_string();
-    if text.len() <= QUOTE_MAX {
-        return text;
-    }
-    let mut cut = QUOTE_MAX;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}… ({} bytes)", &text[..cut], text.len())
+    crate::protocol::cut_short(&value.to_string(), QUOTE_MAX).into_owned()
 }
 
 /// Compiles `schema`, refusing one that applies itself to the same value without end
@@ -273,5 +269,12 @@ mod tests {
                 && why.ends_with(r#"… (200002 bytes) is not of type "integer""#),
             "{why}"
         );
+        // jsonschema quotes property names whole: the message is cut instead.
+        let strict = jsonschema::validator_for(
+            &json!({"properties": {"a": {}}, "additionalProperties": false}),
+        )
+        .unwrap();
+        let why = mismatch(&strict, &json!({"k".repeat(100_000): 1})).unwrap();
+        assert!(why.len() < 500 && why.ends_with(" bytes)"), "{why}");
     }
 }

@@ -184,7 +184,7 @@ impl Session {
         if line.trim().is_empty() {
             return;
         }
-        crate::memory::note_message();
+        crate::memory::note_activity();
         match protocol::parse_line(line) {
             Err(answer) => self.send(answer),
             Ok(Incoming::Single(Err((id, error)))) => {

@@ -134,6 +134,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedRe
         if out.flush().await.is_err() {
             return;
         }
+        crate::memory::note_activity();
     }
 }
 

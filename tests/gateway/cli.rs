@@ -157,8 +157,12 @@ fn wit_prints_the_plugin_wit() {
 #[test]
 fn a_log_level_that_is_no_level_exits_1_naming_it() {
     let dir = TestDir::new("cli");
-    for bad in ["verbose", "info,[["] {
-        let out = run_cli(&["tools", "--log-level", bad], &dir.path, LIMIT);
+    for (command, bad) in [
+        ("tools", "verbose"),
+        ("tools", "info,[["),
+        ("check", "verbose"),
+    ] {
+        let out = run_cli(&[command, "--log-level", bad], &dir.path, LIMIT);
         out.assert_exit(1);
         assert!(
             out.stderr

@@ -432,6 +432,82 @@ fn a_gateway_started_by_itself_with_the_same_config_refuses_to_start() {
     );
 }
 
+/// The same loop through a wrapper that clears the environment (`env -i`), which the
+/// chain of configs does not survive: the gateway counts the gateways among its ancestor
+/// processes, and the 8th refuses to start.
+#[test]
+fn a_gateway_loop_through_env_i_stops_at_8_deep() {
+    let wasmgate = crate::harness::wasmgate();
+    let again = format!("exec '{}' serve --config \"$0\"", wasmgate.display());
+    let mut client = config()
+        .gateway("max_restarts = 1")
+        .server(
+            "again",
+            "env",
+            &[
+                "-i",
+                "PATH=/usr/bin:/bin",
+                "sh",
+                "-c",
+                &again,
+                "{dir}/gateway.toml",
+            ],
+            &[],
+        )
+        .start();
+    client.initialize();
+    let root = client.pid();
+    let mut most = 0;
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < deadline {
+        most = most.max(descendants_running(root, &wasmgate));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The loop did run (7 below the first when measured), and stopped.
+    assert!(
+        (5..=10).contains(&most),
+        "{most} gateways ran below the first at once"
+    );
+    assert!(client.status()["backends"]["again"].is_object());
+}
+
+/// Processes below `root` running `exe`, from /proc.
+fn descendants_running(root: u32, exe: &std::path::Path) -> usize {
+    let mut parents = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat.rfind(')').and_then(|at| {
+            stat[at + 1..]
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u32>()
+                .ok()
+        });
+        if let Some(ppid) = ppid {
+            parents.insert(pid, ppid);
+        }
+    }
+    let below = |mut pid: u32| {
+        while let Some(&parent) = parents.get(&pid) {
+            if parent == root {
+                return true;
+            }
+            pid = parent;
+        }
+        false
+    };
+    parents
+        .keys()
+        .filter(|&&pid| below(pid))
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
+        .count()
+}
+
 #[test]
 fn stdin_close_with_a_stuck_call_exits_after_shutdown_grace() {
     // The harness config has shutdown_grace = "1s": the drain of answers in flight gets that long.

@@ -537,9 +537,13 @@ impl Client {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The gateway's resident memory now, in bytes (Linux: /proc).
     pub fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("/proc/PID/status");
         let kib: u64 = status
             .lines()

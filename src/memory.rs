@@ -39,8 +39,9 @@ pub async fn give_back_when_idle() {
     }
 }
 
-/// Returns the memory freed so far that the allocator still holds (all threads' freed
-/// large blocks; this thread's small ones). Costs about a millisecond: for after a load,
+/// Asks the allocator to return to the system the freed memory it holds (`mi_collect`:
+/// this thread's heap and the arenas all threads share; measured after a CPython load, the
+/// heap went from 86 to 32 MiB). Costs about a millisecond: for after a load or a burst,
 /// not a call.
 pub fn give_back() {
     // SAFETY: mi_collect takes no pointers and may be called from any thread at any

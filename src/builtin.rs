@@ -67,7 +67,10 @@ fn query(arguments: &Value) -> Result<Query, RpcError> {
                 .map_err(|e| {
                     RpcError::invalid_arguments(
                         "get_events",
-                        format!("since: {e} (want RFC 3339, e.g. 2026-01-31T12:00:00Z)"),
+                        format!(
+                            "since: {} is not an RFC 3339 time ({e}); want e.g. 2026-01-31T12:00:00Z",
+                            crate::protocol::cut_short(&format!("{since:?}"), 80)
+                        ),
                     )
                 })?
                 .with_timezone(&chrono::Utc),

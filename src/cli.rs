@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -172,18 +171,9 @@ async fn serve(config: Config) -> Result<()> {
 /// Starts the gateway and waits for its backends, for the one-shot commands: servers
 /// for as long as `startup_timeout`, plugins until they are compiled and loaded (or
 /// refused), since a one-shot command has no later `list_changed` to wait for.
-async fn started(config: Config) -> Arc<Gateway> {
-    let gateway = Gateway::start(config);
-    gateway.wait_for_startup().await;
-    if gateway.plugins_loading() {
-        eprintln!("waiting for plugins to compile (compiled code is cached for the next run)…");
-        gateway.wait_for_plugins().await;
-    }
-    gateway
-}
-
 async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
-    let gateway = started(config).await;
+    let gateway = Gateway::start(config);
+    gateway.wait_for_start(true).await;
     let catalog = gateway.catalog();
     if as_json {
         println!(

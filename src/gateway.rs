@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use chrono::{DateTime, Utc};
@@ -20,14 +20,14 @@ use crate::router::catalog::{Catalog, Source, Target};
 use crate::session::Session;
 use crate::telemetry::events::{EventLog, Status};
 
-/// How often a call to a tool not yet known looks for it while backends start.
-const TOOL_POLL: Duration = Duration::from_millis(10);
-
 pub struct Gateway {
     pub config: ArcSwap<Config>,
     pub events: Arc<EventLog>,
     pub(crate) backends: Mutex<BTreeMap<String, Arc<ProcessBackend>>>,
     pub(crate) catalog: ArcSwap<Catalog>,
+    /// Marked changed each time the catalog is swapped: what a call to a tool not yet
+    /// known waits on.
+    catalog_swapped: tokio::sync::watch::Sender<()>,
     /// Set once the plugin host has loaded its plugins (absent when none are configured).
     plugins: ArcSwapOption<PluginHost>,
     /// True while the plugin host is still loading (the first lists wait for it).
@@ -61,6 +61,7 @@ impl Gateway {
             events,
             backends: Mutex::new(BTreeMap::new()),
             catalog: ArcSwap::from_pointee(Catalog::default()),
+            catalog_swapped: tokio::sync::watch::channel(()).0,
             plugins: ArcSwapOption::empty(),
             plugins_loading: tokio::sync::watch::channel(false).0,
             sessions: Mutex::new(Vec::new()),
@@ -135,27 +136,31 @@ impl Gateway {
         }
     }
 
-    /// Waits until `tool` is in the catalog, or the start-up is over ([`Self::wait_for_startup`];
-    /// with `plugins`, also the plugins configured at start, however long they compile): a
-    /// call to a tool of a plugin that loaded in 0.2 s does not wait for CPython to compile.
+    /// [`Self::wait_for_startup`], and with `plugins` the plugins configured at start too,
+    /// however long they compile: what a one-shot command (`tools`, `call`) waits for, as no
+    /// `list_changed` would reach it later.
+    pub async fn wait_for_start(&self, plugins: bool) {
+        self.wait_for_startup().await;
+        if plugins && self.plugins_loading() {
+            eprintln!("waiting for plugins to compile (compiled code is cached for the next run)…");
+            self.wait_for_plugins().await;
+        }
+    }
+
+    /// Waits until `tool` is in the catalog, or [`Self::wait_for_start`] is over: a call to
+    /// a tool of a plugin that loaded in 0.2 s does not wait for CPython to compile.
     pub async fn wait_for_tool(&self, tool: &str, plugins: bool) {
-        let startup = async {
-            self.wait_for_startup().await;
-            if plugins && self.plugins_loading() {
-                tracing::info!(
-                    tool,
-                    "waiting for the plugins to compile (compiled code is cached for the next run)"
-                );
-                self.wait_for_plugins().await;
-            }
-        };
         let appears = async {
+            // Subscribed before looking: a swap in between is seen by `changed`.
+            let mut swapped = self.catalog_swapped.subscribe();
             while self.catalog().tool(tool).is_none() {
-                tokio::time::sleep(TOOL_POLL).await;
+                if swapped.changed().await.is_err() {
+                    return;
+                }
             }
         };
         tokio::select! {
-            () = startup => {}
+            () = self.wait_for_start(plugins) => {}
             () = appears => {}
         }
     }
@@ -283,6 +288,7 @@ impl Gateway {
         }
         let tool_count = next.tools.len();
         self.catalog.store(Arc::new(next));
+        self.catalog_swapped.send_replace(());
         if changed.iter().any(|(c, _)| *c) {
             self.events.emit(
                 "catalog.changed",

@@ -4,19 +4,29 @@
 //! (CPython's 35 MB of compiled code is read, checked and copied), an idle gateway kept
 //! ~70 MiB it no longer used, and after a burst of big messages, what they took.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 /// Messages read and batches written since start: activity, for [`give_back_when_idle`].
 static MESSAGES: AtomicU64 = AtomicU64::new(0);
 
+/// Set while [`give_back_when_idle`] sleeps until the next activity: only the first
+/// message after a give-back wakes it, and an idle gateway gets no timer wake-ups.
+static ASLEEP: AtomicBool = AtomicBool::new(false);
+static WAKE: Notify = Notify::const_new();
+
 /// How long without a message the gateway counts as idle.
 const IDLE: Duration = Duration::from_secs(2);
 
-/// A message came in, or answers went out (one relaxed add: the hot path can afford
-/// it). Writes count: a client that reads big answers slowly is not idle yet.
+/// A message came in, or answers went out (a relaxed add and load on the hot path).
+/// Writes count: a client that reads big answers slowly is not idle yet.
 pub fn note_activity() {
     MESSAGES.fetch_add(1, Ordering::Relaxed);
+    if ASLEEP.load(Ordering::Relaxed) && ASLEEP.swap(false, Ordering::AcqRel) {
+        WAKE.notify_one();
+    }
 }
 
 /// Gives memory back once messages stopped for [`IDLE`] both ways after some came: a burst's
@@ -24,18 +34,20 @@ pub fn note_activity() {
 /// Runs for the life of the runtime it is spawned on (the I/O thread's, whose heap held
 /// most of a burst's messages).
 pub async fn give_back_when_idle() {
-    let mut seen = MESSAGES.load(Ordering::Relaxed);
-    let mut since_given = false;
     loop {
-        tokio::time::sleep(IDLE).await;
-        let now = MESSAGES.load(Ordering::Relaxed);
-        if now != seen {
+        // Asleep until a message (a wake-up given before this await is kept by `Notify`).
+        ASLEEP.store(true, Ordering::Release);
+        WAKE.notified().await;
+        let mut seen = MESSAGES.load(Ordering::Relaxed);
+        loop {
+            tokio::time::sleep(IDLE).await;
+            let now = MESSAGES.load(Ordering::Relaxed);
+            if now == seen {
+                break;
+            }
             seen = now;
-            since_given = true;
-        } else if since_given {
-            give_back();
-            since_given = false;
         }
+        give_back();
     }
 }
 

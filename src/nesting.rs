@@ -93,9 +93,10 @@ fn gateway_ancestors() -> usize {
     count
 }
 
-/// The parent of a process, from `/proc/PID/stat`: "pid (comm) state ppid ...", where
-/// comm may hold spaces and parentheses, so the fields are counted after its last `)`.
-fn parent_of(pid: &str) -> Option<u32> {
+/// The parent of a process (`"self"` or a pid), from `/proc/PID/stat`: "pid (comm) state
+/// ppid ...", where comm may hold spaces and parentheses, so the fields are counted after
+/// its last `)`.
+pub fn parent_of(pid: &str) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(1)?.parse().ok()

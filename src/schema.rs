@@ -242,13 +242,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn names_the_offending_field() {
-        let v = jsonschema::validator_for(&json!({
+    /// An object whose `n`, if any, is an integer.
+    fn integer_n() -> jsonschema::Validator {
+        jsonschema::validator_for(&json!({
             "type": "object",
             "properties": {"n": {"type": "integer"}},
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn names_the_offending_field() {
+        let v = integer_n();
         assert_eq!(mismatch(&v, &json!({"n": 1})), None);
         let why = mismatch(&v, &json!({"n": "x"})).unwrap();
         assert_eq!(why, r#"/n: "x" is not of type "integer""#);
@@ -256,11 +261,7 @@ mod tests {
 
     #[test]
     fn a_long_value_is_quoted_cut_short() {
-        let v = jsonschema::validator_for(&json!({
-            "type": "object",
-            "properties": {"n": {"type": "integer"}},
-        }))
-        .unwrap();
+        let v = integer_n();
         let long = "é".repeat(100_000);
         let why = mismatch(&v, &json!({"n": long})).unwrap();
         assert!(why.len() < 200, "{why}");

@@ -1027,6 +1027,7 @@ impl PluginHost {
             }
             while jobs.join_next().await.is_some() {}
         }
+        crate::memory::give_back();
     }
 
     /// Installs a new version that keeps the running code (only the settings or the
@@ -1126,7 +1127,6 @@ impl PluginHost {
                 None => self.load_failed(name, source.path().map(Path::to_path_buf), reason),
             },
         }
-        crate::memory::give_back();
     }
 
     /// Reads, compiles (or loads from the cache) and validates a plugin's code.
@@ -1493,6 +1493,7 @@ impl PluginHost {
                 }
             }
         }
+        crate::memory::give_back();
     }
 }
 
@@ -1640,10 +1641,9 @@ pub fn check_plugin_files(config: &PluginsConfig) -> Vec<(String, PathBuf, Strin
         .into_iter()
         .filter_map(|(name, (source, _))| {
             let path = source.path()?.to_path_buf();
+            use std::io::Read;
             let mut head = Vec::with_capacity(8);
-            let read = std::fs::File::open(&path).and_then(|file| {
-                std::io::Read::read_to_end(&mut std::io::Read::take(file, 8), &mut head)
-            });
+            let read = std::fs::File::open(&path).and_then(|f| f.take(8).read_to_end(&mut head));
             let problem = match read {
                 Ok(_) => check_header(&head).err()?,
                 Err(e) => format!("cannot be read: {e}"),

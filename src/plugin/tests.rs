@@ -507,8 +507,7 @@ async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threa
     }
     assert!(!version("faulty").may_run_inline(true));
     // Its calls still work, from the plugin threads; other plugins are not affected.
-    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
-    assert_eq!(text(&ok), "ok");
+    still_answers(&host).await;
     for _ in 0..3 {
         let echoed = host
             .call("echo", "echo", json!({"text": "x"}), ctx())
@@ -531,6 +530,12 @@ async fn plugin_time_limit_bounds_the_call_timeout() {
     );
 }
 
+/// A faulty call leaves nothing behind: the next call, on a fresh instance, answers.
+async fn still_answers(host: &PluginHost) {
+    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+    assert_eq!(text(&ok), "ok");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hog_is_stopped_by_the_plugin_memory_limit() {
     let host = start_one(entry("faulty", Some(FAULTY))).await;
@@ -540,8 +545,7 @@ async fn hog_is_stopped_by_the_plugin_memory_limit() {
         text(&result),
         "plugin `faulty` ran out of memory (limit 64 MiB)"
     );
-    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
-    assert_eq!(text(&ok), "ok");
+    still_answers(&host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -560,8 +564,7 @@ async fn trap_then_the_plugin_still_works() {
         message.contains("faulty.trap: requested panic"),
         "the panic message, from stderr: {message}"
     );
-    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
-    assert_eq!(text(&ok), "ok");
+    still_answers(&host).await;
 }
 
 /// Rust's stack lives in linear memory: running off it is an out-of-bounds access, which
@@ -579,8 +582,7 @@ async fn deep_recursion_is_a_trap_that_names_the_function() {
         "plugin `faulty` trapped: out of bounds memory access in `faulty::recurse` (deep \
          recursion ends this way too: a Rust or C plugin's stack is in its linear memory)"
     );
-    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
-    assert_eq!(text(&ok), "ok");
+    still_answers(&host).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -588,8 +590,7 @@ async fn fuel_limit() {
     let mut e = entry("faulty", Some(FAULTY));
     e.limits.fuel = Some(5_000_000);
     let host = start_one(e).await;
-    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
-    assert_eq!(text(&ok), "ok");
+    still_answers(&host).await;
     let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
     assert_eq!(
         text(&result),

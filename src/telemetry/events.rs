@@ -251,6 +251,16 @@ impl EventLog {
 mod tests {
     use super::*;
 
+    /// A log appending to `events.jsonl` in a fresh folder named after `label`.
+    fn log_on_file(label: &str) -> (std::path::PathBuf, std::path::PathBuf, EventLog) {
+        let dir = std::env::temp_dir().join(format!("wasmgate-{label}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("events.jsonl");
+        let log = EventLog::new(10);
+        log.open_file(&path).unwrap();
+        (dir, path, log)
+    }
+
     #[test]
     fn ring_is_bounded_and_newest_first() {
         let log = EventLog::new(3);
@@ -306,11 +316,7 @@ mod tests {
     /// file at the path (looked at once a second at most).
     #[test]
     fn a_renamed_events_file_is_opened_again() {
-        let dir = std::env::temp_dir().join(format!("wasmgate-rotate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("events.jsonl");
-        let log = EventLog::new(10);
-        log.open_file(&path).unwrap();
+        let (dir, path, log) = log_on_file("rotate");
         log.emit("gateway.started", "wasmgate", Status::Success, json!({}));
         std::fs::rename(&path, dir.join("events.jsonl.1")).unwrap();
         std::thread::sleep(ROTATION_CHECK);
@@ -348,11 +354,7 @@ mod tests {
 
     #[test]
     fn file_gets_json_lines() {
-        let dir = std::env::temp_dir().join(format!("wasmgate-events-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("events.jsonl");
-        let log = EventLog::new(10);
-        log.open_file(&path).unwrap();
+        let (dir, path, log) = log_on_file("events");
         log.emit(
             "gateway.started",
             "wasmgate",

@@ -396,44 +396,6 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
     assert_eq!(status["limits"]["calls_at_once"], 32, "{status}");
 }
 
-/// A burst of big messages does not stay resident: once the messages stop for a
-/// moment, the gateway gives the memory they took back to the system.
-#[test]
-fn memory_a_burst_took_is_given_back_when_the_gateway_goes_idle() {
-    let (mut client, _) = setup().file("echo.wasm", fixture("echo")).start();
-    let before = client.rss();
-    let big = "x".repeat(4 << 20);
-    let ids: Vec<Value> = (0..16)
-        .map(|_| {
-            client.send_request(
-                "tools/call",
-                json!({"name": "echo__echo", "arguments": {"text": big}}),
-            )
-        })
-        .collect();
-    for id in &ids {
-        let answer = client.wait_response(id, LOAD_TIMEOUT);
-        assert_eq!(
-            answer["result"]["content"][0]["text"]
-                .as_str()
-                .map(str::len),
-            Some(4 << 20)
-        );
-    }
-    let peak = client.rss();
-    assert!(
-        peak > before + (32 << 20),
-        "the burst took {} MiB",
-        (peak - before) >> 20
-    );
-    // Given back ~2 s after the last message (each instance slot used may keep 16 MiB).
-    let settled = eventually(Duration::from_secs(15), "memory given back", || {
-        let now = client.rss();
-        (now < before + (peak - before) / 2).then_some(now)
-    });
-    assert!(settled < peak, "{} MiB", settled >> 20);
-}
-
 #[test]
 fn the_benchmarks_minimal_plugin_serves_its_one_tool() {
     let (mut client, names) = setup().file("minimal.wasm", fixture("minimal")).start();

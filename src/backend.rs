@@ -107,6 +107,15 @@ pub enum ListKind {
     Prompts,
 }
 
+/// What the clients asked of a server that a new process of it must be told again.
+#[derive(Debug, Default)]
+pub struct ClientRequests {
+    /// The last `logging/setLevel` a client sent.
+    pub log_level: Option<String>,
+    /// URIs clients subscribed to through this server.
+    pub subscriptions: Vec<String>,
+}
+
 /// What backends report to the gateway, in order, on one channel.
 #[derive(Debug)]
 pub enum BackendEvent {
@@ -124,6 +133,13 @@ pub enum BackendEvent {
         method: String,
         params: Option<Value>,
         reply: process::Responder,
+    },
+    /// A server finished its handshake (its first start or a restart) and is not yet
+    /// marked ready: the gateway answers with what clients asked of it before (a log
+    /// level, subscriptions), which it gets again before its first call.
+    Handshaken {
+        server: String,
+        reply: tokio::sync::oneshot::Sender<ClientRequests>,
     },
     /// Answered once every event sent before it has been handled.
     Barrier {

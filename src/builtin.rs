@@ -216,7 +216,7 @@ pub fn status(gateway: &Gateway) -> Value {
                 "startup_timeout_ms": config.gateway.startup_timeout.as_millis() as u64,
                 "init_timeout_ms": config.gateway.init_timeout.as_millis() as u64,
                 // `--log-level` or `RUST_LOG` win over the file's.
-                "log_level": crate::telemetry::effective_level().unwrap_or(&config.gateway.log_level),
+                "log_level": crate::telemetry::effective_level().unwrap_or_else(|| config.gateway.log_level.clone()),
                 "page_size": config.gateway.page_size,
             },
             "tool_count": catalog.tools.len(),

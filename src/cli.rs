@@ -115,7 +115,7 @@ pub fn run(cli: Cli) -> ExitCode {
         .log_level
         .clone()
         .unwrap_or_else(|| config.gateway.log_level.clone());
-    crate::telemetry::init_logging(&level);
+    crate::telemetry::init_logging(&level, cli.log_level.is_none());
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }

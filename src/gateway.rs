@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::backend::process::ProcessBackend;
-use crate::backend::{BackendEvent, BackendState, Discovered, ListKind};
+use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered, ListKind};
 use crate::config::Config;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol::{self, RpcError};
@@ -40,6 +40,10 @@ pub struct Gateway {
     startup_settled: std::sync::atomic::AtomicBool,
     /// URI -> sessions subscribed to it.
     subscriptions: Mutex<HashMap<String, Vec<Weak<Session>>>>,
+    /// URI -> the server a subscription to it went to (told again when it restarts).
+    subscribed_through: Mutex<HashMap<String, String>>,
+    /// The last level a client set with `logging/setLevel`, which every server gets.
+    server_log_level: Mutex<Option<String>>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     rebuild: Mutex<()>,
     pub started: Instant,
@@ -50,10 +54,8 @@ impl Gateway {
     /// Starts every enabled server (in parallel: each has its own task) and the event hub.
     pub fn start(config: Config) -> Arc<Gateway> {
         let events = Arc::new(EventLog::new(config.gateway.event_buffer));
-        if let Some(path) = &config.gateway.events_file
-            && let Err(err) = events.open_file(path)
-        {
-            tracing::warn!("cannot append events to {}: {err}", path.display());
+        if let Some(path) = &config.gateway.events_file {
+            open_events_file(&events, path);
         }
         let (to_gateway, from_backends) = mpsc::unbounded_channel();
         let gateway = Arc::new(Gateway {
@@ -69,6 +71,8 @@ impl Gateway {
             next_token: AtomicU64::new(1),
             startup_settled: std::sync::atomic::AtomicBool::new(false),
             subscriptions: Mutex::new(HashMap::new()),
+            subscribed_through: Mutex::new(HashMap::new()),
+            server_log_level: Mutex::new(None),
             to_gateway,
             rebuild: Mutex::new(()),
             started: Instant::now(),
@@ -324,13 +328,51 @@ impl Gateway {
         self.progress.lock().unwrap().remove(token);
     }
 
-    pub fn subscribe(&self, session: &Arc<Session>, uri: &str) {
-        self.subscriptions
+    /// Records `session`'s subscription to `uri` on `server`; once per session, however
+    /// often it asks.
+    pub fn subscribe(&self, session: &Arc<Session>, uri: &str, server: &str) {
+        self.subscribed_through
             .lock()
             .unwrap()
-            .entry(uri.to_string())
-            .or_default()
-            .push(Arc::downgrade(session));
+            .insert(uri.to_string(), server.to_string());
+        let mut subs = self.subscriptions.lock().unwrap();
+        let list = subs.entry(uri.to_string()).or_default();
+        list.retain(|w| w.strong_count() > 0);
+        if !list
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(session)))
+        {
+            list.push(Arc::downgrade(session));
+        }
+    }
+
+    /// What a new process of `server` must be told again: the last log level a client
+    /// set, and the URIs live sessions subscribed to through it.
+    fn client_requests(&self, server: &str) -> ClientRequests {
+        let subscriptions = self.subscriptions.lock().unwrap();
+        let subscriptions = self
+            .subscribed_through
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(uri, through)| {
+                *through == server
+                    && subscriptions
+                        .get(*uri)
+                        .is_some_and(|sessions| sessions.iter().any(|w| w.strong_count() > 0))
+            })
+            .map(|(uri, _)| uri.clone())
+            .collect();
+        ClientRequests {
+            log_level: self.server_log_level.lock().unwrap().clone(),
+            subscriptions,
+        }
+    }
+
+    /// Every server gets the level a client sets with `logging/setLevel`, and so does a
+    /// server that starts later.
+    pub fn set_server_log_level(&self, level: &str) {
+        *self.server_log_level.lock().unwrap() = Some(level.to_string());
     }
 
     /// Returns true when no session is subscribed to `uri` any more.
@@ -343,6 +385,7 @@ impl Gateway {
         let empty = list.is_empty();
         if empty {
             subs.remove(uri);
+            self.subscribed_through.lock().unwrap().remove(uri);
         }
         empty
     }
@@ -353,6 +396,17 @@ impl Gateway {
     pub async fn reconfigure(self: &Arc<Self>, next: Config) {
         let previous = self.config.load_full();
         self.config.store(Arc::new(next.clone()));
+        if next.gateway.events_file != previous.gateway.events_file {
+            match &next.gateway.events_file {
+                Some(path) => open_events_file(&self.events, path),
+                None => {
+                    let _ = self.events.set_file(None);
+                }
+            }
+        }
+        if next.gateway.log_level != previous.gateway.log_level {
+            crate::telemetry::config_level_changed(&next.gateway.log_level);
+        }
         let mut stopped = Vec::new();
         for (name, old) in &previous.servers {
             let kept = next
@@ -516,6 +570,18 @@ fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
     gateway.events.emit(event_type, &name, status, fields);
 }
 
+/// Events go to `path` from now on; a file that cannot be opened yet (its folder does not
+/// exist) is tried again while events come.
+fn open_events_file(events: &EventLog, path: &std::path::Path) {
+    match events.set_file(Some(path)) {
+        Ok(()) => tracing::info!("appending events to {}", path.display()),
+        Err(err) => tracing::warn!(
+            "cannot append events to {} yet ({err}); tried again once a second while events come",
+            path.display()
+        ),
+    }
+}
+
 /// Turns what backends report into catalog swaps and client messages.
 async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<BackendEvent>) {
     while let Some(event) = from_backends.recv().await {
@@ -524,6 +590,9 @@ async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<
         };
         match event {
             BackendEvent::Changed { .. } => gateway.rebuild_catalog(),
+            BackendEvent::Handshaken { server, reply } => {
+                let _ = reply.send(gateway.client_requests(&server));
+            }
             BackendEvent::Barrier { done } => {
                 let _ = done.send(());
             }

@@ -369,6 +369,19 @@ impl Gateway {
             .await
     }
 
+    /// The backend that serves `uri`.
+    fn resource_route(&self, uri: &str) -> Option<Target> {
+        self.catalog().resource_target(uri).cloned().or_else(|| {
+            // A URI no list mentions: if one server alone serves resources, it may still know it.
+            let with_resources: Vec<_> = self
+                .process_backends()
+                .into_iter()
+                .filter(|b| b.discovered().has_capability("resources"))
+                .collect();
+            (with_resources.len() == 1).then(|| Target::Process(with_resources[0].clone()))
+        })
+    }
+
     async fn resource_request(
         &self,
         context: &RequestContext,
@@ -377,17 +390,7 @@ impl Gateway {
     ) -> Result<Reply, RpcError> {
         let uri = required_string(&params, method, "uri")?;
         self.wait_for_startup().await;
-        let catalog = self.catalog();
-        let target = catalog.resource_target(&uri).cloned().or_else(|| {
-            // A URI no list mentions: if one server alone serves resources, it may still know it.
-            let with_resources: Vec<_> = self
-                .process_backends()
-                .into_iter()
-                .filter(|b| b.discovered().has_capability("resources"))
-                .collect();
-            (with_resources.len() == 1).then(|| Target::Process(with_resources[0].clone()))
-        });
-        let Some(target) = target else {
+        let Some(target) = self.resource_route(&uri) else {
             return Err(
                 RpcError::new(protocol::RESOURCE_NOT_FOUND, "Resource not found")
                     .with_data(json!({"uri": uri})),
@@ -396,7 +399,7 @@ impl Gateway {
         // Not a match guard: `unsubscribe` changes state, and a guard should not.
         #[allow(clippy::collapsible_match)]
         match method {
-            "resources/subscribe" => self.subscribe(&context.session, &uri),
+            "resources/subscribe" => self.subscribe(&context.session, &uri, target.server()),
             "resources/unsubscribe" => {
                 if !self.unsubscribe(&context.session, &uri) {
                     // Another session still wants updates: keep the server's subscription.
@@ -462,6 +465,7 @@ impl Gateway {
         };
         // Plugins log to the session that set a level (see `plugin_log_sink`).
         context.session.set_log_level(rank);
+        self.set_server_log_level(level);
         let mut forwards = Vec::new();
         for backend in self
             .process_backends()

@@ -384,8 +384,10 @@ impl Session {
             ));
         }
         check_progress_token(params.as_ref())?;
-        // Before the list is read: a change after this point is announced.
+        // After the start-up wait that every list makes (its answer holds what joined
+        // meanwhile) and before the list is read: a change after this point is announced.
         if let Some(bit) = list_bit(method) {
+            self.gateway.wait_for_startup().await;
             self.listed.fetch_or(bit, Ordering::AcqRel);
         }
         let context = RequestContext {

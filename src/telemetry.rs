@@ -3,16 +3,22 @@
 
 pub mod events;
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use tracing_subscriber::EnvFilter;
 
 /// The log filter in effect, once logging is set up: what `gateway_status` reports.
-static EFFECTIVE_LEVEL: OnceLock<String> = OnceLock::new();
+static EFFECTIVE_LEVEL: Mutex<Option<String>> = Mutex::new(None);
+
+/// Swaps the filter of the running subscriber; set when the level came from the config
+/// file, so that an edit of `log_level` applies at once (`RUST_LOG` and `--log-level` win).
+type Reload = Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>;
+static CONFIG_RELOAD: OnceLock<Reload> = OnceLock::new();
 
 /// Logs go to stderr only (stdout carries the protocol), without colour unless stderr
-/// is a terminal. `RUST_LOG` wins over the level given (`--log-level`, else the config's).
-pub fn init_logging(level: &str) {
+/// is a terminal. `RUST_LOG` wins over the level given (`--log-level`, else the config's,
+/// `from_config`).
+pub fn init_logging(level: &str, from_config: bool) {
     use std::io::IsTerminal;
     let from_env = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
     let (filter, effective) = [from_env.as_deref(), Some(level), Some("info")]
@@ -20,13 +26,41 @@ pub fn init_logging(level: &str) {
         .flatten()
         .find_map(|wanted| Some((EnvFilter::try_new(quiet(wanted)).ok()?, wanted.to_string())))
         .unwrap_or_else(|| (EnvFilter::new("info"), "info".into()));
-    let _ = EFFECTIVE_LEVEL.set(effective);
-    let _ = tracing_subscriber::fmt()
+    let followed_config = from_config && from_env.is_none() && effective == level;
+    *EFFECTIVE_LEVEL.lock().unwrap() = Some(effective);
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .try_init();
+        .with_filter_reloading();
+    let handle = builder.reload_handle();
+    if builder.try_init().is_ok() && followed_config {
+        let _ = CONFIG_RELOAD.set(Box::new(move |filter| {
+            handle.reload(filter).map_err(|e| e.to_string())
+        }));
+    }
+}
+
+/// The config's `log_level` changed: applied now when the level in effect came from the
+/// config; otherwise (`RUST_LOG`, `--log-level`) it is left as it is, with a note.
+pub fn config_level_changed(level: &str) {
+    let Some(reload) = CONFIG_RELOAD.get() else {
+        tracing::info!(
+            "log_level = \"{level}\" in the config is not applied: RUST_LOG or --log-level set the level"
+        );
+        return;
+    };
+    let applied = EnvFilter::try_new(quiet(level))
+        .map_err(|e| e.to_string())
+        .and_then(reload);
+    match applied {
+        Ok(()) => {
+            *EFFECTIVE_LEVEL.lock().unwrap() = Some(level.to_string());
+            tracing::info!("log level is now {level}");
+        }
+        Err(err) => tracing::warn!("log_level = \"{level}\" is not applied: {err}"),
+    }
 }
 
 /// Why `level` is not a log filter the gateway takes: empty, not a `tracing` filter, or a
@@ -50,9 +84,10 @@ pub fn check_filter(level: &str) -> Result<(), String> {
 pub const FILTER_HELP: &str =
     "write error, warn, info, debug or trace, or a filter like \"info,wasmgate=debug\"";
 
-/// The log filter set up by [`init_logging`]; `None` before (or in tests that skip it).
-pub fn effective_level() -> Option<&'static str> {
-    EFFECTIVE_LEVEL.get().map(String::as_str)
+/// The log filter set up by [`init_logging`] (or a config reload since); `None` before
+/// (or in tests that skip it).
+pub fn effective_level() -> Option<String> {
+    EFFECTIVE_LEVEL.lock().unwrap().clone()
 }
 
 /// A bare level (`info`) also keeps the file watcher's own messages (notify's "unable to

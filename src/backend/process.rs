@@ -514,6 +514,7 @@ impl ProcessBackend {
             json!({"pid": pid, "tool_count": discovered.tools.len(), "protocol_version": discovered.protocol_version,
                    "elapsed_ms": begun.elapsed().as_millis() as u64}),
         );
+        self.restore_client_requests(&connection).await;
         self.set_state(BackendState::Ready);
 
         let mut reader = reader;
@@ -605,6 +606,49 @@ impl ProcessBackend {
         }
         self.discovered.store(Arc::new(discovered));
         Ok(())
+    }
+
+    /// A new process knows nothing of what the clients asked before: it gets the last log
+    /// level and the subscriptions again, before any call reaches it. A failure is logged,
+    /// and the server serves anyway.
+    async fn restore_client_requests(&self, connection: &Arc<Connection>) {
+        let (reply, requests) = tokio::sync::oneshot::channel();
+        let asked = self.to_gateway.send(BackendEvent::Handshaken {
+            server: self.name.clone(),
+            reply,
+        });
+        let Ok(Ok(requests)) = (match asked {
+            Ok(()) => tokio::time::timeout(Duration::from_secs(5), requests).await,
+            Err(_) => return,
+        }) else {
+            return;
+        };
+        let discovered = self.discovered();
+        let mut messages = Vec::new();
+        if let Some(level) = requests.log_level
+            && discovered.has_capability("logging")
+        {
+            messages.push(("logging/setLevel", json!({ "level": level })));
+        }
+        if discovered.has_capability("resources") {
+            for uri in requests.subscriptions {
+                messages.push(("resources/subscribe", json!({ "uri": uri })));
+            }
+        }
+        let timeout = self.init_timeout.min(Duration::from_secs(10));
+        for (method, params) in messages {
+            match connection
+                .request(method, Some(params.clone()), timeout)
+                .await
+            {
+                Ok(_) => {
+                    tracing::debug!(server = %self.name, %params, "{method} again after a start")
+                }
+                Err(err) => {
+                    tracing::warn!(server = %self.name, %params, "{method} again after a start failed: {err}")
+                }
+            }
+        }
     }
 
     /// After the server's process is gone: processes it started that still hold its stdout

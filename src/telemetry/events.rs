@@ -89,10 +89,11 @@ pub struct EventLog {
 }
 
 /// The JSON-lines file, opened again when it was renamed or deleted (logrotate's
-/// default), which shows as another file, or none, at its path.
+/// default), which shows as another file, or none, at its path; and tried again while
+/// it cannot be opened (its folder is missing, say).
 struct EventFile {
     path: PathBuf,
-    file: File,
+    file: Option<File>,
     checked: Instant,
 }
 
@@ -100,31 +101,38 @@ struct EventFile {
 const ROTATION_CHECK: Duration = Duration::from_secs(1);
 
 impl EventFile {
-    fn open(path: &Path) -> std::io::Result<EventFile> {
-        Ok(EventFile {
-            path: path.to_path_buf(),
-            file: OpenOptions::new().create(true).append(true).open(path)?,
-            checked: Instant::now(),
-        })
+    fn open(path: &Path) -> std::io::Result<File> {
+        OpenOptions::new().create(true).append(true).open(path)
     }
 
     fn write_line(&mut self, line: &str) {
         if self.checked.elapsed() >= ROTATION_CHECK {
             self.checked = Instant::now();
-            if self.moved()
-                && let Ok(reopened) = EventFile::open(&self.path)
-            {
-                *self = reopened;
+            if self.moved() {
+                match (EventFile::open(&self.path), self.file.is_some()) {
+                    (Ok(reopened), was_open) => {
+                        if !was_open {
+                            tracing::info!("appending events to {}", self.path.display());
+                        }
+                        self.file = Some(reopened);
+                    }
+                    (Err(_), _) => {}
+                }
             }
         }
         // A full disk must not stop the gateway: the rings still have the event.
-        let _ = writeln!(self.file, "{line}");
+        if let Some(file) = &mut self.file {
+            let _ = writeln!(file, "{line}");
+        }
     }
 
-    /// Whether the path no longer names the open file.
+    /// Whether the path no longer names the open file (or no file is open).
     fn moved(&self) -> bool {
         use std::os::unix::fs::MetadataExt;
-        match (std::fs::metadata(&self.path), self.file.metadata()) {
+        let Some(file) = &self.file else {
+            return true;
+        };
+        match (std::fs::metadata(&self.path), file.metadata()) {
             (Ok(at_path), Ok(open)) => (at_path.dev(), at_path.ino()) != (open.dev(), open.ino()),
             (Err(_), _) => true,
             (_, Err(_)) => false,
@@ -157,11 +165,25 @@ impl EventLog {
         }
     }
 
-    /// Appends to `path` from now on; the file is created when missing, and again when it
-    /// was renamed or deleted.
-    pub fn open_file(&self, path: &Path) -> std::io::Result<()> {
-        *self.file.lock().unwrap() = Some(EventFile::open(path)?);
-        Ok(())
+    /// Appends to `path` from now on (`None`: to no file); the file is created when
+    /// missing, and again when it was renamed or deleted. `Err` says why it cannot be
+    /// opened now: it is tried again once a second while events come.
+    pub fn set_file(&self, path: Option<&Path>) -> std::io::Result<()> {
+        let Some(path) = path else {
+            *self.file.lock().unwrap() = None;
+            return Ok(());
+        };
+        let opened = EventFile::open(path);
+        let (file, result) = match opened {
+            Ok(file) => (Some(file), Ok(())),
+            Err(err) => (None, Err(err)),
+        };
+        *self.file.lock().unwrap() = Some(EventFile {
+            path: path.to_path_buf(),
+            file,
+            checked: Instant::now(),
+        });
+        result
     }
 
     /// Records an event with a fresh trace id.
@@ -257,7 +279,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("events.jsonl");
         let log = EventLog::new(10);
-        log.open_file(&path).unwrap();
+        log.set_file(Some(&path)).unwrap();
         (dir, path, log)
     }
 

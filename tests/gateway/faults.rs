@@ -226,6 +226,49 @@ fn server_pids(client: &mut Client, servers: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+/// A restarted server knows nothing of the session before: the gateway subscribes it to
+/// the resources clients follow and sets their log level again. A second subscribe to one
+/// URI still gets one update per change.
+#[test]
+fn a_restarted_server_gets_the_subscriptions_and_log_level_again() {
+    let mut client = config()
+        .example_with("ex", &["--crash-after", "3"], &[r#"timeout = "30s""#])
+        .start_initialized();
+    let uri = "example://static/hello";
+    for _ in 0..2 {
+        assert_eq!(
+            client.result("resources/subscribe", json!({"uri": uri})),
+            json!({})
+        );
+    }
+    assert_eq!(
+        client.result("logging/setLevel", json!({"level": "error"})),
+        json!({})
+    );
+    // Every change gives one update, then the server's info messages are held back by it.
+    let updates_and_quiet_info = |client: &mut Client, message: &str| {
+        client.call("ex__update_resource", json!({"uri": uri}));
+        client.call("ex__log", json!({"level": "info", "message": message}));
+        let updated =
+            client.next_notification("notifications/resources/updated", Duration::from_secs(5));
+        assert_eq!(updated["params"]["uri"], uri, "{updated}");
+        let messages = client.drain_notifications("notifications/message");
+        assert!(
+            messages.iter().all(|m| m["params"]["data"] != message),
+            "an info message past the level the client set: {messages:?}"
+        );
+        let more = client.drain_notifications("notifications/resources/updated");
+        assert!(more.is_empty(), "one change, more updates: {more:?}");
+    };
+    updates_and_quiet_info(&mut client, "before the crash");
+    assert_eq!(
+        client.call_error("ex__echo", json!({"text": "crash"}))["code"],
+        -32000
+    );
+    restarted(&mut client, "ex");
+    updates_and_quiet_info(&mut client, "after the restart");
+}
+
 /// Waits until `server` has been restarted at least once and is ready; its status entry.
 fn restarted(client: &mut Client, server: &str) -> Value {
     eventually(TIMEOUT, &format!("{server} to restart"), || {

@@ -97,6 +97,8 @@ pub struct Config {
     servers: Vec<String>,
     /// Folders to create in the test's folder before the gateway starts.
     folders: Vec<String>,
+    /// Whether the config's `log_level` applies (no `WASMGATE_LOG` from the test run).
+    config_log_level: bool,
 }
 
 pub fn config() -> Config {
@@ -107,6 +109,12 @@ pub fn config() -> Config {
 impl Config {
     pub fn gateway(mut self, line: &str) -> Config {
         self.gateway.push(line.to_string());
+        self
+    }
+
+    /// Lets the config's `log_level` apply: the gateway gets no `WASMGATE_LOG`.
+    pub fn config_log_level(mut self) -> Config {
+        self.config_log_level = true;
         self
     }
 
@@ -163,7 +171,12 @@ impl Config {
         }
         let path = dir.write("gateway.toml", &self.render(&dir.path));
         let path = path.to_str().expect("utf-8 path").to_string();
-        Client::spawn(&["serve", "--config", &path], dir)
+        Client::start_process(
+            &["serve", "--config", &path],
+            dir,
+            &[],
+            !self.config_log_level,
+        )
     }
 
     /// Starts the gateway, completes the MCP handshake with every client capability, and
@@ -774,6 +787,12 @@ impl Client {
     /// Like [`Client::spawn`], with `env` added to the gateway's environment (the
     /// sandbox tests grant some variables, the embedded-default test moves the cache).
     pub fn spawn_with_env(args: &[&str], dir: TestDir, env: &[(&str, &str)]) -> Client {
+        Client::start_process(args, dir, env, true)
+    }
+
+    /// With `log_level`, the gateway logs at `WASMGATE_TEST_LOG` (default info) whatever
+    /// its config says.
+    fn start_process(args: &[&str], dir: TestDir, env: &[(&str, &str)], log_level: bool) -> Client {
         let stderr = File::create(dir.join("gateway.stderr")).expect("stderr file");
         let log = std::env::var("WASMGATE_TEST_LOG").unwrap_or_else(|_| "info".into());
         let mut command = Command::new(wasmgate());
@@ -781,7 +800,11 @@ impl Client {
             .args(args)
             .env_remove("WASMGATE_CONFIG")
             .env_remove("RUST_LOG")
-            .env("WASMGATE_LOG", log)
+            .env_remove("WASMGATE_LOG");
+        if log_level {
+            command.env("WASMGATE_LOG", log);
+        }
+        command
             .envs(env.iter().copied())
             .current_dir(&dir.path)
             .stdin(Stdio::piped())

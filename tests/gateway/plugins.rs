@@ -1362,6 +1362,32 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
 
 // ---- 9. the embedded default ----
 
+/// The first `tools/list` waits for the plugins loading at start-up and holds their tools:
+/// no `list_changed` for them comes before its answer (the client would only list again).
+#[test]
+fn no_list_changed_before_the_answer_to_a_first_list_that_waited_for_plugins() {
+    let dir = TestDir::new("first-list");
+    let cache = dir.join("xdg-cache");
+    let mut client =
+        Client::spawn_with_env(&[], dir, &[("XDG_CACHE_HOME", cache.to_str().unwrap())]);
+    client.initialize();
+    let id = client.send_request("tools/list", json!({}));
+    let mut before = Vec::new();
+    loop {
+        let message = client
+            .read_message(LOAD_TIMEOUT)
+            .expect("the answer to tools/list");
+        if message["id"] == id {
+            break;
+        }
+        before.push(message);
+    }
+    assert!(
+        before.iter().all(|m| m["method"] != LIST_CHANGED),
+        "notices before the answer: {before:?}"
+    );
+}
+
 #[test]
 fn without_a_config_the_bundled_plugins_are_served() {
     let dir = TestDir::new("embedded");

@@ -201,3 +201,45 @@ fn changing_tool_filters_and_timeouts_applies_live_without_a_restart() {
     assert_eq!(error["data"]["timeoutMs"], 700, "{error}");
     assert_eq!(client.status()["backends"]["ex"]["restarts"], 0);
 }
+
+/// `events` and `log_level` follow the file: an events file whose folder is missing is
+/// created once the folder appears, an edit moves the events to another file, and a
+/// new `log_level` applies at once (when neither `RUST_LOG` nor `--log-level` set one).
+#[test]
+fn the_events_file_and_log_level_follow_the_config() {
+    let first = config()
+        .config_log_level()
+        .gateway(r#"events = "{dir}/later/events.jsonl""#)
+        .example("ex", &[]);
+    let mut client = first.start_initialized();
+    let calls_in = |client: &mut crate::harness::Client, file: &str| {
+        let path = client.dir.join(file);
+        eventually(
+            Duration::from_secs(10),
+            &format!("tool.called in {file}"),
+            || {
+                client.call("ex__echo", json!({"text": "x"}));
+                let text = std::fs::read_to_string(&path).ok()?;
+                text.contains(r#""event_type":"tool.called""#).then_some(())
+            },
+        );
+    };
+    std::fs::create_dir(client.dir.join("later")).unwrap();
+    calls_in(&mut client, "later/events.jsonl");
+    assert_eq!(client.status()["gateway"]["config"]["log_level"], "info");
+
+    let second = config()
+        .config_log_level()
+        .gateway(r#"events = "{dir}/second.jsonl""#)
+        .gateway(r#"log_level = "debug""#)
+        .example("ex", &[]);
+    std::fs::write(client.config_path(), second.render(&client.dir.path)).unwrap();
+    eventually(Duration::from_secs(10), "log_level debug in effect", || {
+        (client.status()["gateway"]["config"]["log_level"] == "debug").then_some(())
+    });
+    calls_in(&mut client, "second.jsonl");
+    assert!(
+        client.stderr().contains("DEBUG"),
+        "no debug line after the level changed"
+    );
+}

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::backend::BackendError;
 use crate::backend::process::ProcessBackend;
+use crate::backend::{BackendError, BackendState};
 use crate::gateway::Gateway;
 use crate::plugin::PluginCallError;
 use crate::protocol::{self, Reply, RpcError};
@@ -65,10 +65,12 @@ impl Gateway {
         let backends = self.process_backends();
         let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
         // Servers still starting may offer anything: promise what they might, since the
-        // answer to `initialize` does not wait for them.
-        let starting = backends
-            .iter()
-            .any(|b| b.discovered().capabilities.is_null());
+        // answer to `initialize` does not wait for them. So may a server that an edit of
+        // the config file adds later, and capabilities are fixed for the session.
+        let starting = config.source.is_some()
+            || backends
+                .iter()
+                .any(|b| b.discovered().capabilities.is_null());
         let mut capabilities = Map::new();
         capabilities.insert("tools".into(), json!({"listChanged": true}));
         capabilities.insert("logging".into(), json!({}));
@@ -190,8 +192,12 @@ impl Gateway {
                     } else {
                         ""
                     };
+                    let unavailable = self
+                        .unavailable_backend_of(&name)
+                        .map(|why| format!(" ({why})"))
+                        .unwrap_or_default();
                     let name = protocol::cut_short(&name, 200);
-                    RpcError::invalid_params(format!("Unknown tool: {name}{loading}"))
+                    RpcError::invalid_params(format!("Unknown tool: {name}{loading}{unavailable}"))
                 })?
             }
         };
@@ -367,6 +373,51 @@ impl Gateway {
         params["name"] = Value::String(route.name.clone());
         self.forward(context, &route.target, "prompts/get", params)
             .await
+    }
+
+    /// Why the tools under `name`'s namespace are not served, when their server is not
+    /// ready or their plugin failed to load: "Unknown tool" alone would send the user
+    /// looking for a typo.
+    fn unavailable_backend_of(&self, name: &str) -> Option<String> {
+        let config = self.config.load();
+        let separator = &config.gateway.separator;
+        let under = |namespace: &str| {
+            !namespace.is_empty()
+                && name
+                    .strip_prefix(namespace)
+                    .is_some_and(|rest| rest.starts_with(separator.as_str()))
+        };
+        for backend in self.process_backends() {
+            let state = backend.state();
+            if state != BackendState::Ready && under(&backend.config().namespace) {
+                let error = backend
+                    .last_error()
+                    .map(|e| format!(": {}", protocol::cut_short(&e, 300)))
+                    .unwrap_or_default();
+                let state = match state {
+                    BackendState::Failed => "failed (no more restarts)",
+                    BackendState::Starting => "still starting",
+                    other => other.as_str(),
+                };
+                return Some(format!("server `{}` is {state}{error}", backend.name()));
+            }
+        }
+        let host = self.plugin_host()?;
+        host.failed_plugins().into_iter().find_map(|failed| {
+            let namespace = config
+                .plugins
+                .plugins
+                .get(&failed.name)
+                .map(|entry| entry.namespace.clone())
+                .unwrap_or_else(|| crate::config::namespace_for(&failed.name));
+            under(&namespace).then(|| {
+                format!(
+                    "plugin `{}` could not be loaded: {}",
+                    failed.name,
+                    protocol::cut_short(&failed.reason, 300)
+                )
+            })
+        })
     }
 
     /// The backend that serves `uri`.

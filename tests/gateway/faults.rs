@@ -53,6 +53,13 @@ fn server_that_exits_at_start_ends_failed_and_others_are_unaffected() {
     );
     assert_eq!(status["backends"]["bad"]["restarts"], 2, "{status}");
     assert_eq!(status["backends"]["good"]["status"], "ready", "{status}");
+    // Its tools are gone; a call to one says why.
+    let error = client.call_error("bad__echo", json!({"text": "x"}));
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Unknown tool: bad__echo (server `bad` is failed (no more restarts): "),
+        "{error}"
+    );
     let failed = client.events(json!({"event_type": "backend.failed"}));
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0]["source"], "bad");

@@ -1029,6 +1029,14 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         );
         assert!(error.contains(reason), "{name}: {error}");
     }
+    // A call to one of their tools says why there is none.
+    let error = client.call_error("strict__ok", json!({}));
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Unknown tool: strict__ok (plugin `strict` could not be loaded: ")
+            && message.contains("input-schema must have"),
+        "{error}"
+    );
     // Status shows them failed, with the reason, serving nothing.
     let status = client.status();
     assert_eq!(status["gateway"]["plugins_loading"], false, "{status}");

@@ -243,3 +243,30 @@ fn the_events_file_and_log_level_follow_the_config() {
         "no debug line after the level changed"
     );
 }
+
+/// Capabilities are fixed for a session, and an edit of the config file may add a server
+/// with prompts or resources: with a config file they are offered from the start.
+#[test]
+fn a_config_file_without_servers_still_offers_prompts_and_resources() {
+    let first = config();
+    let mut client = first.start();
+    let result = client.initialize_with("2025-11-25", json!({}));
+    let capabilities = &result["capabilities"];
+    assert!(capabilities["prompts"].is_object(), "{result}");
+    assert!(capabilities["resources"].is_object(), "{result}");
+    assert_eq!(
+        client.result("prompts/list", json!({})),
+        json!({"prompts": []})
+    );
+
+    let second = first.example("ex", &[]);
+    std::fs::write(client.config_path(), second.render(&client.dir.path)).unwrap();
+    client.next_notification("notifications/prompts/list_changed", Duration::from_secs(15));
+    eventually(Duration::from_secs(15), "the server's prompts", || {
+        let prompts = client.result("prompts/list", json!({}));
+        prompts["prompts"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+            .then_some(())
+    });
+}

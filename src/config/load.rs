@@ -132,7 +132,7 @@ fn toml_error(src: &Source<'_>, e: &toml::de::Error) -> ConfigError {
         file: src.file.to_path_buf(),
         line,
         column,
-        key: None,
+        key: line.and_then(|l| key_before(src.text, l, column, &message)),
         message,
         fix,
     }))
@@ -162,10 +162,39 @@ fn json_error(src: &Source<'_>, e: &serde_json::Error) -> ConfigError {
         file: src.file.to_path_buf(),
         line,
         column,
-        key: None,
+        key: line
+            .filter(|_| !e.is_syntax() && !e.is_eof())
+            .and_then(|l| key_before(src.text, l, column, &message)),
         message,
         fix,
     }))
+}
+
+/// The key a value error is about, read off the text before its position (`key = value`
+/// in TOML, `"key": value` in JSON): the parser's message has the position but not the
+/// name. `None` when the message names it already.
+fn key_before(text: &str, line: usize, column: Option<usize>, message: &str) -> Option<String> {
+    let line = text.lines().nth(line.checked_sub(1)?)?;
+    let end = column.map_or(line.len(), |c| c.saturating_sub(1).min(line.len()));
+    let before = line.get(..end).unwrap_or(line);
+    let key = match before.trim_end().rsplit_once(':') {
+        // JSON: the last `"key":` before the value.
+        Some((head, _)) if head.trim_end().ends_with('"') => {
+            let head = head.trim_end().strip_suffix('"')?;
+            &head[head.rfind('"')? + 1..]
+        }
+        _ => line
+            .trim_start()
+            .split_once('=')?
+            .0
+            .trim_end()
+            .trim_matches('"'),
+    };
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    (plain && !message.contains(&format!("`{key}`"))).then(|| key.to_string())
 }
 
 /// A hint for the parser's own messages; ours already say what to write.
@@ -178,6 +207,8 @@ fn syntax_fix(message: &str, format: &str) -> Option<String> {
         "use one of the values listed"
     } else if message.contains("invalid type") {
         "change the value to the type expected"
+    } else if message.contains("invalid value") {
+        "change the value to one of those expected"
     } else if message.contains("; write")
         || message.contains("must be")
         || message.contains("needs a unit")

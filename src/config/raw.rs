@@ -344,7 +344,7 @@ scalar_deserialize!(
 );
 scalar_deserialize!(
     ClientTimeout,
-    "a duration like \"30s\" or a number",
+    "a duration like \"30s\" or a whole number",
     |s| positive_duration(s).map(ClientTimeout::Ours),
     |_| Ok(ClientTimeout::ClientNumber)
 );

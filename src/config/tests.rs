@@ -418,6 +418,32 @@ fn json_syntax_errors_name_line_and_column() {
     assert!(d.fix.as_deref().unwrap().contains("trailing comma"));
 }
 
+/// The parser's value errors have a position but no key: the key is read off the text.
+#[test]
+fn value_errors_from_the_parser_name_their_key() {
+    for (text, expected) in [
+        (
+            "[gateway]\npage_size = 0\n",
+            "gateway.toml:2:13: page_size: 0 is not allowed",
+        ),
+        (
+            "[gateway]\nmax_restarts = -1\n",
+            "gateway.toml:2:16: max_restarts: invalid value: integer `-1`",
+        ),
+    ] {
+        let d = only_error(toml(text, &scratch()));
+        assert!(d.to_string().starts_with(expected), "{d}");
+    }
+    for text in [
+        r#"{"mcpServers": {"x": {"command": "true", "timeout": 1.5}}}"#,
+        "{\n  \"mcpServers\": {\n    \"x\": {\"command\": \"true\", \"timeout\": 1.5}\n  }\n}",
+    ] {
+        let d = only_error(json(text, &scratch()));
+        assert_eq!(d.key.as_deref(), Some("timeout"), "{d}");
+        assert!(d.message.contains("or a whole number"), "{d}");
+    }
+}
+
 #[test]
 fn unknown_toml_key_names_line_column_and_fix() {
     let d = only_error(toml(

@@ -261,7 +261,10 @@ fn a_config_file_without_servers_still_offers_prompts_and_resources() {
 
     let second = first.example("ex", &[]);
     std::fs::write(client.config_path(), second.render(&client.dir.path)).unwrap();
-    client.next_notification("notifications/prompts/list_changed", Duration::from_secs(15));
+    client.next_notification(
+        "notifications/prompts/list_changed",
+        Duration::from_secs(15),
+    );
     eventually(Duration::from_secs(15), "the server's prompts", || {
         let prompts = client.result("prompts/list", json!({}));
         prompts["prompts"]

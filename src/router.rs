@@ -201,16 +201,19 @@ impl Gateway {
                 })?
             }
         };
+        // The same `data` as the errors a server or plugin gives for its own checks.
+        let refused = |why: &dyn std::fmt::Display| {
+            let error = RpcError::invalid_arguments(&name, why)
+                .with_data(json!({"server": route.target.server()}));
+            argument_error(context, error)
+        };
         let arguments = match params.get("arguments") {
             None | Some(Value::Null) => json!({}),
             Some(args @ Value::Object(_)) => args.clone(),
-            Some(_) => {
-                let error = RpcError::invalid_arguments(&name, "`arguments` must be an object");
-                return argument_error(context, error);
-            }
+            Some(_) => return refused(&"`arguments` must be an object"),
         };
         if let Err(why) = route.validate(&arguments) {
-            return argument_error(context, RpcError::invalid_arguments(&name, why));
+            return refused(&why);
         }
         let server = route.target.server().to_string();
         let started = Instant::now();

@@ -329,8 +329,8 @@ impl Gateway {
     }
 
     /// Records `session`'s subscription to `uri` on `server`; once per session, however
-    /// often it asks.
-    pub fn subscribe(&self, session: &Arc<Session>, uri: &str, server: &str) {
+    /// often it asks. `false` when it was subscribed already.
+    pub fn subscribe(&self, session: &Arc<Session>, uri: &str, server: &str) -> bool {
         self.subscribed_through
             .lock()
             .unwrap()
@@ -338,12 +338,13 @@ impl Gateway {
         let mut subs = self.subscriptions.lock().unwrap();
         let list = subs.entry(uri.to_string()).or_default();
         list.retain(|w| w.strong_count() > 0);
-        if !list
+        let added = !list
             .iter()
-            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(session)))
-        {
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(session)));
+        if added {
             list.push(Arc::downgrade(session));
         }
+        added
     }
 
     /// What a new process of `server` must be told again: the last log level a client

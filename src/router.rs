@@ -453,7 +453,16 @@ impl Gateway {
         // Not a match guard: `unsubscribe` changes state, and a guard should not.
         #[allow(clippy::collapsible_match)]
         match method {
-            "resources/subscribe" => self.subscribe(&context.session, &uri, target.server()),
+            "resources/subscribe" => {
+                // Recorded before it is sent, so no update in between is missed; dropped
+                // if the server refuses it, so that a restart does not send it again.
+                let added = self.subscribe(&context.session, &uri, target.server());
+                let answer = self.forward(context, &target, method, params).await;
+                if answer.is_err() && added {
+                    self.unsubscribe(&context.session, &uri);
+                }
+                return answer;
+            }
             "resources/unsubscribe" => {
                 if !self.unsubscribe(&context.session, &uri) {
                     // Another session still wants updates: keep the server's subscription.

@@ -630,7 +630,7 @@ impl ProcessBackend {
         {
             messages.push(("logging/setLevel", json!({ "level": level })));
         }
-        if discovered.has_capability("resources") {
+        if discovered.capabilities["resources"]["subscribe"] == true {
             for uri in requests.subscriptions {
                 messages.push(("resources/subscribe", json!({ "uri": uri })));
             }

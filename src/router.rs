@@ -67,23 +67,23 @@ impl Gateway {
         // Servers still starting may offer anything: promise what they might, since the
         // answer to `initialize` does not wait for them. So may a server that an edit of
         // the config file adds later, and capabilities are fixed for the session.
-        let starting = config.source.is_some()
+        let may_offer_any = config.source.is_some()
             || backends
                 .iter()
                 .any(|b| b.discovered().capabilities.is_null());
         let mut capabilities = Map::new();
         capabilities.insert("tools".into(), json!({"listChanged": true}));
         capabilities.insert("logging".into(), json!({}));
-        if starting || any("resources") {
+        if may_offer_any || any("resources") {
             capabilities.insert(
                 "resources".into(),
                 json!({"subscribe": true, "listChanged": true}),
             );
         }
-        if starting || any("prompts") {
+        if may_offer_any || any("prompts") {
             capabilities.insert("prompts".into(), json!({"listChanged": true}));
         }
-        if starting || any("completions") {
+        if may_offer_any || any("completions") {
             capabilities.insert("completions".into(), json!({}));
         }
         let instructions: Vec<String> = backends

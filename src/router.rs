@@ -115,19 +115,25 @@ impl Gateway {
         match method {
             "ping" => Ok(json!({}).into()),
             "tools/list" => self
-                .list(&params, |c| &c.tools, "tools")
+                .list(context, method, &params, |c| &c.tools, "tools")
                 .await
                 .map(Reply::from),
             "prompts/list" => self
-                .list(&params, |c| &c.prompts, "prompts")
+                .list(context, method, &params, |c| &c.prompts, "prompts")
                 .await
                 .map(Reply::from),
             "resources/list" => self
-                .list(&params, |c| &c.resources, "resources")
+                .list(context, method, &params, |c| &c.resources, "resources")
                 .await
                 .map(Reply::from),
             "resources/templates/list" => self
-                .list(&params, |c| &c.templates, "resourceTemplates")
+                .list(
+                    context,
+                    method,
+                    &params,
+                    |c| &c.templates,
+                    "resourceTemplates",
+                )
                 .await
                 .map(Reply::from),
             "tools/call" => self.call_tool(context, params.unwrap_or_default()).await,
@@ -151,11 +157,16 @@ impl Gateway {
     /// One page of a catalog list; the cursor is the offset, opaque to the client.
     async fn list(
         &self,
+        context: &RequestContext,
+        method: &str,
         params: &Option<Value>,
         pick: fn(&catalog::Catalog) -> &Vec<Value>,
         key: &str,
     ) -> Result<Value, RpcError> {
         self.wait_for_startup().await;
+        // After the start-up wait (this answer holds what joined meanwhile) and before
+        // the catalog is read: a change from here on is announced to the client.
+        context.session.mark_listed(method);
         let catalog = self.catalog();
         let items = pick(&catalog);
         let page_size = self.config.load().gateway.page_size.max(1);

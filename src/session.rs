@@ -139,6 +139,13 @@ impl Session {
         }
     }
 
+    /// The client is about to read a list (`method`): changes to it are announced from now on.
+    pub fn mark_listed(&self, method: &str) {
+        if let Some(bit) = list_bit(method) {
+            self.listed.fetch_or(bit, Ordering::AcqRel);
+        }
+    }
+
     pub fn set_log_level(&self, rank: u8) {
         self.log_level.store(rank, Ordering::Relaxed);
     }
@@ -384,12 +391,6 @@ impl Session {
             ));
         }
         check_progress_token(params.as_ref())?;
-        // After the start-up wait that every list makes (its answer holds what joined
-        // meanwhile) and before the list is read: a change after this point is announced.
-        if let Some(bit) = list_bit(method) {
-            self.gateway.wait_for_startup().await;
-            self.listed.fetch_or(bit, Ordering::AcqRel);
-        }
         let context = RequestContext {
             trace_id: new_trace_id(),
             session: self.clone(),

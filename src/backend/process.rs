@@ -613,14 +613,14 @@ impl ProcessBackend {
     /// and the server serves anyway.
     async fn restore_client_requests(&self, connection: &Arc<Connection>) {
         let (reply, requests) = tokio::sync::oneshot::channel();
-        let asked = self.to_gateway.send(BackendEvent::Handshaken {
+        let event = BackendEvent::Handshaken {
             server: self.name.clone(),
             reply,
-        });
-        let Ok(Ok(requests)) = (match asked {
-            Ok(()) => tokio::time::timeout(Duration::from_secs(5), requests).await,
-            Err(_) => return,
-        }) else {
+        };
+        if self.to_gateway.send(event).is_err() {
+            return;
+        }
+        let Ok(Ok(requests)) = tokio::time::timeout(Duration::from_secs(5), requests).await else {
             return;
         };
         let discovered = self.discovered();

@@ -108,16 +108,13 @@ impl EventFile {
     fn write_line(&mut self, line: &str) {
         if self.checked.elapsed() >= ROTATION_CHECK {
             self.checked = Instant::now();
-            if self.moved() {
-                match (EventFile::open(&self.path), self.file.is_some()) {
-                    (Ok(reopened), was_open) => {
-                        if !was_open {
-                            tracing::info!("appending events to {}", self.path.display());
-                        }
-                        self.file = Some(reopened);
-                    }
-                    (Err(_), _) => {}
+            if self.moved()
+                && let Ok(reopened) = EventFile::open(&self.path)
+            {
+                if self.file.is_none() {
+                    tracing::info!("appending events to {}", self.path.display());
                 }
+                self.file = Some(reopened);
             }
         }
         // A full disk must not stop the gateway: the rings still have the event.
@@ -173,8 +170,7 @@ impl EventLog {
             *self.file.lock().unwrap() = None;
             return Ok(());
         };
-        let opened = EventFile::open(path);
-        let (file, result) = match opened {
+        let (file, result) = match EventFile::open(path) {
             Ok(file) => (Some(file), Ok(())),
             Err(err) => (None, Err(err)),
         };

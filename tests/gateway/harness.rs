@@ -332,6 +332,25 @@ impl Client {
         self.take(timeout, |m| is_response(m) && &m["id"] == id)
     }
 
+    /// The messages that came before the response to `id`, in order, and that response.
+    pub fn until_response(&mut self, id: &Value, timeout: Duration) -> (Vec<Value>, Value) {
+        let deadline = Instant::now() + timeout;
+        let mut before = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(message) = self.read_message(left) else {
+                panic!(
+                    "no response to request {id} within {timeout:?}{}",
+                    self.closed_note()
+                );
+            };
+            if is_response(&message) && &message["id"] == id {
+                return (before, message);
+            }
+            before.push(message);
+        }
+    }
+
     pub fn wait_response(&mut self, id: &Value, timeout: Duration) -> Value {
         match self.try_response(id, timeout) {
             Some(response) => response,

@@ -22,21 +22,17 @@ fn progress_comes_back_with_the_clients_token() {
         );
         // In order: the server's three notifications, then its answer (progress must not
         // come after the request is complete).
+        let (before, response) = client.until_response(&id, TIMEOUT);
         let mut steps = Vec::new();
-        let response = loop {
-            let message = client
-                .read_message(TIMEOUT)
-                .expect("progress or the answer");
-            if message["id"] == id && message.get("method").is_none() {
-                break message;
-            }
-            if message["method"] != "notifications/progress" {
-                continue; // e.g. list_changed from start-up
-            }
+        // Others (list_changed from start-up, say) are not this call's.
+        for message in before
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+        {
             assert_eq!(message["params"]["progressToken"], token, "{message}");
             assert_eq!(message["params"]["total"], 3, "{message}");
             steps.push(message["params"]["progress"].as_u64().unwrap());
-        };
+        }
         assert_eq!(text(&response["result"]), "slept 150 ms");
         assert_eq!(
             steps,

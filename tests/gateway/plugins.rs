@@ -560,17 +560,11 @@ fn plugin_progress_reaches_the_client_with_its_own_token() {
             json!({"name": "echo__progress", "arguments": {"steps": 3}, "_meta": {"progressToken": token}}),
         );
         // The notifications come before the answer (none may follow it).
-        let mut notes = Vec::new();
-        let response = loop {
-            let message = client
-                .read_message(TIMEOUT)
-                .expect("the answer to echo__progress");
-            if message["method"] == "notifications/progress" {
-                notes.push(message);
-            } else if message["id"] == id {
-                break message;
-            }
-        };
+        let (before, response) = client.until_response(&id, TIMEOUT);
+        let notes: Vec<Value> = before
+            .into_iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .collect();
         assert_eq!(text(&response["result"]), "done 3", "{response}");
         assert_eq!(notes.len(), 3, "progress before the answer: {notes:?}");
         for (note, step) in notes.iter().zip(1..=3) {
@@ -1378,35 +1372,29 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
 /// no `list_changed` for them comes before its answer (the client would only list again).
 #[test]
 fn no_list_changed_before_the_answer_to_a_first_list_that_waited_for_plugins() {
-    let dir = TestDir::new("first-list");
-    let cache = dir.join("xdg-cache");
-    let mut client =
-        Client::spawn_with_env(&[], dir, &[("XDG_CACHE_HOME", cache.to_str().unwrap())]);
-    client.initialize();
+    let mut client = embedded_default("first-list");
     let id = client.send_request("tools/list", json!({}));
-    let mut before = Vec::new();
-    loop {
-        let message = client
-            .read_message(LOAD_TIMEOUT)
-            .expect("the answer to tools/list");
-        if message["id"] == id {
-            break;
-        }
-        before.push(message);
-    }
+    let (before, _) = client.until_response(&id, LOAD_TIMEOUT);
     assert!(
         before.iter().all(|m| m["method"] != LIST_CHANGED),
         "notices before the answer: {before:?}"
     );
 }
 
-#[test]
-fn without_a_config_the_bundled_plugins_are_served() {
-    let dir = TestDir::new("embedded");
+/// `wasmgate` with no config (the embedded default), initialized, with a compile cache of
+/// its own in the test's folder.
+fn embedded_default(label: &str) -> Client {
+    let dir = TestDir::new(label);
     let cache = dir.join("xdg-cache");
     let mut client =
         Client::spawn_with_env(&[], dir, &[("XDG_CACHE_HOME", cache.to_str().unwrap())]);
     client.initialize();
+    client
+}
+
+#[test]
+fn without_a_config_the_bundled_plugins_are_served() {
+    let mut client = embedded_default("embedded");
     first_list(&mut client);
     // The first list waits for the plugins only as long as the default startup_timeout
     // (10 s); a debug build on a busy machine may take longer to compile all four.
@@ -1457,7 +1445,7 @@ fn without_a_config_the_bundled_plugins_are_served() {
         "a bundled plugin has no file"
     );
     assert!(
-        cache.join("wasmgate").is_dir(),
+        client.dir.join("xdg-cache/wasmgate").is_dir(),
         "the compiled plugins were not cached under $XDG_CACHE_HOME/wasmgate"
     );
 }

@@ -9,6 +9,12 @@ use wasmtime::{ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
 /// Table elements one instance may hold; generous for any real guest.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
+/// Host resources (streams, pollables, HTTP requests, open files) one instance may hold at
+/// once. Each lives in the gateway's memory, outside the plugin's memory limit: at
+/// wasmtime's defaults (100,000 handles) a guest that kept every handle cost the gateway
+/// ~26 MB per call. A real plugin holds tens; this many is ~3 MB.
+pub const MAX_HOST_RESOURCES: usize = 10_000;
+
 /// Memory accounting for one instance: the sum of all its linear memories.
 pub struct MemoryLimiter {
     limit: u64,
@@ -129,6 +135,15 @@ pub fn describe_failure(
     }
     if time_expired || find::<TimeLimitExceeded>(error).is_some() {
         return time_limit_message(plugin, timeout);
+    }
+    if find::<wasmtime::component::ResourceTableError>(error)
+        .is_some_and(|e| matches!(e, wasmtime::component::ResourceTableError::Full))
+    {
+        return format!(
+            "plugin `{plugin}` held more than {MAX_HOST_RESOURCES} host resources at once \
+             (streams, pollables, requests, open files: each handle the plugin keeps is one){}",
+            quoted(stderr)
+        );
     }
     match find::<Trap>(error) {
         Some(Trap::OutOfFuel) => format!(

@@ -11,6 +11,7 @@ use http_body_util::BodyExt;
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::random::DEFAULT_MAX_SIZE as WASMTIME_MAX_RANDOM;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{
     RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
@@ -19,7 +20,7 @@ use wasmtime_wasi_http::{
 use super::Settings;
 use super::budget::Budget;
 use super::host_impl::HostCtx;
-use super::limits::{Deadline, LimitState, MemoryLimiter};
+use super::limits::{Deadline, LimitState, MAX_HOST_RESOURCES, MemoryLimiter};
 
 /// The `T` of every `Store<T>`: lives exactly as long as one instance.
 pub struct StoreState {
@@ -87,10 +88,15 @@ impl StoreState {
                     )
                 })?;
         }
+        // Random bytes are made in the gateway's memory before they are copied to the
+        // plugin's: no more than its memory limit could hold.
+        wasi.max_random_size(settings.limits.memory.min(WASMTIME_MAX_RANDOM));
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_HOST_RESOURCES);
         Ok(StoreState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
+            table,
             hosts: HostAllowList {
                 plugin: plugin.clone(),
                 patterns: settings.allow_hosts.clone(),

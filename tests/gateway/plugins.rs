@@ -683,6 +683,27 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         "{message}"
     );
 
+    // Host resources live in the gateway's memory, outside the memory limit: a call that
+    // keeps every handle it opens is stopped at a count of them, not at wasmtime's
+    // 100,000 (~26 MB of the gateway's memory per call).
+    let message = call_failed(&mut client, "faulty__handles", json!({}));
+    assert_eq!(
+        message,
+        "plugin `faulty` held more than 10000 host resources at once (streams, pollables, \
+         requests, open files: each handle the plugin keeps is one)"
+    );
+    // Random bytes are made in the gateway before they reach the plugin: no more than its
+    // memory limit is made (wasmtime's default is 64 MiB whatever the limit).
+    let message = call_failed(&mut client, "faulty__random", json!({"len": 32 << 20}));
+    assert!(
+        message.contains("requested len 33554432 exceeds limit 16777216"),
+        "{message}"
+    );
+    assert_eq!(
+        text(&call_ok(&mut client, "faulty__random", json!({"len": 64}))),
+        "64"
+    );
+
     // A trap (a Rust panic) is an error result that quotes the panic message; the next
     // call gets a fresh instance.
     let message = call_failed(&mut client, "faulty__trap", json!({}));

@@ -51,6 +51,19 @@ impl Guest for Faulty {
                 &[],
             ),
             tool(
+                "handles",
+                "Opens host resources (clock pollables) forever and keeps every handle: \
+                 each costs the host memory, not the plugin's.",
+                none.clone(),
+                &[],
+            ),
+            tool(
+                "random",
+                "Asks the host for `len` random bytes (default: 1 GiB) at once.",
+                json!({"len": {"type": "integer", "minimum": 0}}),
+                &[],
+            ),
+            tool(
                 "off_schema",
                 "Returns structured output that breaks its own output schema.",
                 none.clone(),
@@ -70,12 +83,20 @@ impl Guest for Faulty {
         tools
     }
 
-    fn call_tool(name: String, _arguments: String) -> CallResult {
+    fn call_tool(name: String, arguments: String) -> CallResult {
         match name.as_str() {
             "spin" => spin(),
             "hog" => hog(),
+            "handles" => handles(),
+            "random" => {
+                let arguments: serde_json::Value =
+                    serde_json::from_str(&arguments).unwrap_or_default();
+                let len = arguments["len"].as_u64().unwrap_or(1 << 30);
+                let bytes = wasip2::random::random::get_random_bytes(len);
+                Ok(text(bytes.len().to_string()))
+            }
             "trap" => panic!("faulty.trap: requested panic"),
-            "recurse" => Ok(text(&recurse(black_box(1)).to_string())),
+            "recurse" => Ok(text(recurse(black_box(1)).to_string())),
             "off_schema" => structured(&json!({"len": "nope"})),
             "ok" => Ok(text("ok")),
             _ => Err(unknown_tool(&name)),
@@ -102,8 +123,18 @@ fn spin() -> ! {
     }
 }
 
+fn handles() -> ! {
+    loop {
+        // Forgotten, not dropped: the host's entry stays until the store goes.
+        std::mem::forget(wasip2::clocks::monotonic_clock::subscribe_duration(
+            u64::MAX,
+        ));
+    }
+}
+
 /// Each frame keeps a buffer on the stack, so the stack is used up in a few thousand calls.
 #[inline(never)]
+#[allow(unconditional_recursion)] // the point of the tool
 fn recurse(depth: u64) -> u64 {
     let frame = black_box([depth; 64]);
     recurse(depth + 1).wrapping_add(frame[(depth % 64) as usize])

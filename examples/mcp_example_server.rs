@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 
@@ -201,19 +201,23 @@ fn main() {
 }
 
 async fn run(config: Config) {
+    // The gateway's own stdio: pipes go through the reactor, not through tokio's
+    // stdin()/stdout() and their blocking thread (a thread hop per read and per flush),
+    // so the benchmark's direct baseline is not slowed by what the gateway avoids.
+    let (input, output) = wasmgate::transport::stdio::std_streams();
     let (out, queue) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(write_loop(queue));
+    let writer = tokio::spawn(write_loop(output, queue));
     tokio::time::sleep(Duration::from_millis(config.start_delay_ms)).await;
     eprintln!("mcp_example_server {}: ready", config.name);
     let server = Arc::new(Server::new(config, out));
-    read_loop(&server).await;
+    read_loop(&server, input).await;
     // The client closed stdin: write what is queued and leave, like a well-behaved server.
     let _ = server.out.send(Output::Exit(0));
     let _ = writer.await;
 }
 
-async fn read_loop(server: &Arc<Server>) {
-    let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+async fn read_loop(server: &Arc<Server>, input: impl AsyncRead + Unpin) {
+    let mut stdin = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
@@ -234,8 +238,8 @@ async fn read_loop(server: &Arc<Server>) {
 
 /// Writes every queued line, then flushes once: a burst of answers costs few syscalls and
 /// a lone answer is not held back.
-async fn write_loop(mut queue: mpsc::UnboundedReceiver<Output>) {
-    let mut stdout = BufWriter::with_capacity(64 * 1024, tokio::io::stdout());
+async fn write_loop(output: impl AsyncWrite + Unpin, mut queue: mpsc::UnboundedReceiver<Output>) {
+    let mut stdout = BufWriter::with_capacity(64 * 1024, output);
     while let Some(first) = queue.recv().await {
         let mut next = Some(first);
         while let Some(output) = next {
@@ -251,7 +255,7 @@ async fn write_loop(mut queue: mpsc::UnboundedReceiver<Output>) {
                 }
                 Output::CloseStdout => {
                     let _ = stdout.flush().await;
-                    drop(stdout);
+                    drop(stdout); // closes the duplicate of fd 1 that it wrote to
                     // SAFETY: fd 1 is ours; nothing writes to it after this.
                     unsafe { libc::close(1) };
                     return;

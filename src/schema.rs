@@ -40,6 +40,15 @@ fn quote(value: &Value) -> String {
     crate::protocol::cut_short(&value.to_string(), QUOTE_MAX).into_owned()
 }
 
+/// Bounds on the regular expressions of `pattern` and `patternProperties`. Schemas come
+/// from plugins and servers and are checked on the gateway's I/O thread, so one crafted
+/// expression must not stall it: at jsonschema's defaults a backtracking pattern took
+/// ~23 ms per string (1,000,000 steps), and `x\p{L}{200}` compiled to ~10 MB.
+/// A match that runs out of steps fails; a pattern too big to compile makes the schema invalid.
+const REGEX_BACKTRACK_STEPS: usize = 10_000;
+const REGEX_COMPILED_BYTES: usize = 1 << 20;
+const REGEX_DFA_CACHE_BYTES: usize = 1 << 20;
+
 /// Compiles `schema`, refusing one that applies itself to the same value without end
 /// (`{"allOf": [{"$ref": "#"}]}`): jsonschema would recurse on it until memory runs out.
 /// `Err` completes a sentence whose subject is the schema.
@@ -50,7 +59,12 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
              that never descends into a property or item)"
         ));
     }
-    jsonschema::validator_for(schema).map_err(|e| {
+    let patterns = jsonschema::PatternOptions::fancy_regex()
+        .backtrack_limit(REGEX_BACKTRACK_STEPS)
+        .size_limit(REGEX_COMPILED_BYTES)
+        .dfa_size_limit(REGEX_DFA_CACHE_BYTES);
+    let options = jsonschema::options().with_pattern_options(patterns);
+    options.build(schema).map_err(|e| {
         // Where in the schema: the error alone may only name the meta-schema's rule.
         let at = e.instance_path.to_string();
         let at = if at.is_empty() { "/".into() } else { at };
@@ -277,5 +291,26 @@ mod tests {
         .unwrap();
         let why = mismatch(&strict, &json!({"k".repeat(100_000): 1})).unwrap();
         assert!(why.len() < 500 && why.ends_with(" bytes)"), "{why}");
+    }
+
+    /// A crafted pattern neither stalls the check nor takes megabytes: a backtracking
+    /// match gives up (the value is refused, saying so), a huge pattern makes the
+    /// schema invalid, and ordinary patterns, lookarounds included, work as before.
+    #[test]
+    fn patterns_are_bounded() {
+        let backtracking = compile(&json!({"type": "string", "pattern": "^(a|a)*\\1$"})).unwrap();
+        let why = mismatch(&backtracking, &json!("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!")).unwrap();
+        assert!(why.contains("backtracking"), "{why}");
+        let huge = compile(&json!({"type": "string", "pattern": "x\\p{L}{200}"})).unwrap_err();
+        assert!(
+            huge.starts_with("is not a valid JSON Schema at /"),
+            "{huge}"
+        );
+        let huge_key = compile(&json!({"patternProperties": {"\\p{L}{200}": {}}}));
+        assert!(huge_key.is_err());
+        let ordinary =
+            compile(&json!({"type": "string", "pattern": "^(?!tmp)[a-z]+\\p{L}*$"})).unwrap();
+        assert_eq!(mismatch(&ordinary, &json!("report")), None);
+        assert!(mismatch(&ordinary, &json!("tmpfile")).is_some());
     }
 }

@@ -9,6 +9,67 @@ use serde_json::{Map, Value, json};
 
 use super::bindings::{Blob, Content, EmbeddedResource, ToolInfo, ToolOutput};
 
+/// Bytes a tool result may carry (texts, binary data before base64, structured JSON) and
+/// content items: a result is expanded several times over on its way to the client (JSON
+/// values, escapes, base64), on the gateway's I/O thread. A 50 MB structured result peaked
+/// at 3.6 GB. (A server's message is capped at 64 MiB as it is read.)
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
+pub const MAX_RESULT_ITEMS: usize = 10_000;
+
+/// Bytes of a plugin's `list-tools` answer (names, descriptions, schemas), at most: the
+/// catalog keeps it for good and sends it with every list.
+pub const MAX_LISTING_BYTES: usize = 4 << 20;
+
+/// Bytes of an error's text from a plugin that are kept: the rest is cut, with the length.
+pub const MAX_ERROR_TEXT: usize = 16 << 10;
+
+/// Why a tool result is too big to pass on, if it is.
+pub fn oversized(output: &ToolOutput) -> Option<String> {
+    if output.content.len() > MAX_RESULT_ITEMS {
+        return Some(format!(
+            "{} content items (a result may hold {MAX_RESULT_ITEMS})",
+            output.content.len()
+        ));
+    }
+    let blob = |b: &Blob| b.data.len() + b.mime_type.len();
+    let bytes: usize = output.structured.as_ref().map_or(0, String::len)
+        + output
+            .content
+            .iter()
+            .map(|item| match item {
+                Content::Text(text) => text.len(),
+                Content::Image(b) | Content::Audio(b) => blob(b),
+                Content::Resource(r) => {
+                    r.uri.len()
+                        + r.text.as_ref().map_or(0, String::len)
+                        + r.blob.as_ref().map_or(0, Vec::len)
+                }
+            })
+            .sum::<usize>();
+    (bytes > MAX_RESULT_BYTES).then(|| {
+        format!(
+            "{bytes} bytes (a result may hold {} MiB)",
+            MAX_RESULT_BYTES >> 20
+        )
+    })
+}
+
+/// The bytes of a `list-tools` answer.
+pub fn listing_bytes(infos: &[ToolInfo]) -> usize {
+    let text = |t: &Option<String>| t.as_ref().map_or(0, String::len);
+    infos
+        .iter()
+        .map(|i| {
+            i.name.len()
+                + i.description.len()
+                + i.input_schema.len()
+                + text(&i.title)
+                + text(&i.output_schema)
+                + text(&i.annotations)
+        })
+        .sum()
+}
+
 /// `[A-Za-z0-9_.-]{1,64}`, the rule of `tool-info.name`.
 pub fn valid_tool_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
@@ -100,6 +161,11 @@ pub fn output_to_mcp(
     output: ToolOutput,
     schema: Option<&jsonschema::Validator>,
 ) -> Value {
+    if let Some(size) = oversized(&output) {
+        return error_result(format!(
+            "plugin `{plugin}` tool `{tool}` returned a result too big to pass on: {size}"
+        ));
+    }
     let content: Result<Vec<Value>, String> =
         output.content.into_iter().map(content_to_mcp).collect();
     let mut content = match content {

@@ -15,6 +15,9 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 /// ~26 MB per call. A real plugin holds tens; this many is ~3 MB.
 pub const MAX_HOST_RESOURCES: usize = 10_000;
 
+/// Random bytes one `get-random-bytes` call may ask for (see `sandbox`).
+pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
 /// Memory accounting for one instance: the sum of all its linear memories.
 pub struct MemoryLimiter {
     limit: u64,

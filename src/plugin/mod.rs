@@ -745,16 +745,16 @@ impl PluginHost {
             Ok(Err(CallError::UnknownTool(said))) => Err(PluginCallError::UnknownTool {
                 plugin: plugin.into(),
                 tool: tool.into(),
-                said: Some(said),
+                said: Some(cut_error(said)),
             }),
             Ok(Err(CallError::InvalidArguments(message))) => {
                 Err(PluginCallError::InvalidArguments {
                     plugin: plugin.into(),
                     tool: tool.into(),
-                    message,
+                    message: cut_error(message),
                 })
             }
-            Ok(Err(CallError::Failed(message))) => Ok(convert::error_result(message)),
+            Ok(Err(CallError::Failed(message))) => Ok(convert::error_result(cut_error(message))),
             Err(reason) => {
                 tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "{reason}");
                 slot.stats.failed(&reason);
@@ -1234,6 +1234,14 @@ impl PluginHost {
                 infos.len()
             ));
         }
+        let listing = convert::listing_bytes(&infos);
+        if listing > convert::MAX_LISTING_BYTES {
+            return Err(format!(
+                "{what}: list-tools returned {listing} bytes of names, descriptions and \
+                 schemas; a plugin may list {} MiB at most",
+                convert::MAX_LISTING_BYTES >> 20
+            ));
+        }
         let mut tools = Vec::with_capacity(infos.len());
         let mut output_schemas = HashMap::new();
         let mut seen = BTreeSet::new();
@@ -1697,6 +1705,15 @@ impl Drop for Loading<'_> {
 }
 
 /// A lock whose holder panicked still guards plain data: go on with it.
+/// A plugin's error text, cut to [`convert::MAX_ERROR_TEXT`] bytes: it reaches the client
+/// (escaped in messages) and the events.
+fn cut_error(text: String) -> String {
+    if text.len() <= convert::MAX_ERROR_TEXT {
+        return text;
+    }
+    crate::protocol::cut_short(&text, convert::MAX_ERROR_TEXT).into_owned()
+}
+
 fn lock<T>(mutex: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -11,7 +11,6 @@ use http_body_util::BodyExt;
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::random::DEFAULT_MAX_SIZE as WASMTIME_MAX_RANDOM;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{
     RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
@@ -20,7 +19,7 @@ use wasmtime_wasi_http::{
 use super::Settings;
 use super::budget::Budget;
 use super::host_impl::HostCtx;
-use super::limits::{Deadline, LimitState, MAX_HOST_RESOURCES, MemoryLimiter};
+use super::limits::{Deadline, LimitState, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES, MemoryLimiter};
 
 /// The `T` of every `Store<T>`: lives exactly as long as one instance.
 pub struct StoreState {
@@ -88,9 +87,10 @@ impl StoreState {
                     )
                 })?;
         }
-        // Random bytes are made in the gateway's memory before they are copied to the
-        // plugin's: no more than its memory limit could hold.
-        wasi.max_random_size(settings.limits.memory.min(WASMTIME_MAX_RANDOM));
+        // Random bytes are made in the gateway's memory, in one go on the thread that runs
+        // the call, before they are copied to the plugin's: 64 MiB (wasmtime's default)
+        // took ~200 ms. Guests ask for a few bytes at a time (Python's os.urandom: 256).
+        wasi.max_random_size(MAX_RANDOM_BYTES);
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_HOST_RESOURCES);
         Ok(StoreState {

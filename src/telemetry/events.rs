@@ -100,6 +100,9 @@ struct EventFile {
 /// How often the file's path is looked at: one `stat` a second at most.
 const ROTATION_CHECK: Duration = Duration::from_secs(1);
 
+/// Bytes of a text field an event keeps (an error's words); the rest is cut, with the length.
+pub const FIELD_TEXT_MAX: usize = 2048;
+
 impl EventFile {
     fn open(path: &Path) -> std::io::Result<File> {
         OpenOptions::new().create(true).append(true).open(path)
@@ -195,11 +198,20 @@ impl EventLog {
         status: Status,
         fields: Value,
     ) {
-        let fields = match fields {
+        let mut fields = match fields {
             Value::Object(map) => map,
             Value::Null => Map::new(),
             other => Map::from_iter([("detail".to_string(), other)]),
         };
+        // A backend writes its errors' words (a plugin's failure text can be megabytes):
+        // the buffer keeps a thousand events, so each keeps the start of its texts only.
+        for value in fields.values_mut() {
+            if let Value::String(text) = value
+                && text.len() > FIELD_TEXT_MAX
+            {
+                *text = crate::protocol::cut_short(text, FIELD_TEXT_MAX).into_owned();
+            }
+        }
         let event = Event {
             timestamp: Utc::now(),
             trace_id: trace_id.to_string(),

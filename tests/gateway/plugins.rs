@@ -692,11 +692,11 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         "plugin `faulty` held more than 10000 host resources at once (streams, pollables, \
          requests, open files: each handle the plugin keeps is one)"
     );
-    // Random bytes are made in the gateway before they reach the plugin: no more than its
-    // memory limit is made (wasmtime's default is 64 MiB whatever the limit).
-    let message = call_failed(&mut client, "faulty__random", json!({"len": 32 << 20}));
+    // Random bytes are made in the gateway, in one go, before they reach the plugin: 1 MiB
+    // a request at most (wasmtime's default, 64 MiB, took ~200 ms).
+    let message = call_failed(&mut client, "faulty__random", json!({"len": 2 << 20}));
     assert!(
-        message.contains("requested len 33554432 exceeds limit 16777216"),
+        message.contains("requested len 2097152 exceeds limit 1048576"),
         "{message}"
     );
     assert_eq!(
@@ -714,6 +714,48 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         "{message}"
     );
     assert_eq!(text(&call_ok(&mut client, "faulty__ok", json!({}))), "ok");
+
+    // What a plugin returns is bounded before the gateway expands it into JSON: items and
+    // bytes of a result, and the text of an error (which the events keep too).
+    let message = call_failed(&mut client, "faulty__many_items", json!({"items": 10_001}));
+    assert_eq!(
+        message,
+        "plugin `faulty` tool `many_items` returned a result too big to pass on: 10001 content \
+         items (a result may hold 10000)"
+    );
+    let result = client.call("faulty__many_items", json!({"items": 10_000}));
+    assert_eq!(result["content"].as_array().map(Vec::len), Some(10_000));
+    let message = call_failed(&mut client, "faulty__fail_long", json!({"bytes": 100_000}));
+    assert!(
+        message.len() < 17_000 && message.ends_with("f… (100000 bytes)"),
+        "{} bytes, ending {:?}",
+        message.len(),
+        &message[message.len().saturating_sub(40)..]
+    );
+    let events = client.events(json!({"event_type": "tool.called", "limit": 1}));
+    let event = &events[0];
+    assert_eq!(event["tool"], "faulty__fail_long", "{event}");
+    let kept = event["error"].as_str().unwrap_or_default();
+    assert!(
+        kept.len() < 2100 && kept.ends_with("f… (16402 bytes)"),
+        "{} bytes, ending {:?}",
+        kept.len(),
+        &kept[kept.len().saturating_sub(40)..]
+    );
+
+    // A pattern that backtracks without end gives up after a bounded number of steps, so
+    // checking the arguments neither stalls the gateway nor refuses a value it allows.
+    let started = Instant::now();
+    let result = client.call(
+        "faulty__backtrack",
+        json!({"q": "What is the weather in Paris tomorrow?"}),
+    );
+    assert_eq!(text(&result), "checked", "{result}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the check took {:?}",
+        started.elapsed()
+    );
 
     // Structured output that breaks the tool's own output schema does not reach the client.
     let message = call_failed(&mut client, "faulty__off_schema", json!({}));
@@ -1003,6 +1045,11 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         .plugins("[plugins.endless]\nconfig = { endless_schema = \"true\" }")
         .file("crowded.wasm", fixture("faulty"))
         .plugins("[plugins.crowded]\nconfig = { extra_tools = \"1000\" }")
+        // 500 tools of 10 KB descriptions: 5 MB that every list would carry.
+        .file("wordy.wasm", fixture("faulty"))
+        .plugins(
+            "[plugins.wordy]\nconfig = { extra_tools = \"500\", description_bytes = \"10000\" }",
+        )
         // Served, under a namespace clients accept.
         .file("my plugin.v2.wasm", fixture("minimal"))
         .start();
@@ -1013,7 +1060,8 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         || n.starts_with("core__")
         || n.starts_with("strict__")
         || n.starts_with("endless__")
-        || n.starts_with("crowded__")));
+        || n.starts_with("crowded__")
+        || n.starts_with("wordy__")));
     assert_eq!(
         text(&call_ok(
             &mut client,
@@ -1036,6 +1084,7 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
             "tool `ok`: input-schema applies itself to the same value without end",
         ),
         ("crowded", "a plugin may have 1000 at most"),
+        ("wordy", "schemas; a plugin may list 4 MiB at most"),
     ] {
         let event = wait_event(&mut client, "plugin.load_failed", name);
         assert_eq!(event["status"], "failure", "{event}");

@@ -10,7 +10,8 @@
 //! more tools than its own).
 
 use plugin_kit::{
-    CallResult, Guest, ToolInfo, ToolInfoExt, host, structured, text, tool, unknown_tool,
+    CallError, CallResult, Content, Guest, ToolInfo, ToolInfoExt, ToolOutput, host, structured,
+    text, tool, unknown_tool,
 };
 use serde_json::json;
 use std::hint::black_box;
@@ -64,6 +65,25 @@ impl Guest for Faulty {
                 &[],
             ),
             tool(
+                "many_items",
+                "Returns `items` empty text items.",
+                json!({"items": {"type": "integer", "minimum": 0}}),
+                &["items"],
+            ),
+            tool(
+                "fail_long",
+                "Fails with a message of `bytes` bytes.",
+                json!({"bytes": {"type": "integer", "minimum": 0}}),
+                &["bytes"],
+            ),
+            tool(
+                "backtrack",
+                "Takes a `q` that a backtracking pattern checks: each of 200 `anyOf` \
+                 branches gives up on ordinary text only after many steps.",
+                json!({"q": {"anyOf": backtracking_branches()}}),
+                &["q"],
+            ),
+            tool(
                 "off_schema",
                 "Returns structured output that breaks its own output schema.",
                 none.clone(),
@@ -77,8 +97,12 @@ impl Guest for Faulty {
             ok(none.clone()),
         ];
         let extra: usize = host::config("extra_tools").map_or(0, |n| n.parse().unwrap_or(0));
+        let description = match host::config("description_bytes") {
+            Some(n) => "d".repeat(n.parse().unwrap_or(0)),
+            None => "Does nothing.".into(),
+        };
         tools.extend(
-            (0..extra).map(|i| tool(&format!("extra_{i}"), "Does nothing.", none.clone(), &[])),
+            (0..extra).map(|i| tool(&format!("extra_{i}"), &description, none.clone(), &[])),
         );
         tools
     }
@@ -88,6 +112,16 @@ impl Guest for Faulty {
             "spin" => spin(),
             "hog" => hog(),
             "handles" => handles(),
+            "many_items" => {
+                let items = number(&arguments, "items");
+                Ok(ToolOutput {
+                    content: vec![Content::Text(String::new()); items],
+                    structured: None,
+                    is_error: false,
+                })
+            }
+            "fail_long" => Err(CallError::Failed("f".repeat(number(&arguments, "bytes")))),
+            "backtrack" => Ok(text("checked")),
             "random" => {
                 let arguments: serde_json::Value =
                     serde_json::from_str(&arguments).unwrap_or_default();
@@ -121,6 +155,20 @@ fn spin() -> ! {
         // black_box: a loop the optimiser cannot prove pointless or remove.
         n = black_box(n.wrapping_add(1));
     }
+}
+
+/// A whole-number argument, 0 if missing.
+fn number(arguments: &str, key: &str) -> usize {
+    let arguments: serde_json::Value = serde_json::from_str(arguments).unwrap_or_default();
+    arguments[key].as_u64().unwrap_or(0) as usize
+}
+
+/// 200 patterns that backtrack without end on text that has no `x` (`\1` makes them
+/// need the backtracking engine), then one any string matches.
+fn backtracking_branches() -> serde_json::Value {
+    let mut branches = vec![json!({"type": "string", "pattern": "(.*)*\\1x"}); 200];
+    branches.push(json!({"type": "string"}));
+    serde_json::Value::Array(branches)
 }
 
 fn handles() -> ! {

@@ -23,6 +23,9 @@
 //! - `--schemaless-tool`    also list a tool `loose` without the `inputSchema` MCP requires,
 //!   and a tool `odd name` with a space in its name (which MCP advises against)
 //! - `--endless-cursor`     end every list page with `nextCursor` "again", whatever was asked
+//! - `--tokio-stdio`        read and write through tokio's `stdin()`/`stdout()`, which hand
+//!   each read and flush to a blocking thread, as servers on the official Rust SDK (rmcp's
+//!   `stdio()`) do; by default pipes go through the reactor, as in the gateway
 //!
 //! Environment variables: none are read; a test chooses every behaviour through `args`.
 //! When stdin closes, it writes what is queued and exits 0, dropping calls still in flight.
@@ -73,6 +76,7 @@ struct Config {
     non_object_results: bool,
     schemaless_tool: bool,
     endless_cursor: bool,
+    tokio_stdio: bool,
 }
 
 impl Config {
@@ -100,6 +104,7 @@ impl Config {
                 "--non-object-results" => config.non_object_results = true,
                 "--schemaless-tool" => config.schemaless_tool = true,
                 "--endless-cursor" => config.endless_cursor = true,
+                "--tokio-stdio" => config.tokio_stdio = true,
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -204,7 +209,14 @@ async fn run(config: Config) {
     // The gateway's own stdio: pipes go through the reactor, not through tokio's
     // stdin()/stdout() and their blocking thread (a thread hop per read and per flush),
     // so the benchmark's direct baseline is not slowed by what the gateway avoids.
-    let (input, output) = wasmgate::transport::stdio::std_streams();
+    let (input, output): (
+        Box<dyn AsyncRead + Unpin + Send>,
+        Box<dyn AsyncWrite + Unpin + Send>,
+    ) = if config.tokio_stdio {
+        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+    } else {
+        wasmgate::transport::stdio::std_streams()
+    };
     let (out, queue) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(output, queue));
     tokio::time::sleep(Duration::from_millis(config.start_delay_ms)).await;

@@ -1,6 +1,8 @@
 //! `tools/call echo` under load, interleaved round by round: the example server
-//! direct, behind the gateway, and a WASM plugin's `echo` behind the gateway; then
-//! the gateway's start-up with that server and the memory of each target.
+//! direct (twice: its pipes through the reactor as the gateway's are, and through tokio's
+//! stdin()/stdout() as servers on the official Rust SDK do), behind the gateway, and a WASM
+//! plugin's `echo` behind the gateway; then the gateway's start-up with that server and
+//! the memory of each target.
 
 use std::path::Path;
 use std::time::Duration;
@@ -81,6 +83,16 @@ pub async fn bench(
             "direct",
             "echo",
             McpPipe::spawn("direct", &paths.server, &[], scratch),
+        )
+        .await?,
+    );
+    // The same server on tokio's stdin()/stdout(), as servers on the official Rust SDK
+    // read and write: a second baseline, so the ratios can be read against either.
+    targets.push(
+        ready(
+            "direct-sdk-io",
+            "echo",
+            McpPipe::spawn("direct-sdk-io", &paths.server, &["--tokio-stdio"], scratch),
         )
         .await?,
     );
@@ -209,27 +221,33 @@ fn report(
             .find(|r| r.target == target && r.inflight == inflight)
     };
     let mut ratios = serde_json::Map::new();
-    for (target, p50_max, rate_min) in [("gateway", 1.5, 0.6), ("wasm", 1.3, 0.8)] {
-        let (Some(d1), Some(t1), Some(d16), Some(t16)) = (
-            find("direct", 1),
-            find(target, 1),
-            find("direct", 16),
-            find(target, 16),
-        ) else {
-            continue;
-        };
-        let p50 = t1.p50_us / d1.p50_us;
-        let rate = t16.calls_per_s / d16.calls_per_s;
-        println!(
-            "ratio {target}/direct  p50 @1: {p50:.2}x (target <= {p50_max}x, {})   throughput @16: {rate:.2}x (target >= {rate_min}x, {})",
-            verdict(p50 <= p50_max),
-            verdict(rate >= rate_min)
-        );
-        ratios.insert(
-            target.to_string(),
-            json!({"p50_at_1": p50, "p50_at_1_max": p50_max, "p50_ok": p50 <= p50_max,
-                   "throughput_at_16": rate, "throughput_at_16_min": rate_min, "throughput_ok": rate >= rate_min}),
-        );
+    for baseline in ["direct", "direct-sdk-io"] {
+        for (target, p50_max, rate_min) in [("gateway", 1.5, 0.6), ("wasm", 1.3, 0.8)] {
+            let (Some(d1), Some(t1), Some(d16), Some(t16)) = (
+                find(baseline, 1),
+                find(target, 1),
+                find(baseline, 16),
+                find(target, 16),
+            ) else {
+                continue;
+            };
+            let p50 = t1.p50_us / d1.p50_us;
+            let rate = t16.calls_per_s / d16.calls_per_s;
+            println!(
+                "ratio {target}/{baseline}  p50 @1: {p50:.2}x (target <= {p50_max}x, {})   throughput @16: {rate:.2}x (target >= {rate_min}x, {})",
+                verdict(p50 <= p50_max),
+                verdict(rate >= rate_min)
+            );
+            let key = match baseline {
+                "direct" => target.to_string(),
+                _ => format!("{target}_vs_{baseline}"),
+            };
+            ratios.insert(
+                key,
+                json!({"p50_at_1": p50, "p50_at_1_max": p50_max, "p50_ok": p50 <= p50_max,
+                       "throughput_at_16": rate, "throughput_at_16_min": rate_min, "throughput_ok": rate >= rate_min}),
+            );
+        }
     }
     let gateway_memory = memory
         .iter()

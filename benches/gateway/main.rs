@@ -10,7 +10,9 @@
 //! `target/release/examples/mcp_example_server` to be built already.
 //!
 //! Targets, each one child process spoken to over stdio by the same client code:
-//! - `direct`: the example server (`echo`);
+//! - `direct`: the example server (`echo`), its pipes on the async reactor, as the gateway's;
+//! - `direct-sdk-io`: the same server with `--tokio-stdio`: tokio's stdin()/stdout(), as
+//!   servers on the official Rust SDK read and write (a blocking thread per read and flush);
 //! - `gateway`: `wasmgate serve` with the example server configured (`ex__echo`);
 //! - `wasm`: `wasmgate serve` with the test plugin `minimal.wasm` (`wecho__echo`: one
 //!   `echo` tool, nothing else), when `tests/plugins/target/wasm32-wasip2/release/minimal.wasm`

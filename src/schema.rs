@@ -72,6 +72,37 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
     })
 }
 
+/// How many patterns of `schema` (`pattern`, and `patternProperties` keys) need the
+/// backtracking engine: a backreference, a lookaround or an atomic group. The others run
+/// on the linear-time engine.
+pub fn backtracking_patterns(schema: &Value) -> usize {
+    fn fancy(pattern: &str) -> bool {
+        ["(?=", "(?!", "(?<=", "(?<!", "(?>", "\\k<"]
+            .iter()
+            .any(|p| pattern.contains(p))
+            || pattern
+                .as_bytes()
+                .windows(2)
+                .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0')
+    }
+    match schema {
+        Value::Object(map) => map
+            .iter()
+            .map(|(key, value)| match (key.as_str(), value) {
+                ("pattern", Value::String(p)) => usize::from(fancy(p)),
+                ("patternProperties", Value::Object(keys)) => {
+                    keys.keys().filter(|p| fancy(p)).count()
+                        + keys.values().map(backtracking_patterns).sum::<usize>()
+                }
+                (key, _) if DATA.contains(&key) => 0,
+                (_, value) => backtracking_patterns(value),
+            })
+            .sum(),
+        Value::Array(items) => items.iter().map(backtracking_patterns).sum(),
+        _ => 0,
+    }
+}
+
 /// Keywords whose subschemas apply to the same value as the schema holding them.
 const IN_PLACE_ONE: [&str; 4] = ["not", "if", "then", "else"];
 const IN_PLACE_MANY: [&str; 3] = ["allOf", "anyOf", "oneOf"];
@@ -312,5 +343,26 @@ mod tests {
             compile(&json!({"type": "string", "pattern": "^(?!tmp)[a-z]+\\p{L}*$"})).unwrap();
         assert_eq!(mismatch(&ordinary, &json!("report")), None);
         assert!(mismatch(&ordinary, &json!("tmpfile")).is_some());
+    }
+
+    #[test]
+    fn backtracking_patterns_are_told_apart() {
+        for fancy in [
+            json!({"properties": {"a": {"pattern": "^(a|b)\\1$"}}}),
+            json!({"items": [{"pattern": "^(?!tmp)"}]}),
+            json!({"patternProperties": {"^(?<=x)y": {}}}),
+        ] {
+            assert_eq!(backtracking_patterns(&fancy), 1, "{fancy}");
+        }
+        let two =
+            json!({"anyOf": [{"pattern": "(?=a)"}, {"pattern": "[b]"}, {"pattern": "(.)\\1"}]});
+        assert_eq!(backtracking_patterns(&two), 2);
+        for linear in [
+            json!({"properties": {"a": {"pattern": "^[a-z]+\\d{2}\\\\0$"}}}),
+            json!({"enum": [{"pattern": "(?=x)"}]}),
+            json!({"properties": {"pattern": {"type": "string"}}}),
+        ] {
+            assert_eq!(backtracking_patterns(&linear), 0, "{linear}");
+        }
     }
 }

@@ -31,8 +31,19 @@ pub fn oversized(output: &ToolOutput) -> Option<String> {
             output.content.len()
         ));
     }
+    let bytes = result_bytes(output);
+    (bytes > MAX_RESULT_BYTES).then(|| {
+        format!(
+            "{bytes} bytes (a result may hold {} MiB)",
+            MAX_RESULT_BYTES >> 20
+        )
+    })
+}
+
+/// The bytes of a result: texts, binary data (before base64), structured JSON.
+pub fn result_bytes(output: &ToolOutput) -> usize {
     let blob = |b: &Blob| b.data.len() + b.mime_type.len();
-    let bytes: usize = output.structured.as_ref().map_or(0, String::len)
+    output.structured.as_ref().map_or(0, String::len)
         + output
             .content
             .iter()
@@ -45,13 +56,7 @@ pub fn oversized(output: &ToolOutput) -> Option<String> {
                         + r.blob.as_ref().map_or(0, Vec::len)
                 }
             })
-            .sum::<usize>();
-    (bytes > MAX_RESULT_BYTES).then(|| {
-        format!(
-            "{bytes} bytes (a result may hold {} MiB)",
-            MAX_RESULT_BYTES >> 20
-        )
-    })
+            .sum::<usize>()
 }
 
 /// The bytes of a `list-tools` answer.
@@ -83,8 +88,24 @@ pub struct CheckedTool {
     /// The MCP `Tool` object, unprefixed name.
     pub mcp: Value,
     /// What its structured output must match, when it declares an output schema.
-    pub output_schema: Option<Arc<jsonschema::Validator>>,
+    pub output_schema: Option<Arc<OutputSchema>>,
 }
+
+/// A tool's output schema, compiled.
+pub struct OutputSchema {
+    pub validator: jsonschema::Validator,
+    /// Its patterns that need the backtracking engine (a backreference or a lookaround):
+    /// each match may take up to the step limit (see `schema`, ~0.2 ms here), so such a
+    /// check runs off the gateway's I/O thread, and a result is refused when its strings
+    /// times these patterns exceed [`MAX_BACKTRACKING_MATCHES`].
+    pub backtracking_patterns: usize,
+}
+
+/// Strings times backtracking patterns a result may ask to check: ~2 s at the step limit.
+pub const MAX_BACKTRACKING_MATCHES: usize = 10_000;
+
+/// Results bigger than this are converted (parsed, checked, expanded) off the I/O thread.
+pub const INLINE_RESULT_BYTES: usize = 256 << 10;
 
 /// A tool from a plugin's description, or why it is not acceptable: a name clients
 /// refuse, or a schema that is not an object schema that compiles (a broken input schema
@@ -110,8 +131,12 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
     let mut output_schema = None;
     if let Some(text) = &info.output_schema {
         let (schema, validator) = object_schema(&info.name, "output-schema", text)?;
+        let backtracking_patterns = crate::schema::backtracking_patterns(&schema);
         tool.insert("outputSchema".into(), schema);
-        output_schema = Some(Arc::new(validator));
+        output_schema = Some(Arc::new(OutputSchema {
+            validator,
+            backtracking_patterns,
+        }));
     }
     if let Some(annotations) = &info.annotations {
         tool.insert(
@@ -159,13 +184,28 @@ pub fn output_to_mcp(
     plugin: &str,
     tool: &str,
     output: ToolOutput,
-    schema: Option<&jsonschema::Validator>,
+    schema: Option<&OutputSchema>,
 ) -> Value {
     if let Some(size) = oversized(&output) {
         return error_result(format!(
             "plugin `{plugin}` tool `{tool}` returned a result too big to pass on: {size}"
         ));
     }
+    if let (Some(schema), Some(text)) = (schema, &output.structured)
+        && schema.backtracking_patterns > 0
+    {
+        // Every string is at most one per two quotes: an upper bound, counted fast.
+        let strings = text.bytes().filter(|&b| b == b'"').count() / 2;
+        if strings.saturating_mul(schema.backtracking_patterns) > MAX_BACKTRACKING_MATCHES {
+            return error_result(format!(
+                "plugin `{plugin}` tool `{tool}` returned structured output too costly to check: \
+                 up to {strings} strings against {} backtracking patterns of its output schema \
+                 (at most {MAX_BACKTRACKING_MATCHES} matches)",
+                schema.backtracking_patterns
+            ));
+        }
+    }
+    let schema = schema.map(|s| &s.validator);
     let content: Result<Vec<Value>, String> =
         output.content.into_iter().map(content_to_mcp).collect();
     let mut content = match content {

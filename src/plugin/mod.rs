@@ -275,7 +275,7 @@ struct Code {
     /// Every tool the plugin lists, validated, unfiltered.
     tools: Vec<Value>,
     /// The output schemas of the tools that declare one, by tool name.
-    output_schemas: HashMap<String, Arc<jsonschema::Validator>>,
+    output_schemas: HashMap<String, Arc<convert::OutputSchema>>,
     /// An interpreter inside (see `pool::BIG_RUNTIME`): each ready instance gets a
     /// `list-tools` call first, and a call starts inline only on a ready instance.
     big_runtime: bool,
@@ -693,7 +693,7 @@ impl PluginHost {
                 .map_err(|_| ())
                 .and_then(|t| t.map_err(|_| ())),
         };
-        let Ok(_turn) = turn else {
+        let Ok(turn) = turn else {
             let turns = slot.turn_limit.load(Ordering::Relaxed);
             let reason = limits::no_turn_message(plugin, limit, turns);
             tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
@@ -734,13 +734,41 @@ impl PluginHost {
         match outcome {
             Ok(Ok(output)) => {
                 tracing::debug!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "plugin call done");
-                let schema = version.code.output_schemas.get(tool);
-                Ok(convert::output_to_mcp(
-                    plugin,
-                    tool,
-                    output,
-                    schema.map(|s| &**s),
-                ))
+                let schema = version.code.output_schemas.get(tool).cloned();
+                let costly = schema.as_ref().is_some_and(|s| s.backtracking_patterns > 0)
+                    || convert::result_bytes(&output) > convert::INLINE_RESULT_BYTES;
+                if !costly {
+                    return Ok(convert::output_to_mcp(
+                        plugin,
+                        tool,
+                        output,
+                        schema.as_deref(),
+                    ));
+                }
+                // On a blocking thread, within what is left of the call's time, holding the
+                // call's turn: the I/O thread serves everyone else meanwhile, and a plugin
+                // keeps no more checks running than its calls at once.
+                let (name, tool_name) = (plugin.to_string(), tool.to_string());
+                let check = tokio::task::spawn_blocking(move || {
+                    let _turn = turn;
+                    convert::output_to_mcp(&name, &tool_name, output, schema.as_deref())
+                });
+                let left = limit.saturating_sub(started.elapsed());
+                match tokio::time::timeout(left, check).await {
+                    Ok(Ok(result)) => Ok(result),
+                    Ok(Err(panicked)) => Ok(convert::error_result(format!(
+                        "plugin `{plugin}` tool `{tool}`: checking its result failed: {panicked}"
+                    ))),
+                    Err(_) => {
+                        let reason = format!(
+                            "{} while its result was checked against the tool's output schema",
+                            limits::time_limit_message(plugin, limit)
+                        );
+                        tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
+                        slot.stats.failed(&reason);
+                        Ok(convert::error_result(reason))
+                    }
+                }
             }
             Ok(Err(CallError::UnknownTool(said))) => Err(PluginCallError::UnknownTool {
                 plugin: plugin.into(),

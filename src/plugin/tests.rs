@@ -588,13 +588,13 @@ async fn deep_recursion_is_a_trap_that_names_the_function() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuel_limit() {
     let mut e = entry("faulty", Some(FAULTY));
-    e.limits.fuel = Some(5_000_000);
+    e.limits.fuel = Some(50_000_000);
     let host = start_one(e).await;
     still_answers(&host).await;
     let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
     assert_eq!(
         text(&result),
-        "plugin `faulty` ran out of fuel (limit 5000000)"
+        "plugin `faulty` ran out of fuel (limit 50000000)"
     );
 }
 

@@ -757,6 +757,36 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         started.elapsed()
     );
 
+    // An output schema with backtracking patterns: a result with more strings than it is
+    // worth checking is refused at once; a smaller one is checked off the I/O thread, within
+    // the call's time limit, while other requests are answered.
+    let message = call_failed(&mut client, "faulty__slow_output", json!({"n": 100}));
+    assert_eq!(
+        message,
+        "plugin `faulty` tool `slow_output` returned structured output too costly to check: up \
+         to 101 strings against 200 backtracking patterns of its output schema (at most 10000 \
+         matches)"
+    );
+    let slow = client.send_request(
+        "tools/call",
+        json!({"name": "faulty__slow_output", "arguments": {"n": 40}}),
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let ping = client.send_request("ping", json!({}));
+    let first = client
+        .take(TIMEOUT, |m| {
+            crate::harness::is_response(m) && (m["id"] == slow || m["id"] == ping)
+        })
+        .expect("an answer");
+    assert_eq!(first["id"], ping, "the check held up a ping: {first}");
+    let checked = client.wait_response(&slow, TIMEOUT);
+    assert_eq!(
+        text(&checked["result"]),
+        "plugin `faulty` exceeded its time limit of 300ms while its result was checked against \
+         the tool's output schema",
+        "{checked}"
+    );
+
     // Structured output that breaks the tool's own output schema does not reach the client.
     let message = call_failed(&mut client, "faulty__off_schema", json!({}));
     assert!(

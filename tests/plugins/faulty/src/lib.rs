@@ -84,6 +84,17 @@ impl Guest for Faulty {
                 &["q"],
             ),
             tool(
+                "slow_output",
+                "Returns `n` strings that each of 200 backtracking patterns of its output \
+                 schema gives up on only after many steps.",
+                json!({"n": {"type": "integer", "minimum": 0}}),
+                &["n"],
+            )
+            .output_schema(json!({
+                "type": "object",
+                "properties": {"s": {"type": "array", "items": {"anyOf": backtracking_branches()}}},
+            })),
+            tool(
                 "off_schema",
                 "Returns structured output that breaks its own output schema.",
                 none.clone(),
@@ -122,6 +133,10 @@ impl Guest for Faulty {
             }
             "fail_long" => Err(CallError::Failed("f".repeat(number(&arguments, "bytes")))),
             "backtrack" => Ok(text("checked")),
+            "slow_output" => {
+                let strings = vec!["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"; number(&arguments, "n")];
+                structured(&json!({ "s": strings }))
+            }
             "random" => {
                 let arguments: serde_json::Value =
                     serde_json::from_str(&arguments).unwrap_or_default();

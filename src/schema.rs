@@ -46,8 +46,16 @@ fn quote(value: &Value) -> String {
 /// ~23 ms per string (1,000,000 steps), and `x\p{L}{200}` compiled to ~10 MB.
 /// A match that runs out of steps fails; a pattern too big to compile makes the schema invalid.
 const REGEX_BACKTRACK_STEPS: usize = 10_000;
-const REGEX_COMPILED_BYTES: usize = 1 << 20;
-const REGEX_DFA_CACHE_BYTES: usize = 1 << 20;
+const REGEX_COMPILED_BYTES: usize = 256 << 10;
+const REGEX_DFA_CACHE_BYTES: usize = 256 << 10;
+
+/// What a plugin's schema may hold (`budget`): a plugin is sandboxed, but the gateway
+/// compiles and applies its schemas in its own memory and time. Past these, a 2.7 MB
+/// schema held 580 MB and took seconds per check; 1,500 patterns of `\p{L}{20}`, 1.65 GB;
+/// `[ab]*a[ab]{5000}c` took 6 s on 256 KiB of text.
+pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
+pub const MAX_PATTERNS: usize = 32;
+pub const MAX_REPETITION: u64 = 1000;
 
 /// Compiles `schema`, refusing one that applies itself to the same value without end
 /// (`{"allOf": [{"$ref": "#"}]}`): jsonschema would recurse on it until memory runs out.
@@ -68,39 +76,97 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
         // Where in the schema: the error alone may only name the meta-schema's rule.
         let at = e.instance_path.to_string();
         let at = if at.is_empty() { "/".into() } else { at };
-        format!("is not a valid JSON Schema at {at}: {e}")
+        // jsonschema says "is not a regex" of a pattern over the size limit too.
+        let hint = if e.to_string().ends_with("is not a \"regex\"") {
+            format!(
+                " (or compiles to more than {} KiB: a class such as \\p{{L}} repeated many times does)",
+                REGEX_COMPILED_BYTES >> 10
+            )
+        } else {
+            String::new()
+        };
+        format!("is not a valid JSON Schema at {at}: {e}{hint}")
     })
+}
+
+/// Whether a plugin's schema of `text_len` bytes keeps within what the gateway takes on
+/// for it; `Err` completes a sentence whose subject is the schema.
+pub fn budget(schema: &Value, text_len: usize) -> Result<(), String> {
+    if text_len > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "is {text_len} bytes; a schema may have {} KiB",
+            MAX_SCHEMA_BYTES >> 10
+        ));
+    }
+    let mut all = Vec::new();
+    patterns(schema, &mut all);
+    if all.len() > MAX_PATTERNS {
+        return Err(format!(
+            "has {} patterns; a schema may have {MAX_PATTERNS}",
+            all.len()
+        ));
+    }
+    if let Some(p) = all.iter().find(|p| largest_repetition(p) > MAX_REPETITION) {
+        return Err(format!(
+            "has the pattern {:?}, which repeats more than {MAX_REPETITION} times",
+            crate::protocol::cut_short(p, 100)
+        ));
+    }
+    Ok(())
+}
+
+/// The regular expressions of `schema`: `pattern` values and `patternProperties` keys.
+pub fn patterns<'a>(schema: &'a Value, out: &mut Vec<&'a str>) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("pattern", Value::String(p)) => out.push(p),
+                    ("patternProperties", Value::Object(keys)) => {
+                        out.extend(keys.keys().map(String::as_str));
+                        keys.values().for_each(|v| patterns(v, out));
+                    }
+                    (key, _) if DATA.contains(&key) => {}
+                    (_, value) => patterns(value, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| patterns(v, out)),
+        _ => {}
+    }
+}
+
+/// The largest count in a pattern's `{n}`, `{n,}` or `{n,m}`, or 0.
+fn largest_repetition(pattern: &str) -> u64 {
+    pattern
+        .split('{')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('}'))
+        .filter(|(inside, _)| {
+            !inside.is_empty() && inside.bytes().all(|b| b.is_ascii_digit() || b == b',')
+        })
+        .flat_map(|(inside, _)| inside.split(',').filter_map(|n| n.parse::<u64>().ok()))
+        .max()
+        .unwrap_or(0)
 }
 
 /// How many patterns of `schema` (`pattern`, and `patternProperties` keys) need the
 /// backtracking engine: a backreference, a lookaround or an atomic group. The others run
 /// on the linear-time engine.
 pub fn backtracking_patterns(schema: &Value) -> usize {
-    fn fancy(pattern: &str) -> bool {
-        ["(?=", "(?!", "(?<=", "(?<!", "(?>", "\\k<"]
-            .iter()
-            .any(|p| pattern.contains(p))
-            || pattern
-                .as_bytes()
-                .windows(2)
-                .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0')
-    }
-    match schema {
-        Value::Object(map) => map
-            .iter()
-            .map(|(key, value)| match (key.as_str(), value) {
-                ("pattern", Value::String(p)) => usize::from(fancy(p)),
-                ("patternProperties", Value::Object(keys)) => {
-                    keys.keys().filter(|p| fancy(p)).count()
-                        + keys.values().map(backtracking_patterns).sum::<usize>()
-                }
-                (key, _) if DATA.contains(&key) => 0,
-                (_, value) => backtracking_patterns(value),
-            })
-            .sum(),
-        Value::Array(items) => items.iter().map(backtracking_patterns).sum(),
-        _ => 0,
-    }
+    let mut all = Vec::new();
+    patterns(schema, &mut all);
+    all.into_iter().filter(|p| backtracks(p)).count()
+}
+
+fn backtracks(pattern: &str) -> bool {
+    ["(?=", "(?!", "(?<=", "(?<!", "(?>", "\\k<"]
+        .iter()
+        .any(|p| pattern.contains(p))
+        || pattern
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'\\' && w[1].is_ascii_digit() && w[1] != b'0')
 }
 
 /// Keywords whose subschemas apply to the same value as the schema holding them.
@@ -364,5 +430,32 @@ mod tests {
         ] {
             assert_eq!(backtracking_patterns(&linear), 0, "{linear}");
         }
+    }
+
+    #[test]
+    fn a_plugin_schema_keeps_within_its_budget() {
+        let ok = json!({"type": "object", "properties": {"d": {"type": "string", "pattern": "^\\d{4}-\\d{2}$"}}});
+        assert_eq!(budget(&ok, 100), Ok(()));
+        assert!(
+            budget(&ok, 70_000)
+                .unwrap_err()
+                .contains("a schema may have 64 KiB")
+        );
+        let many: serde_json::Map<String, Value> = (0..33)
+            .map(|i| (format!("p{i}"), json!({"type": "string", "pattern": "^a$"})))
+            .collect();
+        let many = json!({"type": "object", "properties": many});
+        assert_eq!(
+            budget(&many, 100).unwrap_err(),
+            "has 33 patterns; a schema may have 32"
+        );
+        let repeated = json!({"patternProperties": {"^[ab]*a[ab]{5000}c$": {}}});
+        assert!(
+            budget(&repeated, 100)
+                .unwrap_err()
+                .contains("repeats more than 1000 times")
+        );
+        assert_eq!(largest_repetition("a{2,}b{3,1001}"), 1001);
+        assert_eq!(largest_repetition("a{x}b{}"), 0);
     }
 }

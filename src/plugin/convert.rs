@@ -89,23 +89,29 @@ pub struct CheckedTool {
     pub mcp: Value,
     /// What its structured output must match, when it declares an output schema.
     pub output_schema: Option<Arc<OutputSchema>>,
+    /// The regular expressions of its schemas, each compiled by the gateway.
+    pub patterns: usize,
 }
+
+/// Patterns a plugin's schemas may have in all: each is compiled in the gateway's memory
+/// (up to 256 KiB, see `schema`), once at load and once per catalog at its first call.
+pub const MAX_PLUGIN_PATTERNS: usize = 256;
 
 /// A tool's output schema, compiled.
 pub struct OutputSchema {
     pub validator: jsonschema::Validator,
     /// Its patterns that need the backtracking engine (a backreference or a lookaround):
-    /// each match may take up to the step limit (see `schema`, ~0.2 ms here), so such a
-    /// check runs off the gateway's I/O thread, and a result is refused when its strings
-    /// times these patterns exceed [`MAX_BACKTRACKING_MATCHES`].
+    /// each match may take up to the step limit (see `schema`, ~0.2 ms here), so a result
+    /// is refused when its strings times these patterns exceed [`MAX_BACKTRACKING_MATCHES`].
     pub backtracking_patterns: usize,
 }
 
 /// Strings times backtracking patterns a result may ask to check: ~2 s at the step limit.
 pub const MAX_BACKTRACKING_MATCHES: usize = 10_000;
 
-/// Results bigger than this are converted (parsed, checked, expanded) off the I/O thread.
-pub const INLINE_RESULT_BYTES: usize = 256 << 10;
+/// Results bigger than this are converted (parsed, checked, expanded) off the I/O thread,
+/// as are all results checked against an output schema.
+pub const INLINE_RESULT_BYTES: usize = 64 << 10;
 
 /// A tool from a plugin's description, or why it is not acceptable: a name clients
 /// refuse, or a schema that is not an object schema that compiles (a broken input schema
@@ -127,11 +133,17 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
         Value::String(info.description.clone()),
     );
     let (input, _) = object_schema(&info.name, "input-schema", &info.input_schema)?;
+    let mut patterns = Vec::new();
+    crate::schema::patterns(&input, &mut patterns);
+    let mut pattern_count = patterns.len();
     tool.insert("inputSchema".into(), input);
     let mut output_schema = None;
     if let Some(text) = &info.output_schema {
         let (schema, validator) = object_schema(&info.name, "output-schema", text)?;
         let backtracking_patterns = crate::schema::backtracking_patterns(&schema);
+        let mut patterns = Vec::new();
+        crate::schema::patterns(&schema, &mut patterns);
+        pattern_count += patterns.len();
         tool.insert("outputSchema".into(), schema);
         output_schema = Some(Arc::new(OutputSchema {
             validator,
@@ -147,6 +159,7 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
     Ok(CheckedTool {
         mcp: Value::Object(tool),
         output_schema,
+        patterns: pattern_count,
     })
 }
 
@@ -158,6 +171,8 @@ fn object_schema(
     text: &str,
 ) -> Result<(Value, jsonschema::Validator), String> {
     let schema = json_object(tool, field, text)?;
+    crate::schema::budget(&schema, text.len())
+        .map_err(|e| format!("tool `{tool}`: {field} {e}"))?;
     if schema.get("type") != Some(&json!("object")) {
         return Err(format!(
             "tool `{tool}`: {field} must have \"type\": \"object\" (MCP passes arguments and \

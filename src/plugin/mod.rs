@@ -735,7 +735,10 @@ impl PluginHost {
             Ok(Ok(output)) => {
                 tracing::debug!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "plugin call done");
                 let schema = version.code.output_schemas.get(tool).cloned();
-                let costly = schema.as_ref().is_some_and(|s| s.backtracking_patterns > 0)
+                // A check against the plugin's own schema may take long however small the
+                // result (a pattern can be slow on a short text), and a big result takes
+                // long to expand.
+                let costly = (schema.is_some() && output.structured.is_some())
                     || convert::result_bytes(&output) > convert::INLINE_RESULT_BYTES;
                 if !costly {
                     return Ok(convert::output_to_mcp(
@@ -1146,14 +1149,19 @@ impl PluginHost {
                     },
                 });
             }
-            Err(reason) => match self.slots.load().get(&name).filter(|_| existing.is_some()) {
-                Some(slot) => {
-                    tracing::error!(plugin = %name, "{reason}");
-                    slot.stats.set_reload_error(Some(reason.clone()));
-                    self.emit(PluginEvent::ReloadFailed { name, reason });
+            Err(reason) => {
+                // A reason may quote what the plugin said (a tool name, a schema): the log,
+                // the status and the events keep its start.
+                let reason = cut_error(reason);
+                match self.slots.load().get(&name).filter(|_| existing.is_some()) {
+                    Some(slot) => {
+                        tracing::error!(plugin = %name, "{reason}");
+                        slot.stats.set_reload_error(Some(reason.clone()));
+                        self.emit(PluginEvent::ReloadFailed { name, reason });
+                    }
+                    None => self.load_failed(name, source.path().map(Path::to_path_buf), reason),
                 }
-                None => self.load_failed(name, source.path().map(Path::to_path_buf), reason),
-            },
+            }
         }
     }
 
@@ -1270,19 +1278,36 @@ impl PluginHost {
                 convert::MAX_LISTING_BYTES >> 20
             ));
         }
-        let mut tools = Vec::with_capacity(infos.len());
-        let mut output_schemas = HashMap::new();
-        let mut seen = BTreeSet::new();
-        for info in &infos {
-            let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
-            if !seen.insert(info.name.clone()) {
-                return Err(format!("{what}: lists tool `{}` twice", info.name));
+        // Compiling schemas takes time and memory: off the I/O thread.
+        let check_what = what.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            let what = check_what;
+            let mut tools = Vec::with_capacity(infos.len());
+            let mut output_schemas = HashMap::new();
+            let mut seen = BTreeSet::new();
+            let mut patterns = 0;
+            for info in &infos {
+                let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
+                if !seen.insert(info.name.clone()) {
+                    return Err(format!("{what}: lists tool `{}` twice", info.name));
+                }
+                patterns += tool.patterns;
+                if patterns > convert::MAX_PLUGIN_PATTERNS {
+                    return Err(format!(
+                        "{what}: its schemas have more than {} patterns in all",
+                        convert::MAX_PLUGIN_PATTERNS
+                    ));
+                }
+                if let Some(schema) = tool.output_schema {
+                    output_schemas.insert(info.name.clone(), schema);
+                }
+                tools.push(tool.mcp);
             }
-            if let Some(schema) = tool.output_schema {
-                output_schemas.insert(info.name.clone(), schema);
-            }
-            tools.push(tool.mcp);
-        }
+            Ok((tools, output_schemas))
+        })
+        .await
+        .map_err(|e| format!("{what}: checking its tools failed: {e}"))?;
+        let (tools, output_schemas) = checked?;
         Ok(Some((
             Arc::new(Code {
                 digest,
@@ -1732,9 +1757,9 @@ impl Drop for Loading<'_> {
     }
 }
 
-/// A lock whose holder panicked still guards plain data: go on with it.
-/// A plugin's error text, cut to [`convert::MAX_ERROR_TEXT`] bytes: it reaches the client
-/// (escaped in messages) and the events.
+/// A plugin's error text, or a reason that quotes the plugin, cut to
+/// [`convert::MAX_ERROR_TEXT`] bytes: it reaches the client (escaped in messages), the
+/// log, the status and the events.
 fn cut_error(text: String) -> String {
     if text.len() <= convert::MAX_ERROR_TEXT {
         return text;
@@ -1742,6 +1767,7 @@ fn cut_error(text: String) -> String {
     crate::protocol::cut_short(&text, convert::MAX_ERROR_TEXT).into_owned()
 }
 
+/// A lock whose holder panicked still guards plain data: go on with it.
 fn lock<T>(mutex: &StdMutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

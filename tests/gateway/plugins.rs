@@ -760,16 +760,16 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
     // An output schema with backtracking patterns: a result with more strings than it is
     // worth checking is refused at once; a smaller one is checked off the I/O thread, within
     // the call's time limit, while other requests are answered.
-    let message = call_failed(&mut client, "faulty__slow_output", json!({"n": 100}));
+    let message = call_failed(&mut client, "faulty__slow_output", json!({"n": 400}));
     assert_eq!(
         message,
         "plugin `faulty` tool `slow_output` returned structured output too costly to check: up \
-         to 101 strings against 200 backtracking patterns of its output schema (at most 10000 \
+         to 401 strings against 31 backtracking patterns of its output schema (at most 10000 \
          matches)"
     );
     let slow = client.send_request(
         "tools/call",
-        json!({"name": "faulty__slow_output", "arguments": {"n": 40}}),
+        json!({"name": "faulty__slow_output", "arguments": {"n": 300}}),
     );
     std::thread::sleep(Duration::from_millis(50));
     let ping = client.send_request("ping", json!({}));
@@ -1080,6 +1080,9 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         .plugins(
             "[plugins.wordy]\nconfig = { extra_tools = \"500\", description_bytes = \"10000\" }",
         )
+        // A schema of 33 patterns, each compiled in the gateway's memory.
+        .file("patterned.wasm", fixture("faulty"))
+        .plugins("[plugins.patterned]\nconfig = { patterns = \"33\" }")
         // Served, under a namespace clients accept.
         .file("my plugin.v2.wasm", fixture("minimal"))
         .start();
@@ -1091,7 +1094,8 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         || n.starts_with("strict__")
         || n.starts_with("endless__")
         || n.starts_with("crowded__")
-        || n.starts_with("wordy__")));
+        || n.starts_with("wordy__")
+        || n.starts_with("patterned__")));
     assert_eq!(
         text(&call_ok(
             &mut client,
@@ -1115,6 +1119,10 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
         ),
         ("crowded", "a plugin may have 1000 at most"),
         ("wordy", "schemas; a plugin may list 4 MiB at most"),
+        (
+            "patterned",
+            "tool `ok`: input-schema has 33 patterns; a schema may have 32",
+        ),
     ] {
         let event = wait_event(&mut client, "plugin.load_failed", name);
         assert_eq!(event["status"], "failure", "{event}");

@@ -78,14 +78,14 @@ impl Guest for Faulty {
             ),
             tool(
                 "backtrack",
-                "Takes a `q` that a backtracking pattern checks: each of 200 `anyOf` \
+                "Takes a `q` that a backtracking pattern checks: each of 31 `anyOf` \
                  branches gives up on ordinary text only after many steps.",
                 json!({"q": {"anyOf": backtracking_branches()}}),
                 &["q"],
             ),
             tool(
                 "slow_output",
-                "Returns `n` strings that each of 200 backtracking patterns of its output \
+                "Returns `n` strings that each of 31 backtracking patterns of its output \
                  schema gives up on only after many steps.",
                 json!({"n": {"type": "integer", "minimum": 0}}),
                 &["n"],
@@ -158,6 +158,12 @@ fn ok(arguments: serde_json::Value) -> ToolInfo {
     if host::config("string_schema").as_deref() == Some("true") {
         ok.input_schema = json!({"type": "string"}).to_string();
     }
+    if let Some(n) = host::config("patterns") {
+        let properties: serde_json::Map<String, serde_json::Value> = (0..n.parse().unwrap_or(0))
+            .map(|i| (format!("p{i}"), json!({"type": "string", "pattern": "^a$"})))
+            .collect();
+        ok.input_schema = json!({"type": "object", "properties": properties}).to_string();
+    }
     if host::config("endless_schema").as_deref() == Some("true") {
         ok.input_schema = json!({"type": "object", "allOf": [{"$ref": "#"}]}).to_string();
     }
@@ -178,10 +184,11 @@ fn number(arguments: &str, key: &str) -> usize {
     arguments[key].as_u64().unwrap_or(0) as usize
 }
 
-/// 200 patterns that backtrack without end on text that has no `x` (`\1` makes them
-/// need the backtracking engine), then one any string matches.
+/// 31 patterns that backtrack without end on text that has no `x` (`\1` makes them
+/// need the backtracking engine), then one any string matches: 32 patterns, the most a
+/// schema may have.
 fn backtracking_branches() -> serde_json::Value {
-    let mut branches = vec![json!({"type": "string", "pattern": "(.*)*\\1x"}); 200];
+    let mut branches = vec![json!({"type": "string", "pattern": "(.*)*\\1x"}); 31];
     branches.push(json!({"type": "string"}));
     serde_json::Value::Array(branches)
 }

@@ -41,8 +41,8 @@ fn quote(value: &Value) -> String {
 }
 
 /// Bounds on the regular expressions of `pattern` and `patternProperties`. Schemas come
-/// from plugins and servers and are checked on the gateway's I/O thread, so one crafted
-/// expression must not stall it: at jsonschema's defaults a backtracking pattern took
+/// from plugins and servers, and arguments are checked on the gateway's I/O thread, so one
+/// crafted expression must not stall it: at jsonschema's defaults a backtracking pattern took
 /// ~23 ms per string (1,000,000 steps), and `x\p{L}{200}` compiled to ~10 MB.
 /// A match that runs out of steps fails; a pattern too big to compile makes the schema invalid.
 const REGEX_BACKTRACK_STEPS: usize = 10_000;
@@ -115,8 +115,15 @@ pub fn budget(schema: &Value, text_len: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// How many regular expressions `schema` has (see [`patterns`]).
+pub fn pattern_count(schema: &Value) -> usize {
+    let mut all = Vec::new();
+    patterns(schema, &mut all);
+    all.len()
+}
+
 /// The regular expressions of `schema`: `pattern` values and `patternProperties` keys.
-pub fn patterns<'a>(schema: &'a Value, out: &mut Vec<&'a str>) {
+fn patterns<'a>(schema: &'a Value, out: &mut Vec<&'a str>) {
     match schema {
         Value::Object(map) => {
             for (key, value) in map {

@@ -10,9 +10,9 @@ use serde_json::{Map, Value, json};
 use super::bindings::{Blob, Content, EmbeddedResource, ToolInfo, ToolOutput};
 
 /// Bytes a tool result may carry (texts, binary data before base64, structured JSON) and
-/// content items: a result is expanded several times over on its way to the client (JSON
-/// values, escapes, base64), on the gateway's I/O thread. A 50 MB structured result peaked
-/// at 3.6 GB. (A server's message is capped at 64 MiB as it is read.)
+/// content items: a result is expanded several times over in the gateway's memory on its
+/// way to the client (JSON values, escapes, base64). A 50 MB structured result peaked at
+/// 3.6 GB. (A server's message is capped at 64 MiB as it is read.)
 pub const MAX_RESULT_BYTES: usize = 16 << 20;
 pub const MAX_RESULT_ITEMS: usize = 10_000;
 
@@ -133,17 +133,13 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
         Value::String(info.description.clone()),
     );
     let (input, _) = object_schema(&info.name, "input-schema", &info.input_schema)?;
-    let mut patterns = Vec::new();
-    crate::schema::patterns(&input, &mut patterns);
-    let mut pattern_count = patterns.len();
+    let mut patterns = crate::schema::pattern_count(&input);
     tool.insert("inputSchema".into(), input);
     let mut output_schema = None;
     if let Some(text) = &info.output_schema {
         let (schema, validator) = object_schema(&info.name, "output-schema", text)?;
         let backtracking_patterns = crate::schema::backtracking_patterns(&schema);
-        let mut patterns = Vec::new();
-        crate::schema::patterns(&schema, &mut patterns);
-        pattern_count += patterns.len();
+        patterns += crate::schema::pattern_count(&schema);
         tool.insert("outputSchema".into(), schema);
         output_schema = Some(Arc::new(OutputSchema {
             validator,
@@ -159,7 +155,7 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
     Ok(CheckedTool {
         mcp: Value::Object(tool),
         output_schema,
-        patterns: pattern_count,
+        patterns,
     })
 }
 

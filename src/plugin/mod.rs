@@ -752,6 +752,10 @@ impl PluginHost {
                 // call's turn: the I/O thread serves everyone else meanwhile, and a plugin
                 // keeps no more checks running than its calls at once.
                 let (name, tool_name) = (plugin.to_string(), tool.to_string());
+                let what = match &schema {
+                    Some(_) => "checked against the tool's output schema",
+                    None => "made ready for the client",
+                };
                 let check = tokio::task::spawn_blocking(move || {
                     let _turn = turn;
                     convert::output_to_mcp(&name, &tool_name, output, schema.as_deref())
@@ -764,7 +768,7 @@ impl PluginHost {
                     ))),
                     Err(_) => {
                         let reason = format!(
-                            "{} while its result was checked against the tool's output schema",
+                            "{} while its result was {what}",
                             limits::time_limit_message(plugin, limit)
                         );
                         tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
@@ -1279,31 +1283,32 @@ impl PluginHost {
             ));
         }
         // Compiling schemas takes time and memory: off the I/O thread.
-        let check_what = what.clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            let what = check_what;
-            let mut tools = Vec::with_capacity(infos.len());
-            let mut output_schemas = HashMap::new();
-            let mut seen = BTreeSet::new();
-            let mut patterns = 0;
-            for info in &infos {
-                let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
-                if !seen.insert(info.name.clone()) {
-                    return Err(format!("{what}: lists tool `{}` twice", info.name));
+        let checked = tokio::task::spawn_blocking({
+            let what = what.clone();
+            move || {
+                let mut tools = Vec::with_capacity(infos.len());
+                let mut output_schemas = HashMap::new();
+                let mut seen = BTreeSet::new();
+                let mut patterns = 0;
+                for info in &infos {
+                    let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
+                    if !seen.insert(info.name.clone()) {
+                        return Err(format!("{what}: lists tool `{}` twice", info.name));
+                    }
+                    patterns += tool.patterns;
+                    if patterns > convert::MAX_PLUGIN_PATTERNS {
+                        return Err(format!(
+                            "{what}: its schemas have more than {} patterns in all",
+                            convert::MAX_PLUGIN_PATTERNS
+                        ));
+                    }
+                    if let Some(schema) = tool.output_schema {
+                        output_schemas.insert(info.name.clone(), schema);
+                    }
+                    tools.push(tool.mcp);
                 }
-                patterns += tool.patterns;
-                if patterns > convert::MAX_PLUGIN_PATTERNS {
-                    return Err(format!(
-                        "{what}: its schemas have more than {} patterns in all",
-                        convert::MAX_PLUGIN_PATTERNS
-                    ));
-                }
-                if let Some(schema) = tool.output_schema {
-                    output_schemas.insert(info.name.clone(), schema);
-                }
-                tools.push(tool.mcp);
+                Ok((tools, output_schemas))
             }
-            Ok((tools, output_schemas))
         })
         .await
         .map_err(|e| format!("{what}: checking its tools failed: {e}"))?;

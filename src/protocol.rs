@@ -409,6 +409,14 @@ pub fn cut_short(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     format!("{}… ({} bytes)", &text[..cut], text.len()).into()
 }
 
+/// [`cut_short`] for a text the caller owns: kept as it is when it fits.
+pub fn cut_owned(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    cut_short(&text, max).into_owned()
+}
+
 /// A tool result that reports a failure to the model.
 pub fn error_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": true})

@@ -89,9 +89,18 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
     })
 }
 
+/// The regular expressions of a schema (`pattern` values and `patternProperties` keys).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Patterns {
+    pub count: usize,
+    /// Those that need the backtracking engine: a backreference, a lookaround or an atomic
+    /// group. The others run on the linear-time engine.
+    pub backtracking: usize,
+}
+
 /// Whether a plugin's schema of `text_len` bytes keeps within what the gateway takes on
-/// for it; `Err` completes a sentence whose subject is the schema.
-pub fn budget(schema: &Value, text_len: usize) -> Result<(), String> {
+/// for it, and its patterns; `Err` completes a sentence whose subject is the schema.
+pub fn budget(schema: &Value, text_len: usize) -> Result<Patterns, String> {
     if text_len > MAX_SCHEMA_BYTES {
         return Err(format!(
             "is {text_len} bytes; a schema may have {} KiB",
@@ -112,14 +121,10 @@ pub fn budget(schema: &Value, text_len: usize) -> Result<(), String> {
             crate::protocol::cut_short(p, 100)
         ));
     }
-    Ok(())
-}
-
-/// How many regular expressions `schema` has (see [`patterns`]).
-pub fn pattern_count(schema: &Value) -> usize {
-    let mut all = Vec::new();
-    patterns(schema, &mut all);
-    all.len()
+    Ok(Patterns {
+        count: all.len(),
+        backtracking: all.iter().filter(|p| backtracks(p)).count(),
+    })
 }
 
 /// The regular expressions of `schema`: `pattern` values and `patternProperties` keys.
@@ -155,15 +160,6 @@ fn largest_repetition(pattern: &str) -> u64 {
         .flat_map(|(inside, _)| inside.split(',').filter_map(|n| n.parse::<u64>().ok()))
         .max()
         .unwrap_or(0)
-}
-
-/// How many patterns of `schema` (`pattern`, and `patternProperties` keys) need the
-/// backtracking engine: a backreference, a lookaround or an atomic group. The others run
-/// on the linear-time engine.
-pub fn backtracking_patterns(schema: &Value) -> usize {
-    let mut all = Vec::new();
-    patterns(schema, &mut all);
-    all.into_iter().filter(|p| backtracks(p)).count()
 }
 
 fn backtracks(pattern: &str) -> bool {
@@ -425,24 +421,24 @@ mod tests {
             json!({"items": [{"pattern": "^(?!tmp)"}]}),
             json!({"patternProperties": {"^(?<=x)y": {}}}),
         ] {
-            assert_eq!(backtracking_patterns(&fancy), 1, "{fancy}");
+            assert_eq!(budget(&fancy, 0).unwrap().backtracking, 1, "{fancy}");
         }
         let two =
             json!({"anyOf": [{"pattern": "(?=a)"}, {"pattern": "[b]"}, {"pattern": "(.)\\1"}]});
-        assert_eq!(backtracking_patterns(&two), 2);
+        assert_eq!(budget(&two, 0).unwrap().backtracking, 2);
         for linear in [
             json!({"properties": {"a": {"pattern": "^[a-z]+\\d{2}\\\\0$"}}}),
             json!({"enum": [{"pattern": "(?=x)"}]}),
             json!({"properties": {"pattern": {"type": "string"}}}),
         ] {
-            assert_eq!(backtracking_patterns(&linear), 0, "{linear}");
+            assert_eq!(budget(&linear, 0).unwrap().backtracking, 0, "{linear}");
         }
     }
 
     #[test]
     fn a_plugin_schema_keeps_within_its_budget() {
         let ok = json!({"type": "object", "properties": {"d": {"type": "string", "pattern": "^\\d{4}-\\d{2}$"}}});
-        assert_eq!(budget(&ok, 100), Ok(()));
+        assert_eq!(budget(&ok, 100).map(|p| p.count), Ok(1));
         assert!(
             budget(&ok, 70_000)
                 .unwrap_err()

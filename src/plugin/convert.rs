@@ -23,27 +23,22 @@ pub const MAX_LISTING_BYTES: usize = 4 << 20;
 /// Bytes of an error's text from a plugin that are kept: the rest is cut, with the length.
 pub const MAX_ERROR_TEXT: usize = 16 << 10;
 
-/// Why a tool result is too big to pass on, if it is.
-pub fn oversized(output: &ToolOutput) -> Option<String> {
+/// The bytes of a result (texts, binary data before base64, structured JSON), or, when
+/// it is too big to pass on, the error result that says so.
+pub fn result_size(plugin: &str, tool: &str, output: &ToolOutput) -> Result<usize, Value> {
+    let too_big = |size: String| {
+        error_result(format!(
+            "plugin `{plugin}` tool `{tool}` returned a result too big to pass on: {size}"
+        ))
+    };
     if output.content.len() > MAX_RESULT_ITEMS {
-        return Some(format!(
+        return Err(too_big(format!(
             "{} content items (a result may hold {MAX_RESULT_ITEMS})",
             output.content.len()
-        ));
+        )));
     }
-    let bytes = result_bytes(output);
-    (bytes > MAX_RESULT_BYTES).then(|| {
-        format!(
-            "{bytes} bytes (a result may hold {} MiB)",
-            MAX_RESULT_BYTES >> 20
-        )
-    })
-}
-
-/// The bytes of a result: texts, binary data (before base64), structured JSON.
-pub fn result_bytes(output: &ToolOutput) -> usize {
     let blob = |b: &Blob| b.data.len() + b.mime_type.len();
-    output.structured.as_ref().map_or(0, String::len)
+    let bytes = output.structured.as_ref().map_or(0, String::len)
         + output
             .content
             .iter()
@@ -56,7 +51,14 @@ pub fn result_bytes(output: &ToolOutput) -> usize {
                         + r.blob.as_ref().map_or(0, Vec::len)
                 }
             })
-            .sum::<usize>()
+            .sum::<usize>();
+    if bytes > MAX_RESULT_BYTES {
+        return Err(too_big(format!(
+            "{bytes} bytes (a result may hold {} MiB)",
+            MAX_RESULT_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
 }
 
 /// The bytes of a `list-tools` answer.
@@ -132,18 +134,18 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
         "description".into(),
         Value::String(info.description.clone()),
     );
-    let (input, _) = object_schema(&info.name, "input-schema", &info.input_schema)?;
-    let mut patterns = crate::schema::pattern_count(&input);
+    let (input, _, input_patterns) = object_schema(&info.name, "input-schema", &info.input_schema)?;
+    let mut patterns = input_patterns.count;
     tool.insert("inputSchema".into(), input);
     let mut output_schema = None;
     if let Some(text) = &info.output_schema {
-        let (schema, validator) = object_schema(&info.name, "output-schema", text)?;
-        let backtracking_patterns = crate::schema::backtracking_patterns(&schema);
-        patterns += crate::schema::pattern_count(&schema);
+        let (schema, validator, output_patterns) =
+            object_schema(&info.name, "output-schema", text)?;
+        patterns += output_patterns.count;
         tool.insert("outputSchema".into(), schema);
         output_schema = Some(Arc::new(OutputSchema {
             validator,
-            backtracking_patterns,
+            backtracking_patterns: output_patterns.backtracking,
         }));
     }
     if let Some(annotations) = &info.annotations {
@@ -160,14 +162,14 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
 }
 
 /// A schema MCP accepts for tool arguments and structured output: `"type": "object"`,
-/// valid JSON Schema.
+/// valid JSON Schema, within the budget of a plugin's schema; with its patterns.
 fn object_schema(
     tool: &str,
     field: &str,
     text: &str,
-) -> Result<(Value, jsonschema::Validator), String> {
+) -> Result<(Value, jsonschema::Validator, crate::schema::Patterns), String> {
     let schema = json_object(tool, field, text)?;
-    crate::schema::budget(&schema, text.len())
+    let patterns = crate::schema::budget(&schema, text.len())
         .map_err(|e| format!("tool `{tool}`: {field} {e}"))?;
     if schema.get("type") != Some(&json!("object")) {
         return Err(format!(
@@ -177,7 +179,7 @@ fn object_schema(
     }
     let validator =
         crate::schema::compile(&schema).map_err(|e| format!("tool `{tool}`: {field} {e}"))?;
-    Ok((schema, validator))
+    Ok((schema, validator, patterns))
 }
 
 fn json_object(tool: &str, field: &str, text: &str) -> Result<Value, String> {
@@ -191,17 +193,13 @@ fn json_object(tool: &str, field: &str, text: &str) -> Result<Value, String> {
 /// An MCP `CallToolResult` from a tool's output. A tool with an output schema must
 /// return structured output that matches it (MCP: servers MUST); one that does not
 /// gets an error result that says why, so its author learns it before a strict client does.
+/// Its size was checked already ([`result_size`]).
 pub fn output_to_mcp(
     plugin: &str,
     tool: &str,
     output: ToolOutput,
     schema: Option<&OutputSchema>,
 ) -> Value {
-    if let Some(size) = oversized(&output) {
-        return error_result(format!(
-            "plugin `{plugin}` tool `{tool}` returned a result too big to pass on: {size}"
-        ));
-    }
     if let (Some(schema), Some(text)) = (schema, &output.structured)
         && schema.backtracking_patterns > 0
     {

@@ -735,47 +735,17 @@ impl PluginHost {
             Ok(Ok(output)) => {
                 tracing::debug!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "plugin call done");
                 let schema = version.code.output_schemas.get(tool).cloned();
-                // A check against the plugin's own schema may take long however small the
-                // result (a pattern can be slow on a short text), and a big result takes
-                // long to expand.
-                let costly = (schema.is_some() && output.structured.is_some())
-                    || convert::result_bytes(&output) > convert::INLINE_RESULT_BYTES;
-                if !costly {
-                    return Ok(convert::output_to_mcp(
-                        plugin,
-                        tool,
-                        output,
-                        schema.as_deref(),
-                    ));
-                }
-                // On a blocking thread, within what is left of the call's time, holding the
-                // call's turn: the I/O thread serves everyone else meanwhile, and a plugin
-                // keeps no more checks running than its calls at once.
-                let (name, tool_name) = (plugin.to_string(), tool.to_string());
-                let what = match &schema {
-                    Some(_) => "checked against the tool's output schema",
-                    None => "made ready for the client",
-                };
-                let check = tokio::task::spawn_blocking(move || {
-                    let _turn = turn;
-                    convert::output_to_mcp(&name, &tool_name, output, schema.as_deref())
-                });
-                let left = limit.saturating_sub(started.elapsed());
-                match tokio::time::timeout(left, check).await {
-                    Ok(Ok(result)) => Ok(result),
-                    Ok(Err(panicked)) => Ok(convert::error_result(format!(
-                        "plugin `{plugin}` tool `{tool}`: checking its result failed: {panicked}"
-                    ))),
-                    Err(_) => {
-                        let reason = format!(
-                            "{} while its result was {what}",
-                            limits::time_limit_message(plugin, limit)
-                        );
-                        tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
-                        slot.stats.failed(&reason);
-                        Ok(convert::error_result(reason))
-                    }
-                }
+                Ok(result_for_client(
+                    &slot,
+                    schema,
+                    plugin,
+                    tool,
+                    output,
+                    turn,
+                    time,
+                    &ctx.trace_id,
+                )
+                .await)
             }
             Ok(Err(CallError::UnknownTool(said))) => Err(PluginCallError::UnknownTool {
                 plugin: plugin.into(),
@@ -1762,14 +1732,62 @@ impl Drop for Loading<'_> {
     }
 }
 
+/// A call's output as the client gets it. A check against the plugin's own output schema
+/// may take long however small the result (a pattern can be slow on a short text), and a
+/// big result takes long to expand: those run on a blocking thread, within what is left of
+/// the call's time, holding the call's turn, so the I/O thread serves everyone else
+/// meanwhile and a plugin keeps no more of them running than its calls at once.
+#[allow(clippy::too_many_arguments)]
+async fn result_for_client(
+    slot: &Slot,
+    schema: Option<Arc<convert::OutputSchema>>,
+    plugin: &str,
+    tool: &str,
+    output: bindings::ToolOutput,
+    turn: tokio::sync::OwnedSemaphorePermit,
+    time: TimeLimit,
+    trace_id: &str,
+) -> Value {
+    let bytes = match convert::result_size(plugin, tool, &output) {
+        Ok(bytes) => bytes,
+        Err(too_big) => return too_big,
+    };
+    let checked = schema.is_some() && output.structured.is_some();
+    if !checked && bytes <= convert::INLINE_RESULT_BYTES {
+        return convert::output_to_mcp(plugin, tool, output, schema.as_deref());
+    }
+    let what = match checked {
+        true => "checked against the tool's output schema",
+        false => "made ready for the client",
+    };
+    let (name, tool_name) = (plugin.to_string(), tool.to_string());
+    let check = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        convert::output_to_mcp(&name, &tool_name, output, schema.as_deref())
+    });
+    let left = time.limit.saturating_sub(time.since.elapsed());
+    match tokio::time::timeout(left, check).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panicked)) => convert::error_result(format!(
+            "plugin `{plugin}` tool `{tool}`: checking its result failed: {panicked}"
+        )),
+        Err(_) => {
+            let reason = format!(
+                "{} while its result was {what}",
+                limits::time_limit_message(plugin, time.limit)
+            );
+            tracing::warn!(plugin, tool, trace_id, "{reason}");
+            slot.stats.failed(&reason);
+            convert::error_result(reason)
+        }
+    }
+}
+
 /// A plugin's error text, or a reason that quotes the plugin, cut to
 /// [`convert::MAX_ERROR_TEXT`] bytes: it reaches the client (escaped in messages), the
 /// log, the status and the events.
 fn cut_error(text: String) -> String {
-    if text.len() <= convert::MAX_ERROR_TEXT {
-        return text;
-    }
-    crate::protocol::cut_short(&text, convert::MAX_ERROR_TEXT).into_owned()
+    crate::protocol::cut_owned(text, convert::MAX_ERROR_TEXT)
 }
 
 /// A lock whose holder panicked still guards plain data: go on with it.

@@ -101,7 +101,7 @@ struct EventFile {
 const ROTATION_CHECK: Duration = Duration::from_secs(1);
 
 /// Bytes of a text field an event keeps (an error's words); the rest is cut, with the length.
-pub const FIELD_TEXT_MAX: usize = 2048;
+const FIELD_TEXT_MAX: usize = 2048;
 
 impl EventFile {
     fn open(path: &Path) -> std::io::Result<File> {
@@ -206,10 +206,8 @@ impl EventLog {
         // A backend writes its errors' words (a plugin's failure text can be megabytes):
         // the buffer keeps a thousand events, so each keeps the start of its texts only.
         for value in fields.values_mut() {
-            if let Value::String(text) = value
-                && text.len() > FIELD_TEXT_MAX
-            {
-                *text = crate::protocol::cut_short(text, FIELD_TEXT_MAX).into_owned();
+            if let Value::String(text) = value {
+                *text = crate::protocol::cut_owned(std::mem::take(text), FIELD_TEXT_MAX);
             }
         }
         let event = Event {

@@ -124,23 +124,26 @@ impl Guest for Faulty {
             "hog" => hog(),
             "handles" => handles(),
             "many_items" => {
-                let items = number(&arguments, "items");
+                let items = number(&arguments, "items").unwrap_or(0) as usize;
                 Ok(ToolOutput {
                     content: vec![Content::Text(String::new()); items],
                     structured: None,
                     is_error: false,
                 })
             }
-            "fail_long" => Err(CallError::Failed("f".repeat(number(&arguments, "bytes")))),
+            "fail_long" => Err(CallError::Failed(
+                "f".repeat(number(&arguments, "bytes").unwrap_or(0) as usize),
+            )),
             "backtrack" => Ok(text("checked")),
             "slow_output" => {
-                let strings = vec!["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"; number(&arguments, "n")];
+                let strings = vec![
+                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!";
+                    number(&arguments, "n").unwrap_or(0) as usize
+                ];
                 structured(&json!({ "s": strings }))
             }
             "random" => {
-                let arguments: serde_json::Value =
-                    serde_json::from_str(&arguments).unwrap_or_default();
-                let len = arguments["len"].as_u64().unwrap_or(1 << 30);
+                let len = number(&arguments, "len").unwrap_or(1 << 30);
                 let bytes = wasip2::random::random::get_random_bytes(len);
                 Ok(text(bytes.len().to_string()))
             }
@@ -178,10 +181,10 @@ fn spin() -> ! {
     }
 }
 
-/// A whole-number argument, 0 if missing.
-fn number(arguments: &str, key: &str) -> usize {
+/// A whole-number argument, if given.
+fn number(arguments: &str, key: &str) -> Option<u64> {
     let arguments: serde_json::Value = serde_json::from_str(arguments).unwrap_or_default();
-    arguments[key].as_u64().unwrap_or(0) as usize
+    arguments[key].as_u64()
 }
 
 /// 31 patterns that backtrack without end on text that has no `x` (`\1` makes them

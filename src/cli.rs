@@ -28,6 +28,10 @@ pub struct Cli {
     /// Log filter for stderr (error, warn, info, debug, trace, or tracing directives).
     #[arg(long, global = true, env = "WASMGATE_LOG")]
     log_level: Option<String>,
+    /// A plugin component to serve, named after its file (repeatable). Added to the config's
+    /// plugins; without --config, served alone (no bundled plugins). Watched for rebuilds.
+    #[arg(long = "plugin", global = true, value_name = "FILE")]
+    plugins: Vec<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -69,11 +73,7 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         };
     }
-    let config = match &cli.config {
-        Some(path) => config::load(path),
-        None => Ok(config::embedded_default()),
-    };
-    let config = match config {
+    let config = match config::load_with_plugin_files(cli.config.as_deref(), &cli.plugins) {
         Ok(config) => config,
         Err(err) => {
             eprintln!("{err}");
@@ -131,7 +131,7 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match command {
-            Command::Serve => serve(config).await.map(|_| ExitCode::SUCCESS),
+            Command::Serve => serve(config, cli.plugins).await.map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
             Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
             Command::Check | Command::Wit => unreachable!("handled before the runtime starts"),
@@ -148,10 +148,11 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-async fn serve(config: Config) -> Result<()> {
+async fn serve(config: Config, plugin_files: Vec<PathBuf>) -> Result<()> {
     let watch_path = config.source.clone();
     let gateway = Gateway::start(config);
-    let _watcher = watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path));
+    let _watcher =
+        watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path, plugin_files));
     let (input, output) = crate::transport::stdio::std_streams();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;

@@ -6,6 +6,7 @@ mod commands;
 mod error;
 mod load;
 mod model;
+mod plugin_files;
 mod raw;
 mod summary;
 mod validate;
@@ -14,6 +15,7 @@ pub use commands::check_commands;
 pub use error::{ConfigError, Diagnostic};
 pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_env, process_env};
 pub use model::*;
+pub use plugin_files::load_with_plugin_files;
 pub use validate::{EnvLookup, namespace_for};
 
 #[cfg(test)]

@@ -25,7 +25,12 @@ pub fn same_process(old: &ServerConfig, new: &ServerConfig) -> bool {
 }
 
 /// Watches `path` until the returned watcher is dropped.
-pub fn watch_config(gateway: Arc<Gateway>, path: PathBuf) -> Option<notify::RecommendedWatcher> {
+/// `plugin_files` (`--plugin`) are added to each new version of the config, as at start.
+pub fn watch_config(
+    gateway: Arc<Gateway>,
+    path: PathBuf,
+    plugin_files: Vec<PathBuf>,
+) -> Option<notify::RecommendedWatcher> {
     let (tx, rx) = mpsc::unbounded_channel();
     let file_name = path.file_name().map(|n| n.to_owned());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -52,18 +57,23 @@ pub fn watch_config(gateway: Arc<Gateway>, path: PathBuf) -> Option<notify::Reco
         );
         return None;
     }
-    tokio::spawn(apply_changes(gateway, path, rx));
+    tokio::spawn(apply_changes(gateway, path, plugin_files, rx));
     Some(watcher)
 }
 
-async fn apply_changes(gateway: Arc<Gateway>, path: PathBuf, mut rx: mpsc::UnboundedReceiver<()>) {
+async fn apply_changes(
+    gateway: Arc<Gateway>,
+    path: PathBuf,
+    plugin_files: Vec<PathBuf>,
+    mut rx: mpsc::UnboundedReceiver<()>,
+) {
     while rx.recv().await.is_some() {
         // Debounce: wait until the writes stop.
         while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
         if !path.exists() {
             continue;
         }
-        match config::load(&path) {
+        match config::load_with_plugin_files(Some(&path), &plugin_files) {
             Ok(next) => {
                 tracing::info!("config changed: {}", path.display());
                 gateway.reconfigure(next).await;

@@ -22,6 +22,15 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 
 /// `load` with the environment given, so tests and `check` can control it.
 pub fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
+    load_given(path, env, &[])
+}
+
+/// `load_with_env` knowing which plugins' files the command line gives (`--plugin`).
+pub(crate) fn load_given(
+    path: &Path,
+    env: EnvLookup<'_>,
+    given_plugins: &[String],
+) -> Result<Config, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
         error,
@@ -37,6 +46,7 @@ pub fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigEr
         format: Format::detect(path, &text),
         base_dir: &base_dir,
         source: Some(absolute.clone()),
+        given_plugins,
     };
     parse(&source, env)
 }
@@ -77,6 +87,7 @@ fn from_str(
         format,
         base_dir: &base_dir,
         source,
+        given_plugins: &[],
     };
     parse(&source, env)
 }

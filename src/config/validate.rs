@@ -52,6 +52,8 @@ pub(crate) struct Source<'a> {
     pub base_dir: &'a Path,
     /// Absolute path stored in `Config::source`; `None` for text without a file.
     pub source: Option<PathBuf>,
+    /// Plugins whose file the command line gives (`--plugin`): their tables need no path.
+    pub given_plugins: &'a [String],
 }
 
 pub(crate) const DEFAULT_SEPARATOR: &str = "__";
@@ -679,9 +681,12 @@ impl<'a> Ctx<'a> {
             .path
             .as_deref()
             .and_then(|path| self.path(path, &key("path"), strict));
-        // A table for a bundled plugin (with `bundled = true`) gives it grants and limits.
+        // A table for a bundled plugin (with `bundled = true`), or for a file given with
+        // `--plugin`, gives it grants and limits.
         let served_bundled = bundled && is_bundled(name);
+        let given = self.src.given_plugins.iter().any(|g| g == name);
         match (raw.path.is_some(), dir) {
+            _ if given => {}
             (false, None) if !served_bundled => self.error(
                 &table,
                 None,
@@ -706,6 +711,7 @@ impl<'a> Ctx<'a> {
             _ => {}
         }
         if let Some(path) = &path
+            && !given
             && !path.is_file()
         {
             self.warnings.push(format!(

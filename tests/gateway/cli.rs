@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{TestDir, config, run_cli};
+use crate::harness::{TestDir, config, run_cli, run_cli_with_env};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -295,6 +295,97 @@ fn one_shot_commands_wait_for_plugins_to_compile() {
     );
     out.assert_exit(0);
     assert!(out.stdout.contains("compiled"), "{}", out.stdout);
+}
+
+/// The plugin author's loop without a config: `--plugin` serves a build output by its
+/// file name, alone (no bundled plugins); with a config, beside what the config serves.
+#[test]
+fn plugin_files_are_served_with_or_without_a_config() {
+    let dir = TestDir::new("cli");
+    let plugin = std::path::Path::new(env!("WASMGATE_TEST_PLUGINS")).join("minimal.wasm");
+    let plugin = plugin.to_str().unwrap();
+    let cache = dir.path.join("xdg-cache");
+    let env = [("XDG_CACHE_HOME", cache.to_str().unwrap())];
+    let cli = |args: &[&str]| run_cli_with_env(args, &dir.path, &env, LIMIT);
+
+    let out = cli(&["tools", "--plugin", plugin]);
+    out.assert_exit(0);
+    let names: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        ["gateway_status", "get_events", "minimal__echo"],
+        "{}",
+        out.stdout
+    );
+    let out = cli(&[
+        "call",
+        "minimal__echo",
+        r#"{"text":"hi"}"#,
+        "--plugin",
+        plugin,
+    ]);
+    out.assert_exit(0);
+    let result: Value = serde_json::from_str(&out.stdout).expect("JSON result");
+    assert_eq!(result["content"][0]["text"], "hi");
+
+    // Two files with one stem would be one plugin: refused, naming both.
+    let twin = dir.write("minimal.wasm", "");
+    let out = cli(&[
+        "tools",
+        "--plugin",
+        plugin,
+        "--plugin",
+        twin.to_str().unwrap(),
+    ]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr.contains("both would be plugin `minimal`") && out.stderr.contains(plugin),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+
+    // With a config: its servers stay, and a `[plugins.minimal]` table gives the file its
+    // settings (here a namespace); the table needs no path, the command line gives it.
+    let server = crate::harness::example_server();
+    let table = "[plugins.minimal]\nnamespace = \"m\"\n";
+    let config = dir.write(
+        "gateway.toml",
+        &format!(
+            "[servers.ex]\ncommand = {:?}\n\n{table}",
+            server.to_str().unwrap()
+        ),
+    );
+    let config = config.to_str().unwrap();
+    let out = cli(&["tools", "--config", config, "--plugin", plugin]);
+    out.assert_exit(0);
+    assert!(
+        out.stdout.contains("ex__echo") && out.stdout.contains("m__echo"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("minimal__"), "{}", out.stdout);
+    // Without the file, that table is an error, as before.
+    let out = cli(&["check", "--config", config]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr.contains("plugin `minimal` has no path"),
+        "{}",
+        out.stderr
+    );
+    // A table that disables the plugin is no place for its file: said, not ignored.
+    std::fs::write(config, format!("{table}disabled = true\n")).unwrap();
+    let out = cli(&["tools", "--config", config, "--plugin", plugin]);
+    out.assert_exit(1);
+    assert!(
+        out.stderr.contains("the config disables plugin `minimal`"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

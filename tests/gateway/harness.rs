@@ -764,8 +764,19 @@ impl Output {
 
 /// Runs the binary to completion (bounded by `timeout`) in `dir`.
 pub fn run_cli(args: &[&str], dir: &Path, timeout: Duration) -> Output {
+    run_cli_with_env(args, dir, &[], timeout)
+}
+
+/// [`run_cli`] with `env` added to the binary's environment.
+pub fn run_cli_with_env(
+    args: &[&str],
+    dir: &Path,
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> Output {
     let mut child = Command::new(wasmgate())
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("WASMGATE_CONFIG")
         .env_remove("RUST_LOG")
         .current_dir(dir)

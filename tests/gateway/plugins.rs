@@ -1319,6 +1319,60 @@ fn a_plugin_named_by_path_outside_the_folder_is_reloaded_too() {
 }
 
 #[test]
+fn a_plugin_given_with_the_plugin_flag_is_reloaded_and_kept_across_config_edits() {
+    // `wasmgate --config gateway.toml --plugin build/x.wasm` in a client's config while
+    // x is being written: a rebuild is served at once, and an edit of the config keeps x,
+    // applying the config's `[plugins.x]` table to it.
+    let dir = TestDir::new("plugin-flag");
+    std::fs::create_dir(dir.join("build")).unwrap();
+    let x = dir.join("build/x.wasm");
+    std::fs::write(&x, shipped("hash")).unwrap();
+    let base = format!(
+        "[gateway]\nshutdown_grace = \"1s\"\nstartup_timeout = \"120s\"\n\n\
+         [plugins]\ncache_dir = {}\n",
+        toml_str(dir.join("cache").to_str().unwrap())
+    );
+    let config = dir.write("gateway.toml", &base);
+    let mut client = Client::spawn(
+        &[
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--plugin",
+            x.to_str().unwrap(),
+        ],
+        TestDir::new("plugin-flag-gw"),
+    );
+    client.initialize();
+    let names = first_list(&mut client);
+    assert!(has(&names, "x__sha256"), "{names:?}");
+    client.drain_notifications(LIST_CHANGED);
+
+    replace_atomically(&x, &shipped("json"));
+    wait_list_change(&mut client, "x__query to replace x__sha256", |n| {
+        has(n, "x__query") && !has(n, "x__sha256")
+    });
+    wait_event(&mut client, "plugin.reloaded", "x");
+
+    std::fs::write(
+        &config,
+        format!("{base}\n[plugins.x]\nnamespace = \"why\"\n"),
+    )
+    .unwrap();
+    wait_list_change(&mut client, "why__query to replace x__query", |n| {
+        has(n, "why__query") && !has(n, "x__query")
+    });
+    let result = call_ok(
+        &mut client,
+        "why__query",
+        json!({"json": "{\"k\": 1}", "pointer": "/k"}),
+    );
+    assert_eq!(text(&result).trim(), "1");
+    let events = client.events(json!({"event_type": "config.invalid"}));
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[test]
 fn a_plugins_namespace_and_tool_filter_apply() {
     let (mut client, names) = setup()
         .file("echo.wasm", fixture("echo"))

@@ -100,3 +100,33 @@ fn quiet(wanted: &str) -> String {
         format!("{wanted},notify=warn")
     }
 }
+
+/// `text` as one line of the gateway's log, for text a plugin wrote: every control
+/// character but tab escaped (`\r`, `\n`, `\u{8}`), so that it can neither start a line
+/// that looks like the gateway's nor rewrite one on a terminal.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return text.into();
+    }
+    let mut line = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\t' {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    line.into()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn plugin_text_stays_one_plain_line() {
+        assert_eq!(super::one_line("plain\ttext ü"), "plain\ttext ü");
+        assert_eq!(
+            super::one_line("a\r\nINFO fake\u{8}\u{1b}[2J\u{7f}"),
+            "a\\r\\nINFO fake\\u{8}\\u{1b}[2J\\u{7f}"
+        );
+    }
+}

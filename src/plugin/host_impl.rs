@@ -111,8 +111,7 @@ impl host::Host for HostCtx {
     fn log(&mut self, level: Level, message: String) {
         let plugin = &*self.plugin;
         let message = clip(message);
-        // One line in the gateway's log: a plugin cannot write lines that look like its own.
-        let line = message.replace('\r', "\\r").replace('\n', "\\n");
+        let line = crate::telemetry::one_line(&message);
         let to_log = lock(&self.log_budget).take_or_drop();
         // The WIT's levels are MCP's, by name.
         let mcp_level = match level {

@@ -300,6 +300,7 @@ impl LineLogger {
         let line = line.trim_end_matches(['\r', '\n']);
         // The quote of a trap below still sees every line.
         if super::lock(&self.budget).take_or_drop() {
+            let line = crate::telemetry::one_line(line);
             tracing::info!(target: "wasmgate::plugin::output", plugin = %self.plugin, stream = self.stream, "{line}");
         }
         // Runtimes' own notes are no use to a client: Rust's hint to set RUST_BACKTRACE

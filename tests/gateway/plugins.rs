@@ -609,16 +609,27 @@ fn plugin_log_lines_reach_a_client_that_set_a_level() {
         assert_eq!(message["params"]["logger"], "echo", "{message}");
         assert_eq!(message["params"]["data"], "from the plugin", "{message}");
     }
-    // A line break stays in the client's message, and is escaped in the gateway's own
-    // log, where it could otherwise pass for a line of the gateway's.
-    let forged = "first\nFORGED gateway line";
+    // Control characters stay in the client's message, and are escaped in the gateway's
+    // own log, where a line break could pass for a line of the gateway's and a carriage
+    // return or backspace rewrite one on a terminal; so in what the plugin prints.
+    let forged = "first\nFORGED gateway line\rover\u{8}";
     call_ok(&mut client, "echo__log", json!({ "message": forged }));
     client.result("ping", json!({}));
     let messages = client.drain_notifications("notifications/message");
     assert_eq!(messages[0]["params"]["data"], forged, "{messages:?}");
+    call_ok(
+        &mut client,
+        "echo__stdout",
+        json!({"text": "printed\rover\u{8}"}),
+    );
     let stderr = client.stderr();
-    assert!(stderr.contains("first\\nFORGED gateway line"), "{stderr}");
+    assert!(
+        stderr.contains("first\\nFORGED gateway line\\rover\\u{8}"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("printed\\rover\\u{8}"), "{stderr}");
     assert!(!stderr.lines().any(|l| l.starts_with("FORGED")), "{stderr}");
+    assert!(!stderr.contains(['\r', '\u{8}']), "{stderr}");
 }
 
 // ---- 3. limits ----

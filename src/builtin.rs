@@ -93,13 +93,18 @@ fn query(arguments: &Value) -> Result<Query, RpcError> {
 pub fn status(gateway: &Gateway) -> Value {
     let config = gateway.config.load();
     let catalog = gateway.catalog();
+    // What the catalog lists of each backend: not a tool hidden by another's of its name,
+    // nor those of a failed server (its last lists are kept below, for diagnosis).
+    let tool_counts = catalog.tool_counts();
+    let tools_of =
+        |plugin: bool, name: &str| tool_counts.get(&(plugin, name)).copied().unwrap_or(0);
     let mut backends = serde_json::Map::new();
     for backend in gateway.process_backends() {
         let discovered = backend.discovered();
         let server = backend.config();
         let state = backend.state();
-        // What the catalog lists of it: a failed server's items were removed from it, though
-        // its last lists are kept (with its protocol version and info) for diagnosis.
+        // A failed server's items were removed from the catalog, though its last lists are
+        // kept (with its protocol version and info) for diagnosis.
         let listed = |count: usize| {
             if state == BackendState::Failed {
                 0
@@ -113,7 +118,7 @@ pub fn status(gateway: &Gateway) -> Value {
                 "kind": "process",
                 "status": state.as_str(),
                 "namespace": server.namespace,
-                "tool_count": listed(discovered.tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| server.tool_filter.allows(n))).count()),
+                "tool_count": tools_of(false, &server.name),
                 "resource_count": listed(discovered.resources.len()),
                 "resource_template_count": listed(discovered.resource_templates.len()),
                 "prompt_count": listed(discovered.prompts.len()),
@@ -151,7 +156,7 @@ pub fn status(gateway: &Gateway) -> Value {
                     "kind": "wasm",
                     "status": "ready",
                     "namespace": plugin.namespace,
-                    "tool_count": plugin.tools.len(),
+                    "tool_count": tools_of(true, &plugin.name),
                     "path": plugin.path.as_ref().map(|p| p.display().to_string()),
                     "digest": plugin.digest,
                     "loaded_at": loaded_at.to_rfc3339(),

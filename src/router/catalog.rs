@@ -190,6 +190,21 @@ impl Catalog {
         }
     }
 
+    /// How many of the listed tools each backend serves, by (is a plugin, name): a tool
+    /// hidden by another backend's of the same name counts for the one that serves it.
+    pub fn tool_counts(&self) -> HashMap<(bool, &str), usize> {
+        let mut counts = HashMap::new();
+        for route in self.tool_routes.values() {
+            let key = match &route.target {
+                Target::Builtin => continue,
+                Target::Process(p) => (false, p.name()),
+                Target::Wasm(name) => (true, &**name),
+            };
+            *counts.entry(key).or_default() += 1;
+        }
+        counts
+    }
+
     pub fn tool(&self, exposed: &str) -> Option<&Arc<ToolRoute>> {
         self.tool_routes.get(exposed)
     }

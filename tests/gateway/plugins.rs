@@ -1384,6 +1384,30 @@ fn a_plugin_given_with_the_plugin_flag_is_reloaded_and_kept_across_config_edits(
 }
 
 #[test]
+fn two_plugins_with_one_namespace_serve_each_name_once_and_say_so() {
+    // `a.b.wasm` and `a_b.wasm` both get the namespace `a_b`: the first by name keeps the
+    // tool, the other's is hidden; the status counts each tool where it is served.
+    let (mut client, names) = setup()
+        .file("a.b.wasm", fixture("minimal"))
+        .file("a_b.wasm", fixture("minimal"))
+        .start();
+    let echoes: Vec<&String> = names.iter().filter(|n| n.starts_with("a_b__")).collect();
+    assert_eq!(echoes, ["a_b__echo"], "{names:?}");
+    let conflict = wait_event(&mut client, "catalog.conflict", "wasmgate");
+    assert!(
+        conflict["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("`a_b__echo` of `a_b` is hidden")),
+        "{conflict}"
+    );
+    let status = client.status();
+    assert_eq!(status["backends"]["a.b"]["tool_count"], 1, "{status}");
+    assert_eq!(status["backends"]["a_b"]["tool_count"], 0, "{status}");
+    assert_eq!(status["backends"]["a_b"]["status"], "ready", "{status}");
+    assert_eq!(status["gateway"]["tool_count"], 3, "{status}");
+}
+
+#[test]
 fn a_plugins_namespace_and_tool_filter_apply() {
     let (mut client, names) = setup()
         .file("echo.wasm", fixture("echo"))

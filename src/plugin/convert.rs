@@ -106,10 +106,19 @@ pub struct OutputSchema {
     /// each match may take up to the step limit (see `schema`, ~0.2 ms here), so a result
     /// is refused when its strings times these patterns exceed [`MAX_BACKTRACKING_MATCHES`].
     pub backtracking_patterns: usize,
+    /// NFA states of its other patterns: a result is refused when its structured output's
+    /// bytes times these exceed [`MAX_PATTERN_WORK`].
+    pub pattern_states: u64,
 }
 
 /// Strings times backtracking patterns a result may ask to check: ~2 s at the step limit.
 pub const MAX_BACKTRACKING_MATCHES: usize = 10_000;
+
+/// Bytes of structured output times NFA states of the output schema's linear-time patterns
+/// a result may ask to check: ~2 s where the patterns' DFA gives up (~5 ns per state and
+/// byte), a few ms where it does not. A check cannot be stopped once it runs, so what it
+/// may cost is bounded before it starts.
+pub const MAX_PATTERN_WORK: u64 = 400_000_000;
 
 /// Results bigger than this are converted (parsed, checked, expanded) off the I/O thread,
 /// as are all results checked against an output schema.
@@ -146,6 +155,7 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
         output_schema = Some(Arc::new(OutputSchema {
             validator,
             backtracking_patterns: output_patterns.backtracking,
+            pattern_states: output_patterns.states,
         }));
     }
     if let Some(annotations) = &info.annotations {
@@ -213,6 +223,17 @@ pub fn output_to_mcp(
                 schema.backtracking_patterns
             ));
         }
+    }
+    if let (Some(schema), Some(text)) = (schema, &output.structured)
+        && (text.len() as u64).saturating_mul(schema.pattern_states) > MAX_PATTERN_WORK
+    {
+        return error_result(format!(
+            "plugin `{plugin}` tool `{tool}` returned structured output too costly to check: \
+             {} bytes against patterns of its output schema that compile to {} states (bytes \
+             times states may be at most {MAX_PATTERN_WORK})",
+            text.len(),
+            schema.pattern_states
+        ));
     }
     let schema = schema.map(|s| &s.validator);
     let content: Result<Vec<Value>, String> =

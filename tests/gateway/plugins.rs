@@ -809,6 +809,25 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         "{checked}"
     );
 
+    // A linear-time pattern whose DFA gives up costs ~5 ns per NFA state and byte, and a
+    // check that has started cannot be stopped: bytes times states are bounded first.
+    let message = call_failed(
+        &mut client,
+        "faulty__linear_output",
+        json!({"len": 1 << 20}),
+    );
+    assert_eq!(
+        message,
+        "plugin `faulty` tool `linear_output` returned structured output too costly to check: \
+         1048584 bytes against patterns of its output schema that compile to 1009 states (bytes \
+         times states may be at most 400000000)"
+    );
+    let message = call_failed(&mut client, "faulty__linear_output", json!({"len": 1000}));
+    assert!(
+        message.contains("does not match its output schema: /t: "),
+        "checked, within the bound: {message}"
+    );
+
     // Structured output that breaks the tool's own output schema does not reach the client.
     let message = call_failed(&mut client, "faulty__off_schema", json!({}));
     assert!(

@@ -95,6 +95,17 @@ impl Guest for Faulty {
                 "properties": {"s": {"type": "array", "items": {"anyOf": backtracking_branches()}}},
             })),
             tool(
+                "linear_output",
+                "Returns `len` bytes of `ab` in `t`, which a linear-time pattern of its output \
+                 schema (1,009 NFA states, no match) checks slowly: its DFA gives up.",
+                json!({"len": {"type": "integer", "minimum": 0}}),
+                &["len"],
+            )
+            .output_schema(json!({
+                "type": "object",
+                "properties": {"t": {"type": "string", "pattern": "[ab]*a[ab]{1000}c"}},
+            })),
+            tool(
                 "off_schema",
                 "Returns structured output that breaks its own output schema.",
                 none.clone(),
@@ -141,6 +152,10 @@ impl Guest for Faulty {
                     number(&arguments, "n").unwrap_or(0) as usize
                 ];
                 structured(&json!({ "s": strings }))
+            }
+            "linear_output" => {
+                let len = number(&arguments, "len").unwrap_or(0) as usize;
+                structured(&json!({ "t": "ab".repeat(len / 2) }))
             }
             "random" => {
                 let len = number(&arguments, "len").unwrap_or(1 << 30);

@@ -177,6 +177,36 @@ pub fn budget(schema: &Value, text_len: usize) -> Result<Patterns, String> {
     })
 }
 
+/// Bytes of strings times NFA states, and strings times backtracking patterns, that a
+/// check on the gateway's I/O thread may take on: ~0.1 s each at worst.
+const INLINE_PATTERN_WORK: u64 = 20_000_000;
+const INLINE_BACKTRACKING_MATCHES: u64 = 500;
+
+/// Whether checking `instance` against a schema with `patterns` is sure to be quick enough
+/// for the I/O thread, counting every string (and key) as one the patterns may apply to.
+pub fn quick_to_check(patterns: &Patterns, instance: &Value) -> bool {
+    if patterns.count == 0 {
+        return true;
+    }
+    let (mut strings, mut bytes) = (0u64, 0u64);
+    let mut stack = vec![instance];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(s) => (strings, bytes) = (strings + 1, bytes + s.len() as u64),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => {
+                for (key, value) in map {
+                    (strings, bytes) = (strings + 1, bytes + key.len() as u64);
+                    stack.push(value);
+                }
+            }
+            _ => {}
+        }
+    }
+    bytes.saturating_mul(patterns.states) <= INLINE_PATTERN_WORK
+        && strings.saturating_mul(patterns.backtracking as u64) <= INLINE_BACKTRACKING_MATCHES
+}
+
 /// The regular expressions of `schema`: `pattern` values and `patternProperties` keys.
 fn patterns<'a>(schema: &'a Value, out: &mut Vec<&'a str>) {
     match schema {
@@ -506,6 +536,31 @@ mod tests {
             states(json!({"pattern": "\\p{L}{1000}"})),
             STATES_OF_UNCOUNTED
         );
+    }
+
+    #[test]
+    fn a_check_is_quick_when_its_strings_times_its_patterns_are_few() {
+        let linear = Patterns {
+            count: 1,
+            backtracking: 0,
+            states: 1000,
+        };
+        assert!(quick_to_check(&linear, &json!({"s": "x".repeat(19_990)})));
+        assert!(!quick_to_check(&linear, &json!({"s": "x".repeat(20_000)})));
+        // Keys count: `patternProperties` applies to them.
+        let key = "k".repeat(20_001);
+        assert!(!quick_to_check(&linear, &json!({ key: 1 })));
+        let backtracking = Patterns {
+            count: 10,
+            backtracking: 10,
+            states: 0,
+        };
+        assert!(quick_to_check(&backtracking, &json!(vec!["a"; 50])));
+        assert!(!quick_to_check(&backtracking, &json!(vec!["a"; 51])));
+        assert!(quick_to_check(
+            &Patterns::default(),
+            &json!("x".repeat(1 << 20))
+        ));
     }
 
     #[test]

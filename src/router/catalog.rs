@@ -13,6 +13,7 @@ use super::uri_template::UriTemplate;
 use crate::backend::Discovered;
 use crate::backend::process::ProcessBackend;
 use crate::config::ToolFilter;
+use crate::schema::Patterns;
 
 /// Where a request goes.
 #[derive(Clone)]
@@ -41,20 +42,29 @@ pub struct ToolRoute {
     pub timeout: Duration,
     input_schema: Value,
     /// Compiled on first use: most tools of a big catalog are never called.
-    validator: OnceLock<Option<jsonschema::Validator>>,
+    validator: OnceLock<Option<(jsonschema::Validator, Patterns)>>,
 }
 
 impl ToolRoute {
     /// Checks arguments against the tool's `inputSchema`; the error names the offending field.
+    /// The check is the gateway's courtesy (every backend checks its own arguments) and runs
+    /// on its I/O thread, so a schema beyond a plugin's budget, or arguments too costly for
+    /// its patterns, are passed on unchecked rather than stall every other request.
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
-        let validator = self.validator.get_or_init(|| {
-            crate::schema::compile(&self.input_schema)
+        let check = self.validator.get_or_init(|| {
+            let size = self.input_schema.to_string().len();
+            crate::schema::budget(&self.input_schema, size)
+                .and_then(|patterns| Ok((crate::schema::compile(&self.input_schema)?, patterns)))
                 .map_err(|e| tracing::warn!(server = self.target.server(), tool = %self.name, "its inputSchema {e}: arguments are not checked here"))
                 .ok()
         });
-        let Some(validator) = validator else {
+        let Some((validator, patterns)) = check else {
             return Ok(());
         };
+        if !crate::schema::quick_to_check(patterns, arguments) {
+            tracing::debug!(server = self.target.server(), tool = %self.name, "arguments passed on unchecked: too costly for the patterns of the tool's inputSchema");
+            return Ok(());
+        }
         crate::schema::mismatch(validator, arguments).map_or(Ok(()), Err)
     }
 }
@@ -315,15 +325,21 @@ mod tests {
         assert_eq!(catalog.conflicts.len(), 1);
     }
 
-    #[test]
-    fn validation_names_the_field() {
-        let route = ToolRoute {
+    fn route_with(input_schema: Value) -> ToolRoute {
+        ToolRoute {
             target: Target::Builtin,
             name: "t".into(),
             timeout: Duration::from_secs(1),
-            input_schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+            input_schema,
             validator: OnceLock::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let route = route_with(
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        );
         assert!(route.validate(&json!({"n": 1})).is_ok());
         assert!(
             route
@@ -332,5 +348,25 @@ mod tests {
                 .contains("/n")
         );
         assert!(route.validate(&json!({})).unwrap_err().contains("\"n\""));
+    }
+
+    #[test]
+    fn arguments_that_cannot_be_checked_quickly_are_passed_on_unchecked() {
+        let one = json!({"type": "string", "pattern": "^[ab]*a[ab]{1000}c$"});
+        let route = route_with(json!({"type": "object", "properties": {"s": one}}));
+        assert!(
+            route
+                .validate(&json!({"s": "ab"}))
+                .unwrap_err()
+                .contains("/s")
+        );
+        // 20,000 bytes times 1,011 NFA states: over what the I/O thread takes on.
+        assert!(route.validate(&json!({"s": "ab".repeat(10_000)})).is_ok());
+        // A schema beyond a plugin's budget (here 33 patterns) is not checked at all.
+        let many: Vec<Value> = (0..33)
+            .map(|i| json!({"pattern": format!("^{i}")}))
+            .collect();
+        let route = route_with(json!({"type": "object", "properties": {"s": {"allOf": many}}}));
+        assert!(route.validate(&json!({"s": "x"})).is_ok());
     }
 }

@@ -827,6 +827,21 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         message.contains("does not match its output schema: /t: "),
         "checked, within the bound: {message}"
     );
+    // Arguments are checked on the I/O thread: those too costly for the input schema's
+    // patterns (64 KiB times 1,009 states, ~0.3 s) are passed on unchecked, to the plugin,
+    // whose own answer shows it got them; a short one is checked and refused.
+    let message = client.call_invalid("faulty__linear_output", json!({"len": 0, "t": "ab"}));
+    assert!(message.contains("/t: "), "{message}");
+    let t = "ab".repeat(32 << 10);
+    let message = call_failed(
+        &mut client,
+        "faulty__linear_output",
+        json!({"len": 2, "t": t}),
+    );
+    assert!(
+        message.contains("does not match its output schema: /t: "),
+        "passed on unchecked: {message}"
+    );
 
     // Structured output that breaks the tool's own output schema does not reach the client.
     let message = call_failed(&mut client, "faulty__off_schema", json!({}));

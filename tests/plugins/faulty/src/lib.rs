@@ -97,8 +97,12 @@ impl Guest for Faulty {
             tool(
                 "linear_output",
                 "Returns `len` bytes of `ab` in `t`, which a linear-time pattern of its output \
-                 schema (1,009 NFA states, no match) checks slowly: its DFA gives up.",
-                json!({"len": {"type": "integer", "minimum": 0}}),
+                 schema (1,009 NFA states, no match) checks slowly: its DFA gives up. The same \
+                 pattern checks the argument `t`, which is ignored.",
+                json!({
+                    "len": {"type": "integer", "minimum": 0},
+                    "t": {"type": "string", "pattern": "[ab]*a[ab]{1000}c"},
+                }),
                 &["len"],
             )
             .output_schema(json!({

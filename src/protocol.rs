@@ -258,6 +258,36 @@ impl Reply {
         }
     }
 
+    /// The first text content of a `tools/call` result (the error, when `isError` is set),
+    /// read without building the whole result: its structured content may be megabytes.
+    pub fn first_text(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Item {
+            text: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Texts {
+            #[serde(default)]
+            content: Vec<Item>,
+        }
+        match self {
+            Reply::Built(value) => value
+                .get("content")?
+                .get(0)?
+                .get("text")?
+                .as_str()
+                .map(str::to_string),
+            Reply::Raw(raw) => {
+                serde_json::from_str::<Texts>(raw.get())
+                    .ok()?
+                    .content
+                    .into_iter()
+                    .next()?
+                    .text
+            }
+        }
+    }
+
     /// `isError: true` of a `tools/call` result, read without building the whole result.
     pub fn is_error_result(&self) -> bool {
         #[derive(Deserialize)]
@@ -587,6 +617,7 @@ mod tests {
         assert_eq!(id, 7);
         let reply = Reply::Raw(raw);
         assert!(reply.is_error_result());
+        assert_eq!(reply.first_text().as_deref(), Some("é"));
         let out = response_line(&json!("client-1"), Ok(reply));
         assert_eq!(
             out,
@@ -603,6 +634,11 @@ mod tests {
             assert!(RawEnvelope::fast_response(line).is_none(), "{line}");
         }
         assert!(!Reply::Built(json!({"content": []})).is_error_result());
+        let image_first = RawValue::from_string(
+            r#"{"structuredContent":{"big":[1]},"content":[{"type":"image","data":""},{"text":"t"}]}"#.into(),
+        )
+        .unwrap();
+        assert_eq!(Reply::Raw(image_first).first_text(), None);
     }
 
     #[test]

@@ -244,10 +244,10 @@ impl Gateway {
                 self.forward_to_process(context, backend, "tools/call", params, route.timeout)
                     .await
             }
-            Target::Wasm(plugin) => self
-                .call_plugin(context, &name, plugin, &route, arguments, &params)
-                .await
-                .map(Reply::from),
+            Target::Wasm(plugin) => {
+                self.call_plugin(context, &name, plugin, &route, arguments, &params)
+                    .await
+            }
         };
         let outcome = match outcome {
             Err(error) if error.is_invalid_arguments() => argument_error(context, error),
@@ -255,7 +255,7 @@ impl Gateway {
         };
         let (status, error) = match &outcome {
             Ok(reply) if !reply.is_error_result() => (Status::Success, None),
-            Ok(reply) => (Status::Failure, first_text(reply)),
+            Ok(reply) => (Status::Failure, reply.first_text()),
             Err(e) => (Status::Failure, Some(e.message.clone())),
         };
         if let Some(record) = record {
@@ -274,7 +274,7 @@ impl Gateway {
         route: &catalog::ToolRoute,
         arguments: Value,
         params: &Value,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Reply, RpcError> {
         let (tool, timeout) = (route.name.as_str(), route.timeout);
         let unavailable = || {
             RpcError::new(
@@ -609,22 +609,6 @@ fn argument_error(context: &RequestContext, error: RpcError) -> Result<Reply, Rp
         Ok(Reply::from(protocol::error_result(error.message)))
     } else {
         Err(error)
-    }
-}
-
-/// The first text content of a `tools/call` result (the error, when `isError` is set).
-fn first_text(reply: &Reply) -> Option<String> {
-    let text = |result: &Value| {
-        result
-            .get("content")?
-            .get(0)?
-            .get("text")?
-            .as_str()
-            .map(str::to_string)
-    };
-    match reply {
-        Reply::Built(result) => text(result),
-        Reply::Raw(raw) => text(&serde_json::from_str(raw.get()).ok()?),
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::bindings::{Blob, Content, EmbeddedResource, ToolInfo, ToolOutput};
@@ -120,6 +121,12 @@ pub const MAX_BACKTRACKING_MATCHES: usize = 10_000;
 /// may cost is bounded before it starts.
 pub const MAX_PATTERN_WORK: u64 = 400_000_000;
 
+/// JSON values (and keys) structured output checked against an output schema may hold:
+/// checking builds each in memory, at 80 bytes or more apiece (16 MiB of `[0,0,...]` took
+/// 837 MB). Structured output without a schema is read as JSON text and passed on as it
+/// is, never built.
+pub const MAX_STRUCTURED_VALUES: usize = 250_000;
+
 /// Results bigger than this are converted (parsed, checked, expanded) off the I/O thread,
 /// as are all results checked against an output schema.
 pub const INLINE_RESULT_BYTES: usize = 64 << 10;
@@ -209,79 +216,145 @@ pub fn output_to_mcp(
     tool: &str,
     output: ToolOutput,
     schema: Option<&OutputSchema>,
-) -> Value {
+) -> Reply {
+    let failed = |why: String| {
+        Reply::Built(error_result(format!(
+            "plugin `{plugin}` tool `{tool}` {why}"
+        )))
+    };
+    // A tool error needs no structured output, and its own is passed as it is.
+    let schema = schema.filter(|_| !output.is_error);
     if let (Some(schema), Some(text)) = (schema, &output.structured)
-        && schema.backtracking_patterns > 0
+        && let Some(why) = too_costly_to_check(schema, text)
     {
-        // Every string is at most one per two quotes: an upper bound, counted fast.
-        let strings = text.bytes().filter(|&b| b == b'"').count() / 2;
-        if strings.saturating_mul(schema.backtracking_patterns) > MAX_BACKTRACKING_MATCHES {
-            return error_result(format!(
-                "plugin `{plugin}` tool `{tool}` returned structured output too costly to check: \
-                 up to {strings} strings against {} backtracking patterns of its output schema \
-                 (at most {MAX_BACKTRACKING_MATCHES} matches)",
-                schema.backtracking_patterns
-            ));
-        }
-    }
-    if let (Some(schema), Some(text)) = (schema, &output.structured)
-        && (text.len() as u64).saturating_mul(schema.pattern_states) > MAX_PATTERN_WORK
-    {
-        return error_result(format!(
-            "plugin `{plugin}` tool `{tool}` returned structured output too costly to check: \
-             {} bytes against patterns of its output schema that compile to {} states (bytes \
-             times states may be at most {MAX_PATTERN_WORK})",
-            text.len(),
-            schema.pattern_states
+        return failed(format!(
+            "returned structured output too costly to check: {why}"
         ));
     }
-    let schema = schema.map(|s| &s.validator);
+    if schema.is_some() && output.structured.is_none() {
+        return failed("has an output schema but returned no structured output".into());
+    }
     let content: Result<Vec<Value>, String> =
         output.content.into_iter().map(content_to_mcp).collect();
     let mut content = match content {
         Ok(content) => content,
-        Err(why) => return error_result(format!("plugin `{plugin}` tool `{tool}` {why}")),
+        Err(why) => return failed(why),
     };
     let mut result = Map::new();
-    let schema = schema.filter(|_| !output.is_error);
-    if output.structured.is_none() && schema.is_some() {
-        return error_result(format!(
-            "plugin `{plugin}` tool `{tool}` has an output schema but returned no structured output"
-        ));
-    }
+    let mut raw_structured = None;
     if let Some(text) = output.structured {
-        match serde_json::from_str::<Value>(&text) {
-            Ok(structured) if !structured.is_object() => {
-                return error_result(format!(
-                    "plugin `{plugin}` tool `{tool}` returned structured output that is not a \
-                     JSON object (MCP's structuredContent is one)"
-                ));
-            }
-            Ok(structured) => {
-                if let Some(why) = schema.and_then(|s| crate::schema::mismatch(s, &structured)) {
-                    return error_result(format!(
-                        "plugin `{plugin}` tool `{tool}` returned structured output that does \
-                         not match its output schema: {why}"
-                    ));
+        let not_valid = |e| format!("returned structured output that is not valid JSON: {e}");
+        let not_an_object = "returned structured output that is not a JSON object (MCP's \
+                             structuredContent is one)";
+        match schema {
+            // Checked against the schema: built in memory.
+            Some(schema) => match serde_json::from_str::<Value>(&text) {
+                Err(e) => return failed(not_valid(e)),
+                Ok(value) if !value.is_object() => return failed(not_an_object.into()),
+                Ok(value) => {
+                    if let Some(why) = crate::schema::mismatch(&schema.validator, &value) {
+                        return failed(format!(
+                            "returned structured output that does not match its output schema: \
+                             {why}"
+                        ));
+                    }
+                    result.insert("structuredContent".into(), value);
                 }
-                // Clients that predate `structuredContent` read the text.
-                if content.is_empty() {
-                    content.push(json!({"type": "text", "text": text}));
-                }
-                result.insert("structuredContent".into(), structured);
-            }
-            Err(e) => {
-                return error_result(format!(
-                    "plugin `{plugin}` tool `{tool}` returned structured output that is not valid JSON: {e}"
-                ));
-            }
+            },
+            // Otherwise read through as JSON text, and passed on as it is.
+            None => match serde_json::from_str::<&RawValue>(&text) {
+                Err(e) => return failed(not_valid(e)),
+                Ok(raw) if !raw.get().starts_with('{') => return failed(not_an_object.into()),
+                Ok(_) => {}
+            },
+        }
+        // Clients that predate `structuredContent` read the text.
+        if content.is_empty() {
+            content.push(json!({"type": "text", "text": text}));
+        }
+        if !result.contains_key("structuredContent") {
+            raw_structured = Some(text);
         }
     }
     result.insert("content".into(), Value::Array(content));
     if output.is_error {
         result.insert("isError".into(), Value::Bool(true));
     }
-    Value::Object(result)
+    match raw_structured {
+        None => Reply::Built(Value::Object(result)),
+        Some(text) => with_structured_text(result, &text),
+    }
+}
+
+/// `result` with `"structuredContent"` first, written as `text` (a JSON object already
+/// read through) rather than built: the answer's text is made around it.
+fn with_structured_text(result: Map<String, Value>, text: &str) -> Reply {
+    // Serialising a map of strings and values cannot fail.
+    let rest = serde_json::to_string(&result).unwrap_or_default();
+    let mut json = String::with_capacity(text.len() + rest.len() + 24);
+    json.push_str("{\"structuredContent\":");
+    json.push_str(text.trim());
+    json.push(',');
+    json.push_str(&rest[1..]);
+    match RawValue::from_string(json) {
+        Ok(raw) => Reply::Raw(raw),
+        Err(e) => Reply::Built(error_result(format!(
+            "the result could not be written: {e}"
+        ))),
+    }
+}
+
+/// Why checking `text` against `schema` would cost more than the gateway takes on, if it would.
+fn too_costly_to_check(schema: &OutputSchema, text: &str) -> Option<String> {
+    if schema.backtracking_patterns > 0 {
+        // Every string is at most one per two quotes: an upper bound, counted fast.
+        let strings = text.bytes().filter(|&b| b == b'"').count() / 2;
+        if strings.saturating_mul(schema.backtracking_patterns) > MAX_BACKTRACKING_MATCHES {
+            return Some(format!(
+                "up to {strings} strings against {} backtracking patterns of its output schema \
+                 (at most {MAX_BACKTRACKING_MATCHES} matches)",
+                schema.backtracking_patterns
+            ));
+        }
+    }
+    if (text.len() as u64).saturating_mul(schema.pattern_states) > MAX_PATTERN_WORK {
+        return Some(format!(
+            "{} bytes against patterns of its output schema that compile to {} states (bytes \
+             times states may be at most {MAX_PATTERN_WORK})",
+            text.len(),
+            schema.pattern_states
+        ));
+    }
+    let values = json_values(text);
+    (values > MAX_STRUCTURED_VALUES).then(|| {
+        format!(
+            "up to {values} JSON values, each built in memory to be checked against its output \
+             schema (at most {MAX_STRUCTURED_VALUES})"
+        )
+    })
+}
+
+/// An upper bound on the values and keys of JSON `text`: each follows `[`, `{`, `,` or
+/// `:`, or starts the text. Counted over the bytes, outside strings.
+fn json_values(text: &str) -> usize {
+    let (mut count, mut in_string, mut escaped) = (1, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' | b',' | b':' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
 }
 
 /// MCP content from the plugin's; `Err` says what breaks the WIT's rules.
@@ -326,7 +399,7 @@ fn resource_to_mcp(resource: EmbeddedResource) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-pub use crate::protocol::error_result;
+pub use crate::protocol::{Reply, error_result};
 
 #[cfg(test)]
 mod tests {
@@ -384,17 +457,18 @@ mod tests {
             structured: structured.map(String::from),
             is_error,
         };
-        let good = output_to_mcp("p", "t", out(Some(r#"{"len":3}"#), false), schema);
+        let good = output_to_mcp("p", "t", out(Some(r#"{"len":3}"#), false), schema).into_value();
         assert_eq!(good["structuredContent"], json!({"len": 3}));
         assert_eq!(good.get("isError"), None);
-        let bad = output_to_mcp("p", "t", out(Some(r#"{"len":"nope"}"#), false), schema);
+        let bad =
+            output_to_mcp("p", "t", out(Some(r#"{"len":"nope"}"#), false), schema).into_value();
         assert_eq!(bad["isError"], true);
         let text = bad["content"][0]["text"].as_str().unwrap();
         assert!(
             text.contains("does not match its output schema: /len: "),
             "{text}"
         );
-        let missing = output_to_mcp("p", "t", out(None, false), schema);
+        let missing = output_to_mcp("p", "t", out(None, false), schema).into_value();
         assert!(
             missing["content"][0]["text"]
                 .as_str()
@@ -402,8 +476,34 @@ mod tests {
                 .contains("returned no structured output")
         );
         // A tool error needs no structured output, and its own is passed as it is.
-        let error = output_to_mcp("p", "t", out(Some(r#"{"len":"?"}"#), true), schema);
+        let error = output_to_mcp("p", "t", out(Some(r#"{"len":"?"}"#), true), schema).into_value();
         assert_eq!(error["structuredContent"], json!({"len": "?"}));
+    }
+
+    #[test]
+    fn structured_output_without_a_schema_is_passed_on_as_its_text() {
+        let out = |is_error| ToolOutput {
+            content: vec![],
+            structured: Some(" {\"b\": 1, \"a\": [1,2]}\n".into()),
+            is_error,
+        };
+        let Reply::Raw(raw) = output_to_mcp("p", "t", out(false), None) else {
+            panic!("built, not passed on");
+        };
+        assert_eq!(
+            raw.get(),
+            r#"{"structuredContent":{"b": 1, "a": [1,2]},"content":[{"type":"text","text":" {\"b\": 1, \"a\": [1,2]}\n"}]}"#
+        );
+        let error = output_to_mcp("p", "t", out(true), None).into_value();
+        assert_eq!(error["isError"], true, "{error}");
+        assert_eq!(error["structuredContent"]["a"], json!([1, 2]), "{error}");
+    }
+
+    #[test]
+    fn json_values_are_counted_outside_strings() {
+        assert_eq!(json_values("[0,0,0]"), 4);
+        assert_eq!(json_values(r#"{"a":0,"b":[]}"#), 6);
+        assert_eq!(json_values(r#"{"s":"[,:{\"\\"}"#), 3);
     }
 
     #[test]
@@ -413,7 +513,7 @@ mod tests {
             structured: Some("{nope".into()),
             is_error: false,
         };
-        let v = output_to_mcp("p", "t", out, None);
+        let v = output_to_mcp("p", "t", out, None).into_value();
         assert_eq!(v["isError"], true);
         assert!(
             v["content"][0]["text"]
@@ -430,7 +530,7 @@ mod tests {
             structured: Some("[1,2]".into()),
             is_error: false,
         };
-        let v = output_to_mcp("p", "t", out, None);
+        let v = output_to_mcp("p", "t", out, None).into_value();
         assert_eq!(v["isError"], true, "{v}");
         assert!(v.get("structuredContent").is_none(), "{v}");
         let text = v["content"][0]["text"].as_str().unwrap();
@@ -449,9 +549,9 @@ mod tests {
             structured: None,
             is_error: false,
         };
-        let one = output_to_mcp("p", "t", resource(Some("hi"), None), None);
+        let one = output_to_mcp("p", "t", resource(Some("hi"), None), None).into_value();
         assert_eq!(one["content"][0]["resource"]["text"], "hi", "{one}");
-        let blob = output_to_mcp("p", "t", resource(None, Some(b"\x01")), None);
+        let blob = output_to_mcp("p", "t", resource(None, Some(b"\x01")), None).into_value();
         assert_eq!(blob["content"][0]["resource"]["blob"], "AQ==", "{blob}");
         for (bad, words) in [
             (
@@ -460,7 +560,7 @@ mod tests {
             ),
             (resource(None, None), "with neither `text` nor `blob`"),
         ] {
-            let v = output_to_mcp("p", "t", bad, None);
+            let v = output_to_mcp("p", "t", bad, None).into_value();
             assert_eq!(v["isError"], true, "{v}");
             let text = v["content"][0]["text"].as_str().unwrap();
             assert!(text.contains(words), "{text}");

@@ -666,7 +666,7 @@ impl PluginHost {
         tool: &str,
         arguments: Value,
         ctx: CallContext,
-    ) -> Result<Value, PluginCallError> {
+    ) -> Result<convert::Reply, PluginCallError> {
         let slot = self
             .slots
             .load()
@@ -698,7 +698,7 @@ impl PluginHost {
             let reason = limits::no_turn_message(plugin, limit, turns);
             tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
             slot.stats.failed(&reason);
-            return Ok(convert::error_result(reason));
+            return Ok(convert::error_result(reason).into());
         };
         let time = TimeLimit {
             limit,
@@ -759,11 +759,13 @@ impl PluginHost {
                     message: cut_error(message),
                 })
             }
-            Ok(Err(CallError::Failed(message))) => Ok(convert::error_result(cut_error(message))),
+            Ok(Err(CallError::Failed(message))) => {
+                Ok(convert::error_result(cut_error(message)).into())
+            }
             Err(reason) => {
                 tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "{reason}");
                 slot.stats.failed(&reason);
-                Ok(convert::error_result(reason))
+                Ok(convert::error_result(reason).into())
             }
         }
     }
@@ -1747,10 +1749,10 @@ async fn result_for_client(
     turn: tokio::sync::OwnedSemaphorePermit,
     time: TimeLimit,
     trace_id: &str,
-) -> Value {
+) -> convert::Reply {
     let bytes = match convert::result_size(plugin, tool, &output) {
         Ok(bytes) => bytes,
-        Err(too_big) => return too_big,
+        Err(too_big) => return too_big.into(),
     };
     let checked = schema.is_some() && output.structured.is_some();
     if !checked && bytes <= convert::INLINE_RESULT_BYTES {
@@ -1770,7 +1772,8 @@ async fn result_for_client(
         Ok(Ok(result)) => result,
         Ok(Err(panicked)) => convert::error_result(format!(
             "plugin `{plugin}` tool `{tool}`: checking its result failed: {panicked}"
-        )),
+        ))
+        .into(),
         Err(_) => {
             let reason = format!(
                 "{} while its result was {what}",
@@ -1778,7 +1781,7 @@ async fn result_for_client(
             );
             tracing::warn!(plugin, tool, trace_id, "{reason}");
             slot.stats.failed(&reason);
-            convert::error_result(reason)
+            convert::error_result(reason).into()
         }
     }
 }

@@ -13,6 +13,21 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::config::{DirGrant, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
 
+impl PluginHost {
+    /// `call`, its reply as a JSON value.
+    async fn call_value(
+        &self,
+        plugin: &str,
+        tool: &str,
+        arguments: Value,
+        ctx: CallContext,
+    ) -> Result<Value, PluginCallError> {
+        self.call(plugin, tool, arguments, ctx)
+            .await
+            .map(convert::Reply::into_value)
+    }
+}
+
 const ECHO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/plugins/target/wasm32-wasip2/release/echo.wasm"
@@ -175,7 +190,7 @@ async fn loads_lists_and_calls_echo() {
     assert!(kinds["outputSchema"].is_object());
 
     let result = host
-        .call("echo", "echo", json!({"text": "hello"}), ctx())
+        .call_value("echo", "echo", json!({"text": "hello"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&result), "hello");
@@ -187,7 +202,10 @@ async fn loads_lists_and_calls_echo() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_content_kind_and_structured_output() {
     let host = start_one(entry("echo", Some(ECHO))).await;
-    let result = host.call("echo", "kinds", json!({}), ctx()).await.unwrap();
+    let result = host
+        .call_value("echo", "kinds", json!({}), ctx())
+        .await
+        .unwrap();
     let content = result["content"].as_array().unwrap();
     assert_eq!(content.len(), 5);
     assert_eq!(content[0], json!({"type": "text", "text": "text item"}));
@@ -214,36 +232,39 @@ async fn every_content_kind_and_structured_output() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_errors_map_to_the_gateway() {
     let host = start_one(entry("echo", Some(ECHO))).await;
-    match host.call("echo", "bad_args", json!({}), ctx()).await {
+    match host.call_value("echo", "bad_args", json!({}), ctx()).await {
         Err(PluginCallError::InvalidArguments { message, .. }) => {
             assert_eq!(message, "bad_args: rejected")
         }
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        host.call("echo", "nope", json!({}), ctx()).await,
+        host.call_value("echo", "nope", json!({}), ctx()).await,
         Err(PluginCallError::UnknownTool { .. })
     ));
     assert!(matches!(
-        host.call("none", "echo", json!({}), ctx()).await,
+        host.call_value("none", "echo", json!({}), ctx()).await,
         Err(PluginCallError::NotFound(_))
     ));
-    let failed = host.call("echo", "fail", json!({}), ctx()).await.unwrap();
+    let failed = host
+        .call_value("echo", "fail", json!({}), ctx())
+        .await
+        .unwrap();
     assert!(is_error(&failed));
     assert_eq!(text(&failed), "fail: requested failure");
     let reported = host
-        .call("echo", "is_error", json!({}), ctx())
+        .call_value("echo", "is_error", json!({}), ctx())
         .await
         .unwrap();
     assert!(is_error(&reported));
     assert_eq!(text(&reported), "is_error: reported error");
     let printed = host
-        .call("echo", "stdout", json!({"text": "to the log"}), ctx())
+        .call_value("echo", "stdout", json!({"text": "to the log"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&printed), "printed");
     let logged = host
-        .call("echo", "log", json!({"message": "to the log"}), ctx())
+        .call_value("echo", "log", json!({"message": "to the log"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&logged), "logged");
@@ -269,7 +290,7 @@ async fn progress_reaches_the_sink() {
     let host = start_one(entry("echo", Some(ECHO))).await;
     let (ctx, seen) = recording_progress();
     let result = host
-        .call("echo", "progress", json!({"steps": 3}), ctx)
+        .call_value("echo", "progress", json!({"steps": 3}), ctx)
         .await
         .unwrap();
     assert_eq!(text(&result), "done 3");
@@ -284,12 +305,12 @@ async fn config_values() {
     e.config.insert("greeting".into(), "hi there".into());
     let host = start_one(e).await;
     let set = host
-        .call("echo", "config", json!({"key": "greeting"}), ctx())
+        .call_value("echo", "config", json!({"key": "greeting"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&set), "hi there");
     let unset = host
-        .call("echo", "config", json!({"key": "other"}), ctx())
+        .call_value("echo", "config", json!({"key": "other"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&unset), "unset");
@@ -301,13 +322,13 @@ async fn env_only_as_granted() {
     e.allow_env = vec!["PATH".into()];
     let host = start_one(e).await;
     let path = host
-        .call("echo", "env", json!({"name": "PATH"}), ctx())
+        .call_value("echo", "env", json!({"name": "PATH"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&path), std::env::var("PATH").unwrap());
     assert!(std::env::var("HOME").is_ok());
     let home = host
-        .call("echo", "env", json!({"name": "HOME"}), ctx())
+        .call_value("echo", "env", json!({"name": "HOME"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&home), "unset");
@@ -341,7 +362,7 @@ async fn directory_grants() {
     let host = start_one(e).await;
     let call = |tool: &'static str, args: Value| {
         let host = host.clone();
-        async move { host.call("echo", tool, args, ctx()).await.unwrap() }
+        async move { host.call_value("echo", tool, args, ctx()).await.unwrap() }
     };
 
     let read = call("read", json!({"path": "/data/hello.txt"})).await;
@@ -381,7 +402,7 @@ async fn http_to_a_host_not_allowed_is_denied() {
         "https://evil.allowed.example.test/",
     ] {
         let result = host
-            .call("echo", "http", json!({"url": url}), ctx())
+            .call_value("echo", "http", json!({"url": url}), ctx())
             .await
             .unwrap();
         assert!(is_error(&result), "{result}");
@@ -413,7 +434,7 @@ async fn http_to_an_allowed_host() {
     e.allow_hosts = vec![format!("127.0.0.1:{port}")];
     let host = start_one(e).await;
     let result = host
-        .call(
+        .call_value(
             "echo",
             "http",
             json!({"url": format!("http://127.0.0.1:{port}/path")}),
@@ -435,7 +456,7 @@ async fn spin_times_out_while_other_calls_are_served() {
     let spinner = {
         let host = host.clone();
         tokio::spawn(async move {
-            host.call(
+            host.call_value(
                 "faulty",
                 "spin",
                 json!({}),
@@ -448,11 +469,14 @@ async fn spin_times_out_while_other_calls_are_served() {
     // calls finish long before its deadline.
     for i in 0..5 {
         let echoed = host
-            .call("echo", "echo", json!({"text": format!("n{i}")}), ctx())
+            .call_value("echo", "echo", json!({"text": format!("n{i}")}), ctx())
             .await
             .unwrap();
         assert_eq!(text(&echoed), format!("n{i}"));
-        let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+        let ok = host
+            .call_value("faulty", "ok", json!({}), ctx())
+            .await
+            .unwrap();
         assert_eq!(text(&ok), "ok");
     }
     assert!(
@@ -495,7 +519,7 @@ async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threa
             "a spinning plugin still starts its calls inline"
         );
         let result = host
-            .call(
+            .call_value(
                 "faulty",
                 "spin",
                 json!({}),
@@ -510,7 +534,7 @@ async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threa
     still_answers(&host).await;
     for _ in 0..3 {
         let echoed = host
-            .call("echo", "echo", json!({"text": "x"}), ctx())
+            .call_value("echo", "echo", json!({"text": "x"}), ctx())
             .await
             .unwrap();
         assert_eq!(text(&echoed), "x");
@@ -523,7 +547,10 @@ async fn plugin_time_limit_bounds_the_call_timeout() {
     let mut e = entry("faulty", Some(FAULTY));
     e.limits.timeout = Duration::from_millis(300);
     let host = start_one(e).await;
-    let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
+    let result = host
+        .call_value("faulty", "spin", json!({}), ctx())
+        .await
+        .unwrap();
     assert_eq!(
         text(&result),
         "plugin `faulty` exceeded its time limit of 300ms"
@@ -532,14 +559,20 @@ async fn plugin_time_limit_bounds_the_call_timeout() {
 
 /// A faulty call leaves nothing behind: the next call, on a fresh instance, answers.
 async fn still_answers(host: &PluginHost) {
-    let ok = host.call("faulty", "ok", json!({}), ctx()).await.unwrap();
+    let ok = host
+        .call_value("faulty", "ok", json!({}), ctx())
+        .await
+        .unwrap();
     assert_eq!(text(&ok), "ok");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hog_is_stopped_by_the_plugin_memory_limit() {
     let host = start_one(entry("faulty", Some(FAULTY))).await;
-    let result = host.call("faulty", "hog", json!({}), ctx()).await.unwrap();
+    let result = host
+        .call_value("faulty", "hog", json!({}), ctx())
+        .await
+        .unwrap();
     assert!(is_error(&result));
     assert_eq!(
         text(&result),
@@ -551,7 +584,10 @@ async fn hog_is_stopped_by_the_plugin_memory_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trap_then_the_plugin_still_works() {
     let host = start_one(entry("faulty", Some(FAULTY))).await;
-    let result = host.call("faulty", "trap", json!({}), ctx()).await.unwrap();
+    let result = host
+        .call_value("faulty", "trap", json!({}), ctx())
+        .await
+        .unwrap();
     assert!(is_error(&result));
     let message = text(&result);
     assert!(
@@ -573,7 +609,7 @@ async fn trap_then_the_plugin_still_works() {
 async fn deep_recursion_is_a_trap_that_names_the_function() {
     let host = start_one(entry("faulty", Some(FAULTY))).await;
     let result = host
-        .call("faulty", "recurse", json!({}), ctx())
+        .call_value("faulty", "recurse", json!({}), ctx())
         .await
         .unwrap();
     assert!(is_error(&result));
@@ -591,7 +627,10 @@ async fn fuel_limit() {
     e.limits.fuel = Some(50_000_000);
     let host = start_one(e).await;
     still_answers(&host).await;
-    let result = host.call("faulty", "spin", json!({}), ctx()).await.unwrap();
+    let result = host
+        .call_value("faulty", "spin", json!({}), ctx())
+        .await
+        .unwrap();
     assert_eq!(
         text(&result),
         "plugin `faulty` ran out of fuel (limit 50000000)"
@@ -688,7 +727,7 @@ async fn cache_skips_compilation_and_survives_damage() {
         "second start loads from the cache"
     );
     let result = second
-        .call("echo", "echo", json!({"text": "cached"}), ctx())
+        .call_value("echo", "echo", json!({"text": "cached"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&result), "cached");
@@ -712,7 +751,7 @@ async fn cache_skips_compilation_and_survives_damage() {
     assert_eq!(
         text(
             &third
-                .call("echo", "echo", json!({"text": "again"}), ctx())
+                .call_value("echo", "echo", json!({"text": "again"}), ctx())
                 .await
                 .unwrap()
         ),
@@ -788,12 +827,12 @@ async fn reconfigure_applies_only_what_changed() {
         }
     );
     let greeting = host
-        .call("echo", "config", json!({"key": "greeting"}), ctx())
+        .call_value("echo", "config", json!({"key": "greeting"}), ctx())
         .await
         .unwrap();
     assert_eq!(text(&greeting), "new");
     assert!(matches!(
-        host.call("echo", "kinds", json!({}), ctx()).await,
+        host.call_value("echo", "kinds", json!({}), ctx()).await,
         Err(PluginCallError::UnknownTool { .. })
     ));
 }
@@ -829,7 +868,7 @@ async fn hot_reload_of_a_plugin_directory() {
         other => panic!("{other:?}"),
     }
     let sha = host
-        .call("tools", "sha256", json!({"text": "abc"}), ctx())
+        .call_value("tools", "sha256", json!({"text": "abc"}), ctx())
         .await
         .unwrap();
     assert_eq!(
@@ -849,7 +888,7 @@ async fn hot_reload_of_a_plugin_directory() {
         info.tools
     );
     assert!(matches!(
-        host.call("tools", "sha256", json!({"text": "abc"}), ctx())
+        host.call_value("tools", "sha256", json!({"text": "abc"}), ctx())
             .await,
         Err(PluginCallError::UnknownTool { .. })
     ));
@@ -902,7 +941,7 @@ async fn calls_during_reloads_never_fail() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let t = format!("c{c} n{n}");
                 let result = host
-                    .call("echo", "echo", json!({"text": t}), ctx())
+                    .call_value("echo", "echo", json!({"text": t}), ctx())
                     .await
                     .unwrap();
                 assert_eq!(text(&result), t);
@@ -954,13 +993,13 @@ async fn measure() {
 
     const N: u32 = 500;
     for _ in 0..20 {
-        host.call("echo", "echo", json!({"text": "warm"}), ctx())
+        host.call_value("echo", "echo", json!({"text": "warm"}), ctx())
             .await
             .unwrap();
     }
     let started = Instant::now();
     for _ in 0..N {
-        host.call("echo", "echo", json!({"text": "x"}), ctx())
+        host.call_value("echo", "echo", json!({"text": "x"}), ctx())
             .await
             .unwrap();
     }
@@ -1016,7 +1055,7 @@ async fn measure() {
     // the refill runs beside it.
     let started = Instant::now();
     for _ in 0..N {
-        host.call("echo", "echo", json!({"text": "x"}), ctx())
+        host.call_value("echo", "echo", json!({"text": "x"}), ctx())
             .await
             .unwrap();
     }
@@ -1030,7 +1069,7 @@ async fn measure() {
     for _ in 0..N {
         let host = host.clone();
         calls.spawn(async move {
-            host.call("echo", "echo", json!({"text": "x"}), ctx())
+            host.call_value("echo", "echo", json!({"text": "x"}), ctx())
                 .await
                 .unwrap()
         });
@@ -1053,7 +1092,7 @@ async fn measure_pool_latency() {
         let mut samples = Vec::new();
         for _ in 0..300 {
             let started = Instant::now();
-            host.call("echo", "echo", json!({"text": "x"}), ctx())
+            host.call_value("echo", "echo", json!({"text": "x"}), ctx())
                 .await
                 .unwrap();
             samples.push(started.elapsed());
@@ -1090,11 +1129,15 @@ async fn measure_fuel() {
             .unwrap_or(tools[0].clone());
         let args = json!({"json": doc.to_string(), "text": doc.to_string()});
         for _ in 0..5 {
-            host.call("json", &tool, args.clone(), ctx()).await.unwrap();
+            host.call_value("json", &tool, args.clone(), ctx())
+                .await
+                .unwrap();
         }
         let started = Instant::now();
         for _ in 0..50 {
-            host.call("json", &tool, args.clone(), ctx()).await.unwrap();
+            host.call_value("json", &tool, args.clone(), ctx())
+                .await
+                .unwrap();
         }
         println!(
             "fuel {:?}: json.{tool} on a {} KB document: {:?}",
@@ -1112,13 +1155,13 @@ async fn ready_instances_report_to_their_own_call() {
         let (ctx, seen) = recording_progress();
         let steps = call + 1;
         let result = host
-            .call("echo", "progress", json!({"steps": steps}), ctx)
+            .call_value("echo", "progress", json!({"steps": steps}), ctx)
             .await
             .unwrap();
         assert_eq!(text(&result), format!("done {steps}"));
         assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
         // No progress sink: reports are dropped, not sent to an earlier call's sink.
-        host.call("echo", "progress", json!({"steps": 2}), super::tests::ctx())
+        host.call_value("echo", "progress", json!({"steps": 2}), super::tests::ctx())
             .await
             .unwrap();
         assert_eq!(seen.lock().unwrap().len(), steps as usize, "call {call}");
@@ -1133,7 +1176,7 @@ async fn big_components_get_warmed_ready_instances() {
         let mut seen = Vec::new();
         for _ in 0..6 {
             let result = host
-                .call("echo", "listings", json!({}), ctx())
+                .call_value("echo", "listings", json!({}), ctx())
                 .await
                 .unwrap();
             seen.push(text(&result).to_string());
@@ -1281,7 +1324,7 @@ async fn a_dropped_call_stops_its_guest() {
     let all = host.instances.available_permits();
     let spinner = {
         let host = host.clone();
-        tokio::spawn(async move { host.call("faulty", "spin", json!({}), ctx()).await })
+        tokio::spawn(async move { host.call_value("faulty", "spin", json!({}), ctx()).await })
     };
     let deadline = Instant::now() + EVENT_WAIT;
     while host.instances.available_permits() == all {
@@ -1380,7 +1423,7 @@ async fn a_call_forwards_a_burst_of_notifications_then_its_last_progress() {
     let (ctx, seen) = recording_progress();
     let started = Instant::now();
     let result = host
-        .call("echo", "progress", json!({"steps": 5000}), ctx)
+        .call_value("echo", "progress", json!({"steps": 5000}), ctx)
         .await
         .unwrap();
     let elapsed = started.elapsed().as_secs_f64();

@@ -575,13 +575,22 @@ impl Client {
 
     /// The gateway's resident memory now, in bytes (Linux: /proc).
     pub fn rss(&self) -> u64 {
+        self.memory("VmRSS")
+    }
+
+    /// The most memory the gateway has held at once, in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        self.memory("VmHWM")
+    }
+
+    fn memory(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("/proc/PID/status");
         let kib: u64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS");
+            .unwrap_or_else(|| panic!("{field} in /proc/PID/status"));
         kib * 1024
     }
 

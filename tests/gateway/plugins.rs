@@ -927,6 +927,44 @@ impl Drop for HttpServer {
 }
 
 #[test]
+fn big_structured_output_is_passed_on_without_being_built() {
+    // Built in memory, each JSON value takes 80 bytes or more: 16 MiB of zeros took 837 MB,
+    // 6.3 GB for 8 calls at once. Without an output schema, structured output is read
+    // through as text and passed on as it is; one a schema checks may hold 250,000 values.
+    let (mut client, _) = setup().file("faulty.wasm", fixture("faulty")).start();
+    let before = client.peak_rss();
+    let result = call_ok(&mut client, "faulty__numbers", json!({"n": 3_000_000}));
+    let grown = client.peak_rss().saturating_sub(before);
+    assert_eq!(text(&result), "numbers");
+    let zeros = result["structuredContent"]["a"]
+        .as_array()
+        .expect("the zeros");
+    assert!(zeros.len() == 3_000_000 && zeros.iter().all(|z| z == 0));
+    assert!(
+        grown < 150 << 20,
+        "6 MB of structured output took the gateway's peak memory up {} MiB",
+        grown >> 20
+    );
+
+    let checked = call_ok(&mut client, "faulty__checked_numbers", json!({"n": 1000}));
+    assert_eq!(
+        checked["structuredContent"]["a"].as_array().map(Vec::len),
+        Some(1000)
+    );
+    let message = call_failed(
+        &mut client,
+        "faulty__checked_numbers",
+        json!({"n": 300_000}),
+    );
+    assert_eq!(
+        message,
+        "plugin `faulty` tool `checked_numbers` returned structured output too costly to \
+         check: up to 300003 JSON values, each built in memory to be checked against its \
+         output schema (at most 250000)"
+    );
+}
+
+#[test]
 fn the_sandbox_grants_only_what_the_config_names() {
     let server = HttpServer::start();
     let echo = fixture("echo");

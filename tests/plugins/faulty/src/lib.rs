@@ -110,6 +110,20 @@ impl Guest for Faulty {
                 "properties": {"t": {"type": "string", "pattern": "[ab]*a[ab]{1000}c"}},
             })),
             tool(
+                "numbers",
+                "Returns `{\"a\": [0, 0, ...]}`, `n` zeros, as structured output (no output \
+                 schema) beside a text item \"numbers\".",
+                json!({"n": {"type": "integer", "minimum": 0}}),
+                &["n"],
+            ),
+            tool(
+                "checked_numbers",
+                "As `numbers`, with an output schema that checks only that it is an object.",
+                json!({"n": {"type": "integer", "minimum": 0}}),
+                &["n"],
+            )
+            .output_schema(json!({"type": "object"})),
+            tool(
                 "off_schema",
                 "Returns structured output that breaks its own output schema.",
                 none.clone(),
@@ -160,6 +174,20 @@ impl Guest for Faulty {
             "linear_output" => {
                 let len = number(&arguments, "len").unwrap_or(0) as usize;
                 structured(&json!({ "t": "ab".repeat(len / 2) }))
+            }
+            "numbers" | "checked_numbers" => {
+                let n = number(&arguments, "n").unwrap_or(0) as usize;
+                let mut zeros = String::with_capacity(2 * n + 8);
+                zeros.push_str("{\"a\":[");
+                for i in 0..n {
+                    zeros.push_str(if i == 0 { "0" } else { ",0" });
+                }
+                zeros.push_str("]}");
+                Ok(ToolOutput {
+                    content: vec![Content::Text("numbers".into())],
+                    structured: Some(zeros),
+                    is_error: false,
+                })
             }
             "random" => {
                 let len = number(&arguments, "len").unwrap_or(1 << 30);

@@ -24,8 +24,10 @@ pub const MAX_LISTING_BYTES: usize = 4 << 20;
 /// Bytes of an error's text from a plugin that are kept: the rest is cut, with the length.
 pub const MAX_ERROR_TEXT: usize = 16 << 10;
 
-/// The bytes of a result (texts, binary data before base64, structured JSON), or, when
-/// it is too big to pass on, the error result that says so.
+/// The bytes of a result as the answer will carry them (texts escaped as JSON strings,
+/// binary data before base64, structured JSON and the text copy it gets when there is no
+/// content), or, when it is too big to pass on, the error result that says so. Escaped,
+/// a text of control characters is six times its size.
 pub fn result_size(plugin: &str, tool: &str, output: &ToolOutput) -> Result<usize, Value> {
     let too_big = |size: String| {
         error_result(format!(
@@ -38,28 +40,50 @@ pub fn result_size(plugin: &str, tool: &str, output: &ToolOutput) -> Result<usiz
             output.content.len()
         )));
     }
-    let blob = |b: &Blob| b.data.len() + b.mime_type.len();
-    let bytes = output.structured.as_ref().map_or(0, String::len)
+    let blob = |b: &Blob| b.data.len() + json_len(&b.mime_type);
+    let structured = output.structured.as_ref().map_or(0, |s| {
+        s.len()
+            + if output.content.is_empty() {
+                json_len(s)
+            } else {
+                0
+            }
+    });
+    let bytes = structured
         + output
             .content
             .iter()
             .map(|item| match item {
-                Content::Text(text) => text.len(),
+                Content::Text(text) => json_len(text),
                 Content::Image(b) | Content::Audio(b) => blob(b),
                 Content::Resource(r) => {
-                    r.uri.len()
-                        + r.text.as_ref().map_or(0, String::len)
+                    json_len(&r.uri)
+                        + r.text.as_deref().map_or(0, json_len)
                         + r.blob.as_ref().map_or(0, Vec::len)
                 }
             })
             .sum::<usize>();
     if bytes > MAX_RESULT_BYTES {
         return Err(too_big(format!(
-            "{bytes} bytes (a result may hold {} MiB)",
+            "{bytes} bytes with its texts escaped as JSON (a result may hold {} MiB)",
             MAX_RESULT_BYTES >> 20
         )));
     }
     Ok(bytes)
+}
+
+/// The length of `text` written as a JSON string, quotes aside: `"` and `\` take two
+/// bytes, and control characters two (`\n`) or six (`\u0001`).
+fn json_len(text: &str) -> usize {
+    text.len()
+        + text
+            .bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+                0..=0x1f => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
 }
 
 /// The bytes of a `list-tools` answer.
@@ -497,6 +521,27 @@ mod tests {
         let error = output_to_mcp("p", "t", out(true), None).into_value();
         assert_eq!(error["isError"], true, "{error}");
         assert_eq!(error["structuredContent"]["a"], json!([1, 2]), "{error}");
+    }
+
+    #[test]
+    fn texts_are_sized_as_the_answer_carries_them() {
+        assert_eq!(json_len("plain é"), 8);
+        assert_eq!(json_len("a\"b\\\n"), 8);
+        assert_eq!(json_len("\u{1}\u{1f}"), 12);
+        assert_eq!(
+            json_len("\u{1}\u{1f}"),
+            serde_json::to_string("\u{1}\u{1f}").unwrap().len() - 2
+        );
+        let out = |content: Vec<Content>, structured: Option<&str>| ToolOutput {
+            content,
+            structured: structured.map(String::from),
+            is_error: false,
+        };
+        let size = |o: &ToolOutput| result_size("p", "t", o).unwrap();
+        assert_eq!(size(&out(vec![Content::Text("\u{1}".into())], None)), 6);
+        // Structured output alone gets a text copy for clients that predate it.
+        assert_eq!(size(&out(vec![], Some(r#"{"a":1}"#))), 7 + 9);
+        assert_eq!(size(&out(vec![Content::Text("x".into())], Some("{}"))), 3);
     }
 
     #[test]

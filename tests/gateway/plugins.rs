@@ -736,6 +736,23 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
     );
     let result = client.call("faulty__many_items", json!({"items": 10_000}));
     assert_eq!(result["content"].as_array().map(Vec::len), Some(10_000));
+    // Bytes as the answer carries them: a control character is six (`\u0001`).
+    let message = call_failed(
+        &mut client,
+        "faulty__control_text",
+        json!({"chars": 3 << 20}),
+    );
+    assert_eq!(
+        message,
+        "plugin `faulty` tool `control_text` returned a result too big to pass on: 18874368 \
+         bytes with its texts escaped as JSON (a result may hold 16 MiB)"
+    );
+    let result = call_ok(
+        &mut client,
+        "faulty__control_text",
+        json!({"chars": 1 << 20}),
+    );
+    assert_eq!(text(&result).len(), 1 << 20);
     let message = call_failed(&mut client, "faulty__fail_long", json!({"bytes": 100_000}));
     assert!(
         message.len() < 17_000 && message.ends_with("f… (100000 bytes)"),

@@ -110,6 +110,13 @@ impl Guest for Faulty {
                 "properties": {"t": {"type": "string", "pattern": "[ab]*a[ab]{1000}c"}},
             })),
             tool(
+                "control_text",
+                "Returns a text of `chars` control characters (U+0001), which JSON writes \
+                 six bytes each.",
+                json!({"chars": {"type": "integer", "minimum": 0}}),
+                &["chars"],
+            ),
+            tool(
                 "numbers",
                 "Returns `{\"a\": [0, 0, ...]}`, `n` zeros, as structured output (no output \
                  schema) beside a text item \"numbers\".",
@@ -174,6 +181,10 @@ impl Guest for Faulty {
             "linear_output" => {
                 let len = number(&arguments, "len").unwrap_or(0) as usize;
                 structured(&json!({ "t": "ab".repeat(len / 2) }))
+            }
+            "control_text" => {
+                let chars = number(&arguments, "chars").unwrap_or(0) as usize;
+                Ok(text("\u{1}".repeat(chars)))
             }
             "numbers" | "checked_numbers" => {
                 let n = number(&arguments, "n").unwrap_or(0) as usize;

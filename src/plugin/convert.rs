@@ -24,52 +24,70 @@ pub const MAX_LISTING_BYTES: usize = 4 << 20;
 /// Bytes of an error's text from a plugin that are kept: the rest is cut, with the length.
 pub const MAX_ERROR_TEXT: usize = 16 << 10;
 
-/// The bytes of a result as the answer will carry them (texts escaped as JSON strings,
-/// binary data before base64, structured JSON and the text copy it gets when there is no
-/// content), or, when it is too big to pass on, the error result that says so. Escaped,
-/// a text of control characters is six times its size.
+/// The bytes of a result (texts, binary data before base64, structured JSON), or, when
+/// it is too big to pass on, the error result that says so. Counted fast, for the choice
+/// of thread; escaped as JSON, texts can be six times bigger ([`answer_too_big`]).
 pub fn result_size(plugin: &str, tool: &str, output: &ToolOutput) -> Result<usize, Value> {
-    let too_big = |size: String| {
-        error_result(format!(
-            "plugin `{plugin}` tool `{tool}` returned a result too big to pass on: {size}"
-        ))
-    };
     if output.content.len() > MAX_RESULT_ITEMS {
-        return Err(too_big(format!(
-            "{} content items (a result may hold {MAX_RESULT_ITEMS})",
-            output.content.len()
-        )));
+        let items = output.content.len();
+        return Err(too_big(
+            plugin,
+            tool,
+            format!("{items} content items (a result may hold {MAX_RESULT_ITEMS})"),
+        ));
     }
-    let blob = |b: &Blob| b.data.len() + json_len(&b.mime_type);
-    let structured = output.structured.as_ref().map_or(0, |s| {
-        s.len()
-            + if output.content.is_empty() {
-                json_len(s)
-            } else {
-                0
-            }
-    });
-    let bytes = structured
-        + output
-            .content
-            .iter()
-            .map(|item| match item {
-                Content::Text(text) => json_len(text),
-                Content::Image(b) | Content::Audio(b) => blob(b),
-                Content::Resource(r) => {
-                    json_len(&r.uri)
-                        + r.text.as_deref().map_or(0, json_len)
-                        + r.blob.as_ref().map_or(0, Vec::len)
-                }
-            })
-            .sum::<usize>();
+    let bytes = result_bytes(output, str::len);
     if bytes > MAX_RESULT_BYTES {
-        return Err(too_big(format!(
-            "{bytes} bytes with its texts escaped as JSON (a result may hold {} MiB)",
-            MAX_RESULT_BYTES >> 20
-        )));
+        let limit = MAX_RESULT_BYTES >> 20;
+        return Err(too_big(
+            plugin,
+            tool,
+            format!("{bytes} bytes (a result may hold {limit} MiB)"),
+        ));
     }
     Ok(bytes)
+}
+
+/// The error result for a result over the limit once its texts are escaped as JSON (a
+/// control character takes six bytes) and structured output alone gets its text copy.
+/// Only a result over a sixth of the limit can be: it is converted off the I/O thread.
+fn answer_too_big(plugin: &str, tool: &str, output: &ToolOutput) -> Option<Value> {
+    if result_bytes(output, str::len).saturating_mul(6) <= MAX_RESULT_BYTES {
+        return None;
+    }
+    let copy = match (&output.structured, output.content.is_empty()) {
+        (Some(text), true) => json_len(text),
+        _ => 0,
+    };
+    let bytes = result_bytes(output, json_len) + copy;
+    let limit = MAX_RESULT_BYTES >> 20;
+    (bytes > MAX_RESULT_BYTES).then(|| {
+        too_big(
+            plugin,
+            tool,
+            format!("{bytes} bytes with its texts escaped as JSON (a result may hold {limit} MiB)"),
+        )
+    })
+}
+
+fn too_big(plugin: &str, tool: &str, size: String) -> Value {
+    error_result(format!(
+        "plugin `{plugin}` tool `{tool}` returned a result too big to pass on: {size}"
+    ))
+}
+
+/// A result's bytes, its texts measured with `text`.
+fn result_bytes(output: &ToolOutput, text: fn(&str) -> usize) -> usize {
+    let blob = |b: &Blob| b.data.len() + text(&b.mime_type);
+    let item = |item: &Content| match item {
+        Content::Text(t) => text(t),
+        Content::Image(b) | Content::Audio(b) => blob(b),
+        Content::Resource(r) => {
+            text(&r.uri) + r.text.as_deref().map_or(0, text) + r.blob.as_ref().map_or(0, Vec::len)
+        }
+    };
+    output.structured.as_ref().map_or(0, String::len)
+        + output.content.iter().map(item).sum::<usize>()
 }
 
 /// The length of `text` written as a JSON string, quotes aside: `"` and `\` take two
@@ -246,6 +264,9 @@ pub fn output_to_mcp(
             "plugin `{plugin}` tool `{tool}` {why}"
         )))
     };
+    if let Some(too_big) = answer_too_big(plugin, tool, &output) {
+        return Reply::Built(too_big);
+    }
     // A tool error needs no structured output, and its own is passed as it is.
     let schema = schema.filter(|_| !output.is_error);
     if let (Some(schema), Some(text)) = (schema, &output.structured)
@@ -537,11 +558,22 @@ mod tests {
             structured: structured.map(String::from),
             is_error: false,
         };
-        let size = |o: &ToolOutput| result_size("p", "t", o).unwrap();
-        assert_eq!(size(&out(vec![Content::Text("\u{1}".into())], None)), 6);
+        let sixth = MAX_RESULT_BYTES / 6;
+        let text = |len| vec![Content::Text("\u{1}".repeat(len))];
+        assert!(answer_too_big("p", "t", &out(text(sixth), None)).is_none());
+        let over = answer_too_big("p", "t", &out(text(sixth + 1), None)).unwrap();
+        let message = over["content"][0]["text"].as_str().unwrap();
+        assert!(
+            message.ends_with(
+                "too big to pass on: 16777218 bytes with its texts escaped as JSON (a result \
+                 may hold 16 MiB)"
+            ),
+            "{message}"
+        );
         // Structured output alone gets a text copy for clients that predate it.
-        assert_eq!(size(&out(vec![], Some(r#"{"a":1}"#))), 7 + 9);
-        assert_eq!(size(&out(vec![Content::Text("x".into())], Some("{}"))), 3);
+        let quotes = format!("{{\"a\":\"{}\"}}", "\\\"".repeat(MAX_RESULT_BYTES / 6));
+        assert!(answer_too_big("p", "t", &out(vec![], Some(&quotes))).is_some());
+        assert!(answer_too_big("p", "t", &out(text(1), Some(&quotes))).is_none());
     }
 
     #[test]

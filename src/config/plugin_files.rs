@@ -36,6 +36,13 @@ fn named_files(files: &[PathBuf]) -> Result<BTreeMap<String, PathBuf>, String> {
     for file in files {
         let path =
             std::path::absolute(file).map_err(|e| format!("--plugin {}: {e}", file.display()))?;
+        if path.is_dir() {
+            return Err(format!(
+                "--plugin {}: is a directory (give the component file, e.g. \
+                 target/wasm32-wasip2/release/NAME.wasm, or use [plugins] dir in a config)",
+                file.display()
+            ));
+        }
         let Some(name) = path
             .file_stem()
             .and_then(|stem| stem.to_str())
@@ -108,10 +115,12 @@ mod tests {
 
     #[test]
     fn a_file_name_must_give_a_plugin_name() {
-        for bad in [".wasm", "dir/.hidden.wasm", "/"] {
+        for bad in [".wasm", "dir/.hidden.wasm"] {
             let err = load_with_plugin_files(None, &[PathBuf::from(bad)]).unwrap_err();
             assert!(err.contains("gives no plugin name"), "{bad}: {err}");
         }
+        let err = load_with_plugin_files(None, &[std::env::temp_dir()]).unwrap_err();
+        assert!(err.contains("is a directory"), "{err}");
         let config =
             load_with_plugin_files(None, &[PathBuf::from("/no/such/my plugin.v2.wasm")]).unwrap();
         let entry = &config.plugins.plugins["my plugin.v2"];

@@ -334,6 +334,10 @@ pub fn output_to_mcp(
 /// `result` with `"structuredContent"` first, written as `text` (a JSON object already
 /// read through) rather than built: the answer's text is made around it.
 fn with_structured_text(result: Map<String, Value>, text: &str) -> Reply {
+    let is_error = result.get("isError") == Some(&Value::Bool(true));
+    let first_text = result["content"][0]["text"]
+        .as_str()
+        .map(|t| crate::protocol::cut_owned(t.to_string(), MAX_ERROR_TEXT));
     // Serialising a map of strings and values cannot fail.
     let rest = serde_json::to_string(&result).unwrap_or_default();
     let mut json = String::with_capacity(text.len() + rest.len() + 24);
@@ -342,7 +346,11 @@ fn with_structured_text(result: Map<String, Value>, text: &str) -> Reply {
     json.push(',');
     json.push_str(&rest[1..]);
     match RawValue::from_string(json) {
-        Ok(raw) => Reply::Raw(raw),
+        Ok(raw) => Reply::Written {
+            raw,
+            is_error,
+            first_text,
+        },
         Err(e) => Reply::Built(error_result(format!(
             "the result could not be written: {e}"
         ))),
@@ -532,14 +540,21 @@ mod tests {
             structured: Some(" {\"b\": 1, \"a\": [1,2]}\n".into()),
             is_error,
         };
-        let Reply::Raw(raw) = output_to_mcp("p", "t", out(false), None) else {
+        let Reply::Written { raw, is_error, .. } = output_to_mcp("p", "t", out(false), None) else {
             panic!("built, not passed on");
         };
+        assert!(!is_error);
         assert_eq!(
             raw.get(),
             r#"{"structuredContent":{"b": 1, "a": [1,2]},"content":[{"type":"text","text":" {\"b\": 1, \"a\": [1,2]}\n"}]}"#
         );
-        let error = output_to_mcp("p", "t", out(true), None).into_value();
+        let error = output_to_mcp("p", "t", out(true), None);
+        assert!(error.is_error_result());
+        assert_eq!(
+            error.first_text().as_deref(),
+            Some(" {\"b\": 1, \"a\": [1,2]}\n")
+        );
+        let error = error.into_value();
         assert_eq!(error["isError"], true, "{error}");
         assert_eq!(error["structuredContent"]["a"], json!([1, 2]), "{error}");
     }

@@ -657,7 +657,10 @@ mod tests {
         for (text, is_error) in [
             (r#"{"content":[]}"#, false),
             (r#"{"content":[],"isError":false}"#, false),
-            (r#"{"content":[{"type":"text","text":"\"isError\""}]}"#, false),
+            (
+                r#"{"content":[{"type":"text","text":"\"isError\""}]}"#,
+                false,
+            ),
             (r#"{"isError":true,"content":[]}"#, true),
         ] {
             let raw = RawValue::from_string(text.into()).unwrap();

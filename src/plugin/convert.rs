@@ -337,7 +337,7 @@ fn with_structured_text(result: Map<String, Value>, text: &str) -> Reply {
     let is_error = result.get("isError") == Some(&Value::Bool(true));
     let first_text = result["content"][0]["text"]
         .as_str()
-        .map(|t| crate::protocol::cut_owned(t.to_string(), MAX_ERROR_TEXT));
+        .map(|t| crate::protocol::cut_short(t, MAX_ERROR_TEXT).into_owned());
     // Serialising a map of strings and values cannot fail.
     let rest = serde_json::to_string(&result).unwrap_or_default();
     let mut json = String::with_capacity(text.len() + rest.len() + 24);

@@ -574,7 +574,9 @@ fn memory_a_burst_took_is_given_back_when_the_gateway_goes_idle() {
             Some(4 << 20)
         );
     }
-    let peak = client.rss();
+    // The high-water mark: by the time a slow reader has all the answers, the gateway may
+    // have been idle long enough to give some back already.
+    let peak = client.peak_rss();
     assert!(
         peak > before + (32 << 20),
         "the burst took {} MiB",

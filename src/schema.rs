@@ -177,13 +177,64 @@ pub fn budget(schema: &Value, text_len: usize) -> Result<Patterns, String> {
     })
 }
 
-/// Bytes of strings times NFA states, and strings times backtracking patterns, that a
-/// check on the gateway's I/O thread may take on: ~0.1 s each at worst.
-const INLINE_PATTERN_WORK: u64 = 20_000_000;
-const INLINE_BACKTRACKING_MATCHES: u64 = 500;
+/// What checking text against a schema's patterns may cost, bounded before the check starts
+/// (a running check cannot be stopped): strings times backtracking patterns, each match up
+/// to the step limit (~0.2 ms), and bytes times the linear-time patterns' NFA states, ~5 ns
+/// each where their DFA gives up.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckBudget {
+    pub matches: u64,
+    pub work: u64,
+}
 
-/// Whether checking `instance` against a schema with `patterns` is sure to be quick enough
-/// for the I/O thread, counting every string (and key) as one the patterns may apply to.
+/// On the gateway's I/O thread (a tool's arguments): ~0.1 s each at worst.
+pub const INLINE_CHECK: CheckBudget = CheckBudget {
+    matches: 500,
+    work: 20_000_000,
+};
+
+/// Off it, within a call's time limit (a plugin's structured output): ~2 s each at worst.
+pub const BLOCKING_CHECK: CheckBudget = CheckBudget {
+    matches: 10_000,
+    work: 400_000_000,
+};
+
+/// The bound of a [`CheckBudget`] a check would break.
+#[derive(Debug, PartialEq)]
+pub enum TooCostly {
+    Matches {
+        strings: u64,
+        patterns: usize,
+        max: u64,
+    },
+    Work {
+        bytes: u64,
+        states: u64,
+        max: u64,
+    },
+}
+
+impl Patterns {
+    /// Which bound checking `strings` strings of `bytes` bytes in all against these
+    /// patterns would break, if one.
+    pub fn too_costly(&self, strings: u64, bytes: u64, budget: CheckBudget) -> Option<TooCostly> {
+        if strings.saturating_mul(self.backtracking as u64) > budget.matches {
+            return Some(TooCostly::Matches {
+                strings,
+                patterns: self.backtracking,
+                max: budget.matches,
+            });
+        }
+        (bytes.saturating_mul(self.states) > budget.work).then_some(TooCostly::Work {
+            bytes,
+            states: self.states,
+            max: budget.work,
+        })
+    }
+}
+
+/// Whether checking `instance` against a schema with `patterns` keeps within
+/// [`INLINE_CHECK`], counting every string (and key) as one the patterns may apply to.
 pub fn quick_to_check(patterns: &Patterns, instance: &Value) -> bool {
     if patterns.count == 0 {
         return true;
@@ -203,8 +254,7 @@ pub fn quick_to_check(patterns: &Patterns, instance: &Value) -> bool {
             _ => {}
         }
     }
-    bytes.saturating_mul(patterns.states) <= INLINE_PATTERN_WORK
-        && strings.saturating_mul(patterns.backtracking as u64) <= INLINE_BACKTRACKING_MATCHES
+    patterns.too_costly(strings, bytes, INLINE_CHECK).is_none()
 }
 
 /// The regular expressions of `schema`: `pattern` values and `patternProperties` keys.

@@ -156,6 +156,29 @@ pub struct PluginConfig {
     pub disabled: bool,
 }
 
+impl PluginConfig {
+    /// A plugin with every default: no grants, settings or tool filter.
+    pub fn plain(
+        name: &str,
+        path: Option<PathBuf>,
+        namespace: String,
+        limits: PluginLimits,
+    ) -> Self {
+        PluginConfig {
+            name: name.to_owned(),
+            path,
+            namespace,
+            limits,
+            allow_dirs: Vec::new(),
+            allow_env: Vec::new(),
+            allow_hosts: Vec::new(),
+            config: BTreeMap::new(),
+            tool_filter: ToolFilter::default(),
+            disabled: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirGrant {
     /// Absolute, canonical host directory.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::load::{embedded_default, load_given, process_env};
-use super::model::{Config, PluginConfig, ToolFilter};
+use super::model::{Config, PluginConfig};
 use super::validate::{namespace_for, valid_namespace};
 
 /// The config file, or the embedded default without one, with the `--plugin` files added:
@@ -92,18 +92,7 @@ fn add_plugin_files(config: &mut Config, named: BTreeMap<String, PathBuf>) -> Re
                  prefixed \"{namespace}\"; rename the file to choose another"
             ));
         }
-        let entry = PluginConfig {
-            name: name.clone(),
-            path: Some(path),
-            namespace,
-            limits: config.plugins.limits,
-            allow_dirs: Vec::new(),
-            allow_env: Vec::new(),
-            allow_hosts: Vec::new(),
-            config: BTreeMap::new(),
-            tool_filter: ToolFilter::default(),
-            disabled: false,
-        };
+        let entry = PluginConfig::plain(&name, Some(path), namespace, config.plugins.limits);
         config.plugins.plugins.insert(name, entry);
     }
     Ok(())

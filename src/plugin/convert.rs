@@ -142,26 +142,12 @@ pub struct CheckedTool {
 /// (up to 256 KiB, see `schema`), once at load and once per catalog at its first call.
 pub const MAX_PLUGIN_PATTERNS: usize = 256;
 
-/// A tool's output schema, compiled.
+/// A tool's output schema, compiled, and its patterns: what checking a result may cost
+/// is bounded by [`crate::schema::BLOCKING_CHECK`] before the check starts.
 pub struct OutputSchema {
     pub validator: jsonschema::Validator,
-    /// Its patterns that need the backtracking engine (a backreference or a lookaround):
-    /// each match may take up to the step limit (see `schema`, ~0.2 ms here), so a result
-    /// is refused when its strings times these patterns exceed [`MAX_BACKTRACKING_MATCHES`].
-    pub backtracking_patterns: usize,
-    /// NFA states of its other patterns: a result is refused when its structured output's
-    /// bytes times these exceed [`MAX_PATTERN_WORK`].
-    pub pattern_states: u64,
+    pub patterns: crate::schema::Patterns,
 }
-
-/// Strings times backtracking patterns a result may ask to check: ~2 s at the step limit.
-pub const MAX_BACKTRACKING_MATCHES: usize = 10_000;
-
-/// Bytes of structured output times NFA states of the output schema's linear-time patterns
-/// a result may ask to check: ~2 s where the patterns' DFA gives up (~5 ns per state and
-/// byte), a few ms where it does not. A check cannot be stopped once it runs, so what it
-/// may cost is bounded before it starts.
-pub const MAX_PATTERN_WORK: u64 = 400_000_000;
 
 /// JSON values (and keys) structured output checked against an output schema may hold:
 /// checking builds each in memory, at 80 bytes or more apiece (16 MiB of `[0,0,...]` took
@@ -203,8 +189,7 @@ pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
         tool.insert("outputSchema".into(), schema);
         output_schema = Some(Arc::new(OutputSchema {
             validator,
-            backtracking_patterns: output_patterns.backtracking,
-            pattern_states: output_patterns.states,
+            patterns: output_patterns,
         }));
     }
     if let Some(annotations) = &info.annotations {
@@ -286,12 +271,12 @@ pub fn output_to_mcp(
         Err(why) => return failed(why),
     };
     let mut result = Map::new();
-    let mut raw_structured = None;
+    let mut written = None;
     if let Some(text) = output.structured {
         let not_valid = |e| format!("returned structured output that is not valid JSON: {e}");
         let not_an_object = "returned structured output that is not a JSON object (MCP's \
                              structuredContent is one)";
-        match schema {
+        let built = match schema {
             // Checked against the schema: built in memory.
             Some(schema) => match serde_json::from_str::<Value>(&text) {
                 Err(e) => return failed(not_valid(e)),
@@ -303,29 +288,32 @@ pub fn output_to_mcp(
                              {why}"
                         ));
                     }
-                    result.insert("structuredContent".into(), value);
+                    Some(value)
                 }
             },
             // Otherwise read through as JSON text, and passed on as it is.
             None => match serde_json::from_str::<&RawValue>(&text) {
                 Err(e) => return failed(not_valid(e)),
                 Ok(raw) if !raw.get().starts_with('{') => return failed(not_an_object.into()),
-                Ok(_) => {}
+                Ok(_) => None,
             },
-        }
+        };
         // Clients that predate `structuredContent` read the text.
         if content.is_empty() {
             content.push(json!({"type": "text", "text": text}));
         }
-        if !result.contains_key("structuredContent") {
-            raw_structured = Some(text);
+        match built {
+            Some(value) => {
+                result.insert("structuredContent".into(), value);
+            }
+            None => written = Some(text),
         }
     }
     result.insert("content".into(), Value::Array(content));
     if output.is_error {
         result.insert("isError".into(), Value::Bool(true));
     }
-    match raw_structured {
+    match written {
         None => Reply::Built(Value::Object(result)),
         Some(text) => with_structured_text(result, &text),
     }
@@ -359,24 +347,28 @@ fn with_structured_text(result: Map<String, Value>, text: &str) -> Reply {
 
 /// Why checking `text` against `schema` would cost more than the gateway takes on, if it would.
 fn too_costly_to_check(schema: &OutputSchema, text: &str) -> Option<String> {
-    if schema.backtracking_patterns > 0 {
-        // Every string is at most one per two quotes: an upper bound, counted fast.
-        let strings = text.bytes().filter(|&b| b == b'"').count() / 2;
-        if strings.saturating_mul(schema.backtracking_patterns) > MAX_BACKTRACKING_MATCHES {
+    use crate::schema::TooCostly;
+    let patterns = &schema.patterns;
+    // Every string is at most one per two quotes: an upper bound, counted fast.
+    let strings = match patterns.backtracking {
+        0 => 0,
+        _ => text.bytes().filter(|&b| b == b'"').count() as u64 / 2,
+    };
+    let bytes = text.len() as u64;
+    match patterns.too_costly(strings, bytes, crate::schema::BLOCKING_CHECK) {
+        Some(TooCostly::Matches { patterns, max, .. }) => {
             return Some(format!(
-                "up to {strings} strings against {} backtracking patterns of its output schema \
-                 (at most {MAX_BACKTRACKING_MATCHES} matches)",
-                schema.backtracking_patterns
+                "up to {strings} strings against {patterns} backtracking patterns of its output \
+                 schema (at most {max} matches)"
             ));
         }
-    }
-    if (text.len() as u64).saturating_mul(schema.pattern_states) > MAX_PATTERN_WORK {
-        return Some(format!(
-            "{} bytes against patterns of its output schema that compile to {} states (bytes \
-             times states may be at most {MAX_PATTERN_WORK})",
-            text.len(),
-            schema.pattern_states
-        ));
+        Some(TooCostly::Work { states, max, .. }) => {
+            return Some(format!(
+                "{bytes} bytes against patterns of its output schema that compile to {states} \
+                 states (bytes times states may be at most {max})"
+            ));
+        }
+        None => {}
     }
     let values = json_values(text);
     (values > MAX_STRUCTURED_VALUES).then(|| {

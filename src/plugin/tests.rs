@@ -80,18 +80,12 @@ impl Drop for TempDir {
 }
 
 fn entry(name: &str, path: Option<&str>) -> PluginConfig {
-    PluginConfig {
-        name: name.into(),
-        path: path.map(PathBuf::from),
-        namespace: name.into(),
-        limits: PluginLimits::default(),
-        allow_dirs: Vec::new(),
-        allow_env: Vec::new(),
-        allow_hosts: Vec::new(),
-        config: BTreeMap::new(),
-        tool_filter: ToolFilter::default(),
-        disabled: false,
-    }
+    PluginConfig::plain(
+        name,
+        path.map(PathBuf::from),
+        name.into(),
+        PluginLimits::default(),
+    )
 }
 
 fn config(entries: Vec<PluginConfig>) -> PluginsConfig {

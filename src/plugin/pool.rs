@@ -112,6 +112,11 @@ impl ReadyPool {
         !self.filling.swap(true, Ordering::AcqRel)
     }
 
+    /// Whether a refill is running: it drops the used stores it finds before it ends.
+    pub fn is_filling(&self) -> bool {
+        self.filling.load(Ordering::Acquire)
+    }
+
     pub fn done_filling(&self) {
         self.filling.store(false, Ordering::Release);
     }

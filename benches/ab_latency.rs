@@ -1,0 +1,245 @@
+//! An A/B of `tools/call` latency at 1 in flight, across fresh processes: each run starts
+//! every target anew, then alternates rounds of calls between them, with a low-priority
+//! spin loop on each core. Where a process's threads land differs from one start to the
+//! next, and moves its p50 far more than the round-to-round noise, so a change is judged
+//! on the median over runs, never on one run.
+//!
+//! ```sh
+//! cargo build --release --bin wasmgate --example mcp_example_server
+//! cp target/release/wasmgate /tmp/wasmgate-a   # build the other version into /tmp/wasmgate-b
+//! cargo bench --bench ab_latency -- --runs 12 \
+//!     direct echo target/release/examples/mcp_example_server -- \
+//!     a minimal__echo /tmp/wasmgate-a --plugin tests/plugins/target/wasm32-wasip2/release/minimal.wasm -- \
+//!     b minimal__echo /tmp/wasmgate-b --plugin tests/plugins/target/wasm32-wasip2/release/minimal.wasm
+//! ```
+//!
+//! Each target is `NAME TOOL COMMAND [ARGS...]`, targets separated by `--`; the tool is
+//! called with `{"text": "hello"}`. Flags before the targets: `--runs N` (12), `--rounds N`
+//! (20 measured rounds a run, after 2 of warm-up), `--calls N` (200 calls a round),
+//! `--spin 0` (no spin loops: the machine as a client's, idle cores and all).
+//! Plain blocking pipes, no async runtime: the client adds as little as it can.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+const WARMUP_ROUNDS: usize = 2;
+
+struct Spec {
+    name: String,
+    tool: String,
+    command: Vec<String>,
+}
+
+struct Target<'a> {
+    spec: &'a Spec,
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    micros: Vec<f64>,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("ab_latency: {why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let mut args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let mut runs = 12;
+    let mut rounds = 20;
+    let mut calls = 200;
+    let mut spin = 1;
+    while let Some(flag) = args
+        .first()
+        .filter(|a| a.starts_with("--") && *a != "--")
+        .cloned()
+    {
+        let value = args
+            .get(1)
+            .and_then(|v| v.parse().ok())
+            .ok_or(format!("{flag} needs a number"))?;
+        match flag.as_str() {
+            "--runs" => runs = value,
+            "--rounds" => rounds = value,
+            "--calls" => calls = value,
+            "--spin" => spin = value,
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+        args.drain(..2);
+    }
+    let specs = args
+        .split(|a| a == "--")
+        .filter(|part| !part.is_empty())
+        .map(|part| match part {
+            [name, tool, command @ ..] if !command.is_empty() => Ok(Spec {
+                name: name.clone(),
+                tool: tool.clone(),
+                command: command.to_vec(),
+            }),
+            _ => Err(format!(
+                "a target is NAME TOOL COMMAND [ARGS...], not {part:?}"
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if specs.is_empty() {
+        // `cargo bench` runs every bench: without targets this one has nothing to compare.
+        println!("ab_latency: no targets given, nothing to compare (see benches/ab_latency.rs)");
+        return Ok(());
+    }
+
+    let _spinners = if spin == 0 {
+        None
+    } else {
+        Some(Spinners::start()?)
+    };
+    let mut p50s: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
+    for run in 1..=runs {
+        let mut targets = specs
+            .iter()
+            .map(Target::start)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Plugins compile or load from the cache; servers start.
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut id = 1;
+        for round in 0..WARMUP_ROUNDS + rounds {
+            for target in &mut targets {
+                for _ in 0..calls {
+                    id += 1;
+                    let took = target.call(id)?;
+                    if round >= WARMUP_ROUNDS {
+                        target.micros.push(took);
+                    }
+                }
+            }
+        }
+        let line: Vec<String> = targets
+            .iter_mut()
+            .zip(&mut p50s)
+            .map(|(target, p50s)| {
+                let p50 = percentile(&mut target.micros, 0.5);
+                p50s.push(p50);
+                format!("{} {p50:.1}", target.spec.name)
+            })
+            .collect();
+        println!("run {run}: p50 µs {}", line.join(", "));
+    }
+    println!("over {runs} runs ({rounds} rounds of {calls} calls each), p50 µs:");
+    for (spec, p50s) in specs.iter().zip(&mut p50s) {
+        let median = percentile(p50s, 0.5);
+        let (low, high) = (p50s[0], p50s[p50s.len() - 1]);
+        println!(
+            "  {:12} median {median:7.1}   range {low:.1}-{high:.1}",
+            spec.name
+        );
+    }
+    Ok(())
+}
+
+impl<'a> Target<'a> {
+    fn start(spec: &'a Spec) -> Result<Target<'a>, String> {
+        let mut child = Command::new(&spec.command[0])
+            .args(&spec.command[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{}: cannot start {}: {e}", spec.name, spec.command[0]))?;
+        let input = child.stdin.take().expect("piped");
+        let output = BufReader::new(child.stdout.take().expect("piped"));
+        let mut target = Target {
+            spec,
+            child,
+            input,
+            output,
+            micros: Vec::new(),
+        };
+        target.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ab_latency","version":"0"}}}"#)?;
+        target.answer_to(1)?;
+        target.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+        Ok(target)
+    }
+
+    fn send(&mut self, line: &str) -> Result<(), String> {
+        writeln!(self.input, "{line}")
+            .and_then(|()| self.input.flush())
+            .map_err(|e| format!("{}: cannot write: {e}", self.spec.name))
+    }
+
+    /// Reads lines up to the answer to `id` (notifications are skipped) and returns it.
+    fn answer_to(&mut self, id: u64) -> Result<String, String> {
+        let wanted = format!("\"id\":{id},");
+        loop {
+            let mut line = String::new();
+            match self.output.read_line(&mut line) {
+                Ok(0) | Err(_) => return Err(format!("{}: its stdout closed", self.spec.name)),
+                Ok(_) if line.contains(&wanted) => return Ok(line),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// One call; its latency in µs, from writing the request to reading the answer.
+    fn call(&mut self, id: u64) -> Result<f64, String> {
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{}","arguments":{{"text":"hello"}}}}}}"#,
+            self.spec.tool
+        );
+        let started = Instant::now();
+        self.send(&request)?;
+        let answer = self.answer_to(id)?;
+        let took = started.elapsed().as_secs_f64() * 1e6;
+        if !answer.contains(r#""result""#) || answer.contains(r#""isError":true"#) {
+            return Err(format!("{}: the call failed: {answer}", self.spec.name));
+        }
+        Ok(took)
+    }
+}
+
+impl Drop for Target<'_> {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn percentile(values: &mut [f64], at: f64) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[((values.len() - 1) as f64 * at).round() as usize]
+}
+
+/// A `nice 19` busy loop per core for as long as it lives: an idle core on these VMs adds
+/// 15-30 µs to every pipe hop (see scripts/bench.sh).
+struct Spinners(Vec<Child>);
+
+impl Spinners {
+    fn start() -> Result<Spinners, String> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let spinners = (0..cores)
+            .map(|_| {
+                Command::new("nice")
+                    .args(["-n", "19", "sh", "-c", "while :; do :; done"])
+                    .spawn()
+                    .map_err(|e| format!("cannot start a spin loop: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Spinners(spinners))
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for spinner in &mut self.0 {
+            let _ = spinner.kill();
+            let _ = spinner.wait();
+        }
+    }
+}

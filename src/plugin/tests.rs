@@ -1466,20 +1466,29 @@ fn progress_that_is_not_finite_or_goes_back_is_not_sent() {
     assert_eq!(sent, [(1.0, None), (5.0, Some(10.0)), (6.0, None)]);
 }
 
-/// The floor of a call's CPU on the host side: making a store and an instance, the call,
-/// and the drop that resets its pool slot, one after another on one thread, in steady state
-/// (slots reused, as in the gateway under load). The gateway pays all four per call, partly
-/// on the plugin threads. `cargo test --release measure_make_call_drop -- --ignored --nocapture`.
+/// The floor of a call's CPU on the host side: making a store and an instance, the
+/// warming `list-tools` a big runtime's ready instance gets, the call, and the drop that
+/// resets its pool slot, one after another on one thread, in steady state (slots reused, as
+/// in the gateway under load). The gateway pays all of them per call, partly on the plugin
+/// threads. Also for the Python plugin when it is built (fewer rounds).
+/// `cargo test --release measure_make_call_drop -- --ignored --nocapture`.
 #[tokio::test(flavor = "current_thread")]
 #[ignore]
 async fn measure_make_call_drop() {
-    const WARM_UP: u32 = 2000;
-    const N: u32 = 20000;
-    for path in [MINIMAL, ECHO] {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/python/text/text.wasm");
+    for (path, tool, args, warm_up, n) in [
+        (MINIMAL, "echo", r#"{"text":"x"}"#, 2000, 20000),
+        (ECHO, "echo", r#"{"text":"x"}"#, 2000, 20000),
+        (python, "reverse", r#"{"text":"hello"}"#, 20, 200),
+    ] {
+        if !Path::new(path).is_file() {
+            println!("{path}: not built, skipped");
+            continue;
+        }
         let host = start_one(entry("p", Some(path))).await;
         let version = host.slots.load()["p"].current.load_full();
-        let mut phases = [Duration::ZERO; 4];
-        for round in 0..WARM_UP + N {
+        let mut phases = [Duration::ZERO; 5];
+        for round in 0..warm_up + n {
             let t0 = Instant::now();
             let mut store = armed_store(&host, &version);
             let t1 = Instant::now();
@@ -1490,26 +1499,36 @@ async fn measure_make_call_drop() {
                 .await
                 .unwrap();
             let t2 = Instant::now();
+            if version.code.big_runtime {
+                instance
+                    .wasmgate_plugin_tool()
+                    .call_list_tools(&mut store)
+                    .await
+                    .unwrap();
+            }
+            let t3 = Instant::now();
             instance
                 .wasmgate_plugin_tool()
-                .call_call_tool(&mut store, "echo", r#"{"text":"x"}"#)
+                .call_call_tool(&mut store, tool, args)
                 .await
                 .unwrap()
                 .unwrap();
-            let t3 = Instant::now();
-            drop(store);
             let t4 = Instant::now();
-            if round >= WARM_UP {
-                for (total, d) in phases.iter_mut().zip([t1 - t0, t2 - t1, t3 - t2, t4 - t3]) {
+            drop(store);
+            let t5 = Instant::now();
+            if round >= warm_up {
+                let took = [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4];
+                for (total, d) in phases.iter_mut().zip(took) {
                     *total += d;
                 }
             }
         }
-        let [store, instantiate, call, drop] = phases.map(|d| d / N);
+        let [store, instantiate, warm, call, drop] = phases.map(|d| d / n);
         println!(
-            "{}: store {store:?}, instantiate {instantiate:?}, call {call:?}, drop {drop:?}, in all {:?}",
+            "{}: store {store:?}, instantiate {instantiate:?}, warming list-tools {warm:?}, \
+             call {call:?}, drop {drop:?}, in all {:?}",
             Path::new(path).file_name().unwrap().to_string_lossy(),
-            store + instantiate + call + drop
+            store + instantiate + warm + call + drop
         );
         host.shutdown().await;
     }

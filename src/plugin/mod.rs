@@ -933,6 +933,14 @@ impl PluginHost {
         });
     }
 
+    /// Whether `version` is what its plugin's calls get now (not replaced or unloaded).
+    fn is_current(&self, version: &Arc<Version>) -> bool {
+        self.slots
+            .load()
+            .get(&*version.name)
+            .is_some_and(|slot| Arc::ptr_eq(&slot.current.load(), version))
+    }
+
     /// Drops `version`'s used stores and tops up its ready instances, in the background
     /// and with instance budget to spare only: calls waiting for a slot come first.
     fn refill(&self, version: &Arc<Version>) {
@@ -943,12 +951,7 @@ impl PluginHost {
         }
         // A version replaced or unloaded meanwhile gets no new instances, only its
         // used stores dropped.
-        let current = self
-            .slots
-            .load()
-            .get(&*version.name)
-            .is_some_and(|slot| Arc::ptr_eq(&slot.current.load(), version));
-        if !current {
+        if !self.is_current(version) {
             self.discard(&version.pool);
             return;
         }
@@ -962,7 +965,8 @@ impl PluginHost {
         self.workers.spawn(async move {
             loop {
                 drop(version.pool.take_used());
-                if version.pool.missing() == 0 {
+                // A reload may replace the version while this runs: no instances for it then.
+                if version.pool.missing() == 0 || !host.is_current(&version) {
                     break;
                 }
                 if host.instances.available_permits() <= READY_HEADROOM {
@@ -1005,6 +1009,11 @@ impl PluginHost {
             // A call that ended after the last take above saw the refill running and left
             // its store here: drop it now, or it would wait for that version's next call.
             drop(version.pool.take_used());
+            // An instance made across a reload would wait in the old version's pool for as
+            // long as anything holds that version.
+            if !host.is_current(&version) {
+                host.discard(&version.pool);
+            }
         });
     }
 

@@ -945,7 +945,9 @@ async fn calls_during_reloads_never_fail() {
         }));
     }
     let mut digests = std::collections::BTreeSet::new();
+    let mut replaced = Vec::new();
     for round in 0..3u8 {
+        replaced.push(host.slots.load()["echo"].current.load_full());
         replace(&plugin, &variant_of(ECHO, round));
         match next_event(&mut rx).await {
             PluginEvent::Reloaded { name, tools, .. } => {
@@ -963,6 +965,18 @@ async fn calls_during_reloads_never_fail() {
     assert_eq!(digests.len(), 3);
     assert!(calls > 0);
     assert_eq!(host.plugins()[0].failures, 0);
+    // A refill that ran across a reload leaves no instance in the replaced version's pool.
+    for version in replaced {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while version.pool.is_filling() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!version.pool.is_filling());
+        assert!(
+            version.pool.take().is_none(),
+            "a replaced version kept a ready instance"
+        );
+    }
     host.shutdown().await;
 }
 

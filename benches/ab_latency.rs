@@ -1,13 +1,14 @@
 //! An A/B of `tools/call` latency at 1 in flight, across fresh processes: each run starts
-//! every target anew, then alternates rounds of calls between them, with a low-priority
-//! spin loop on each core. Where a process's threads land differs from one start to the
-//! next, and moves its p50 far more than the round-to-round noise, so a change is judged
-//! on the median over runs, never on one run.
+//! every target anew, then alternates rounds of calls between them. Where a process's
+//! threads land differs from one start to the next, and moves its p50 far more than the
+//! round-to-round noise, so a change is judged on the median over runs, never on one run.
+//!
+//! Run it through `scripts/bench.sh ab`, which builds the release binaries and starts the
+//! low-priority spin loops (`WASMGATE_BENCH_SPIN_LOOPS=0`: none, as on a client's machine):
 //!
 //! ```sh
-//! cargo build --release --bin wasmgate --example mcp_example_server
 //! cp target/release/wasmgate /tmp/wasmgate-a   # build the other version into /tmp/wasmgate-b
-//! cargo bench --bench ab_latency -- --runs 12 \
+//! bash scripts/bench.sh ab --runs 12 \
 //!     direct echo target/release/examples/mcp_example_server -- \
 //!     a minimal__echo /tmp/wasmgate-a --plugin tests/plugins/target/wasm32-wasip2/release/minimal.wasm -- \
 //!     b minimal__echo /tmp/wasmgate-b --plugin tests/plugins/target/wasm32-wasip2/release/minimal.wasm
@@ -15,8 +16,7 @@
 //!
 //! Each target is `NAME TOOL COMMAND [ARGS...]`, targets separated by `--`; the tool is
 //! called with `{"text": "hello"}`. Flags before the targets: `--runs N` (12), `--rounds N`
-//! (20 measured rounds a run, after 2 of warm-up), `--calls N` (200 calls a round),
-//! `--spin 0` (no spin loops: the machine as a client's, idle cores and all).
+//! (20 measured rounds a run, after 2 of warm-up), `--calls N` (200 calls a round).
 //! Plain blocking pipes, no async runtime: the client adds as little as it can.
 
 use std::io::{BufRead, BufReader, Write};
@@ -57,7 +57,6 @@ fn run() -> Result<(), String> {
     let mut runs = 12;
     let mut rounds = 20;
     let mut calls = 200;
-    let mut spin = 1;
     while let Some(flag) = args
         .first()
         .filter(|a| a.starts_with("--") && *a != "--")
@@ -71,7 +70,6 @@ fn run() -> Result<(), String> {
             "--runs" => runs = value,
             "--rounds" => rounds = value,
             "--calls" => calls = value,
-            "--spin" => spin = value,
             _ => return Err(format!("unknown flag {flag}")),
         }
         args.drain(..2);
@@ -96,11 +94,9 @@ fn run() -> Result<(), String> {
         return Ok(());
     }
 
-    let _spinners = if spin == 0 {
-        None
-    } else {
-        Some(Spinners::start()?)
-    };
+    // Set by scripts/bench.sh, which starts them.
+    let spin_loops = std::env::var("WASMGATE_BENCH_SPIN").unwrap_or_else(|_| "0".into());
+    println!("{spin_loops} spin loops running (scripts/bench.sh starts one per core)");
     let mut p50s: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
     for run in 1..=runs {
         let mut targets = specs
@@ -214,32 +210,4 @@ impl Drop for Target<'_> {
 fn percentile(values: &mut [f64], at: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     values[((values.len() - 1) as f64 * at).round() as usize]
-}
-
-/// A `nice 19` busy loop per core for as long as it lives: an idle core on these VMs adds
-/// 15-30 µs to every pipe hop (see scripts/bench.sh).
-struct Spinners(Vec<Child>);
-
-impl Spinners {
-    fn start() -> Result<Spinners, String> {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let spinners = (0..cores)
-            .map(|_| {
-                Command::new("nice")
-                    .args(["-n", "19", "sh", "-c", "while :; do :; done"])
-                    .spawn()
-                    .map_err(|e| format!("cannot start a spin loop: {e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Spinners(spinners))
-    }
-}
-
-impl Drop for Spinners {
-    fn drop(&mut self) {
-        for spinner in &mut self.0 {
-            let _ = spinner.kill();
-            let _ = spinner.wait();
-        }
-    }
 }

@@ -15,12 +15,21 @@
 # Where allowed (root or CAP_SYS_NICE), the bench and the processes it starts run at
 # nice -10, so that other work on a shared machine (builds, tests) disturbs them less;
 # WASMGATE_BENCH_NICE=0 turns that off. The header shows the nice value used.
+#
+# `bash scripts/bench.sh ab ARGS` runs benches/ab_latency.rs instead (an A/B of latency at
+# 1 in flight across fresh processes; ARGS as its header says), under the same spin loops.
+# WASMGATE_BENCH_SPIN_LOOPS=0 starts none, for figures as on a client's machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== building release binaries (wasmgate, mcp_example_server) and the bench" >&2
 cargo build --release --bin wasmgate --example mcp_example_server >&2
-cargo bench --bench gateway --no-run >&2
+bench=gateway
+if [ "${1:-}" = ab ]; then
+  bench=ab_latency
+  shift
+fi
+cargo bench --bench "$bench" --no-run >&2
 
 spinners=()
 stop_spinners() {
@@ -35,15 +44,15 @@ trap 'exit 130' INT TERM
 # `nice -n` is relative: the spin loops go to nice 19 whatever this script's nice is.
 spin_nice=$((19 - $(nice)))
 cores=$(nproc)
-for _ in $(seq "$cores"); do
+for _ in $(seq "${WASMGATE_BENCH_SPIN_LOOPS:-$cores}"); do
   nice -n "$spin_nice" sh -c 'while :; do :; done' &
   spinners+=($!)
 done
-echo "== started ${#spinners[@]} spin loops at nice 19, one per core" >&2
+echo "== started ${#spinners[@]} spin loops at nice 19 ($cores cores)" >&2
 
 bench_nice=${WASMGATE_BENCH_NICE:--10}
 priority=()
 if [ "$bench_nice" != 0 ] && nice -n "$bench_nice" true 2>/dev/null; then
   priority=(nice -n "$bench_nice")
 fi
-WASMGATE_BENCH_SPIN=${#spinners[@]} "${priority[@]}" cargo bench --bench gateway -- "$@"
+WASMGATE_BENCH_SPIN=${#spinners[@]} "${priority[@]}" cargo bench --bench "$bench" -- "$@"

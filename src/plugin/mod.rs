@@ -729,7 +729,7 @@ impl PluginHost {
             .await;
         // Refilled after the call, not beside it: on few cores a refill that
         // starts first would hold the call up for a whole instantiation.
-        self.refill_after_answer(&version);
+        self.refill(&version);
         let elapsed_us = started.elapsed().as_micros() as u64;
         match outcome {
             Ok(Ok(output)) => {
@@ -914,25 +914,6 @@ impl PluginHost {
         Ok(store)
     }
 
-    /// [`Self::refill`] once the answer is out. Waking a plugin thread is a syscall, and
-    /// the woken thread may take the core from this one before the answer is written
-    /// (it did: 22 µs of refill ahead of the answer's write). A task that yields runs
-    /// only after every task ready now has run, the writer of this call's answer among
-    /// them.
-    fn refill_after_answer(&self, version: &Arc<Version>) {
-        if version.pool.is_filling() {
-            return;
-        }
-        let Some(host) = self.this.upgrade() else {
-            return;
-        };
-        let version = version.clone();
-        tokio::spawn(async move {
-            tokio::task::yield_now().await;
-            host.refill(&version);
-        });
-    }
-
     /// Whether `version` is what its plugin's calls get now (not replaced or unloaded).
     fn is_current(&self, version: &Arc<Version>) -> bool {
         self.slots
@@ -942,7 +923,8 @@ impl PluginHost {
     }
 
     /// Drops `version`'s used stores and tops up its ready instances, in the background
-    /// and with instance budget to spare only: calls waiting for a slot come first.
+    /// and with instance budget to spare only: calls waiting for a slot come first; and
+    /// after the answer of the call that asks for it is written (see below).
     fn refill(&self, version: &Arc<Version>) {
         if !self.ready_pool.load(Ordering::Relaxed) {
             // Measuring without the pool: used stores still give their slots back.
@@ -962,59 +944,69 @@ impl PluginHost {
             return;
         };
         let version = version.clone();
-        self.workers.spawn(async move {
-            loop {
-                drop(version.pool.take_used());
-                // A reload may replace the version while this runs: no instances for it then.
-                if version.pool.missing() == 0 || !host.is_current(&version) {
-                    break;
-                }
-                if host.instances.available_permits() <= READY_HEADROOM {
-                    break;
-                }
-                let Ok(permit) = host.instances.clone().try_acquire_owned() else {
-                    break;
-                };
-                let Ok(mut store) = host.new_store(&version) else {
-                    break;
-                };
-                let limits = &version.settings.limits;
-                if limits::arm(&mut store, limits.timeout, host.fuel_enabled, limits.fuel).is_err()
-                {
-                    break;
-                }
-                let busy = host.ticker.busy();
-                let made = match version.code.pre.instantiate_async(&mut store).await {
-                    Ok(instance) if version.code.big_runtime => instance
-                        .wasmgate_plugin_tool()
-                        .call_list_tools(&mut store)
-                        .await
-                        .map(|_| instance),
-                    other => other,
-                };
-                drop(busy);
-                match made {
-                    Ok(instance) => version.pool.put(pool::Ready {
-                        store,
-                        instance,
-                        permit,
-                    }),
-                    Err(e) => {
-                        tracing::debug!(plugin = %version.name, error = %limits::chain(&e), "cannot prepare an instance");
-                        break;
-                    }
-                }
-            }
-            version.pool.done_filling();
-            // A call that ended after the last take above saw the refill running and left
-            // its store here: drop it now, or it would wait for that version's next call.
-            drop(version.pool.take_used());
-            // An instance made across a reload would wait in the old version's pool for as
-            // long as anything holds that version.
-            if !host.is_current(&version) {
-                host.discard(&version.pool);
-            }
+        // Waking a plugin thread is a syscall, and the woken thread may take the core from
+        // this one before the answer is written (it did: 22 µs of refill ahead of the
+        // answer's write). A task that yields runs only after every task ready now has run,
+        // the writer of the call's answer among them.
+        tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            host.workers.spawn(host.clone().fill(version));
         });
+    }
+
+    /// The refill's work on a plugin thread: drops used stores and makes ready instances
+    /// until `version`'s pool is full, the instance budget runs low, or a reload replaces it.
+    async fn fill(self: Arc<Self>, version: Arc<Version>) {
+        loop {
+            drop(version.pool.take_used());
+            // A reload may replace the version while this runs: no instances for it then.
+            if version.pool.missing() == 0 || !self.is_current(&version) {
+                break;
+            }
+            if self.instances.available_permits() <= READY_HEADROOM {
+                break;
+            }
+            let Ok(permit) = self.instances.clone().try_acquire_owned() else {
+                break;
+            };
+            let Ok(mut store) = self.new_store(&version) else {
+                break;
+            };
+            let limits = &version.settings.limits;
+            if limits::arm(&mut store, limits.timeout, self.fuel_enabled, limits.fuel).is_err() {
+                break;
+            }
+            let busy = self.ticker.busy();
+            let made = match version.code.pre.instantiate_async(&mut store).await {
+                Ok(instance) if version.code.big_runtime => instance
+                    .wasmgate_plugin_tool()
+                    .call_list_tools(&mut store)
+                    .await
+                    .map(|_| instance),
+                other => other,
+            };
+            drop(busy);
+            match made {
+                Ok(instance) => version.pool.put(pool::Ready {
+                    store,
+                    instance,
+                    permit,
+                }),
+                Err(e) => {
+                    tracing::debug!(plugin = %version.name, error = %limits::chain(&e), "cannot prepare an instance");
+                    break;
+                }
+            }
+        }
+        version.pool.done_filling();
+        // A call that ended after the last take above saw the refill running and left
+        // its store here: drop it now, or it would wait for that version's next call.
+        drop(version.pool.take_used());
+        // An instance made across a reload would wait in the old version's pool for as
+        // long as anything holds that version.
+        if !self.is_current(&version) {
+            self.discard(&version.pool);
+        }
     }
 
     /// Empties `pool`, resetting its stores on a plugin thread: a Python store's reset

@@ -41,8 +41,9 @@ pub struct ToolRoute {
     pub name: String,
     pub timeout: Duration,
     input_schema: Value,
-    /// Compiled on first use: most tools of a big catalog are never called.
-    validator: OnceLock<Option<(jsonschema::Validator, Patterns)>>,
+    /// The compiled schema and what its patterns may cost: compiled on first use (most
+    /// tools of a big catalog are never called).
+    check: OnceLock<Option<(jsonschema::Validator, Patterns)>>,
 }
 
 impl ToolRoute {
@@ -51,7 +52,7 @@ impl ToolRoute {
     /// on its I/O thread, so a schema beyond a plugin's budget, or arguments too costly for
     /// its patterns, are passed on unchecked rather than stall every other request.
     pub fn validate(&self, arguments: &Value) -> Result<(), String> {
-        let check = self.validator.get_or_init(|| {
+        let check = self.check.get_or_init(|| {
             let size = self.input_schema.to_string().len();
             crate::schema::budget(&self.input_schema, size)
                 .and_then(|patterns| Ok((crate::schema::compile(&self.input_schema)?, patterns)))
@@ -111,7 +112,7 @@ impl Catalog {
                     .get("inputSchema")
                     .cloned()
                     .unwrap_or(Value::Bool(true)),
-                validator: OnceLock::new(),
+                check: OnceLock::new(),
             };
             catalog.tool_routes.insert(name, Arc::new(route));
             catalog.tools.push(tool);
@@ -151,7 +152,7 @@ impl Catalog {
                     .get("inputSchema")
                     .cloned()
                     .unwrap_or(Value::Bool(true)),
-                validator: OnceLock::new(),
+                check: OnceLock::new(),
             };
             self.tool_routes.insert(exposed, Arc::new(route));
             self.tools.push(def);
@@ -331,7 +332,7 @@ mod tests {
             name: "t".into(),
             timeout: Duration::from_secs(1),
             input_schema,
-            validator: OnceLock::new(),
+            check: OnceLock::new(),
         }
     }
 

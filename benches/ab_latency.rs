@@ -97,7 +97,9 @@ fn run() -> Result<(), String> {
     // Set by scripts/bench.sh, which starts them.
     let spin_loops = std::env::var("WASMGATE_BENCH_SPIN").unwrap_or_else(|_| "0".into());
     println!("{spin_loops} spin loops running (scripts/bench.sh starts one per core)");
+    // Per target, each run's p50 and p99.
     let mut p50s: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
+    let mut p99s: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
     for run in 1..=runs {
         let mut targets = specs
             .iter()
@@ -119,21 +121,23 @@ fn run() -> Result<(), String> {
         }
         let line: Vec<String> = targets
             .iter_mut()
-            .zip(&mut p50s)
-            .map(|(target, p50s)| {
+            .enumerate()
+            .map(|(i, target)| {
                 let p50 = percentile(&mut target.micros, 0.5);
-                p50s.push(p50);
-                format!("{} {p50:.1}", target.spec.name)
+                let p99 = percentile(&mut target.micros, 0.99);
+                p50s[i].push(p50);
+                p99s[i].push(p99);
+                format!("{} {p50:.1}/{p99:.1}", target.spec.name)
             })
             .collect();
-        println!("run {run}: p50 µs {}", line.join(", "));
+        println!("run {run}: p50/p99 µs {}", line.join(", "));
     }
-    println!("over {runs} runs ({rounds} rounds of {calls} calls each), p50 µs:");
-    for (spec, p50s) in specs.iter().zip(&mut p50s) {
-        let median = percentile(p50s, 0.5);
-        let (low, high) = (p50s[0], p50s[p50s.len() - 1]);
+    println!("over {runs} runs ({rounds} rounds of {calls} calls each), µs:");
+    for (i, spec) in specs.iter().enumerate() {
+        let (p50, p50_low, p50_high) = median_and_range(&mut p50s[i]);
+        let (p99, p99_low, p99_high) = median_and_range(&mut p99s[i]);
         println!(
-            "  {:12} median {median:7.1}   range {low:.1}-{high:.1}",
+            "  {:12} p50 median {p50:7.1} (range {p50_low:.1}-{p50_high:.1})   p99 median {p99:7.1} (range {p99_low:.1}-{p99_high:.1})",
             spec.name
         );
     }
@@ -205,6 +209,12 @@ impl Drop for Target<'_> {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The median of one figure over runs, with its lowest and highest.
+fn median_and_range(values: &mut [f64]) -> (f64, f64, f64) {
+    let median = percentile(values, 0.5);
+    (median, values[0], values[values.len() - 1])
 }
 
 fn percentile(values: &mut [f64], at: f64) -> f64 {

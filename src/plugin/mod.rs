@@ -937,6 +937,7 @@ impl PluginHost {
             self.discard(&version.pool);
             return;
         }
+        version.pool.note_caller_cpu();
         if !version.pool.needs_refill() || !version.pool.start_filling() {
             return;
         }
@@ -956,11 +957,18 @@ impl PluginHost {
 
     /// The refill's work on a plugin thread: drops used stores and makes ready instances
     /// until `version`'s pool is full, the instance budget runs low, or a reload replaces it.
+    /// A full pool keeps it a moment longer (see [`pool::REFILL_LINGER`]).
     async fn fill(self: Arc<Self>, version: Arc<Version>) {
         loop {
             drop(version.pool.take_used());
             // A reload may replace the version while this runs: no instances for it then.
-            if version.pool.missing() == 0 || !self.is_current(&version) {
+            if !self.is_current(&version) {
+                break;
+            }
+            if version.pool.missing() == 0 {
+                if version.pool.wait_for_work(pool::REFILL_LINGER).await {
+                    continue;
+                }
                 break;
             }
             if self.instances.available_permits() <= READY_HEADROOM {

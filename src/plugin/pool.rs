@@ -8,7 +8,8 @@
 //! CPU, the call itself 1-3 µs), and both move off the request path this way.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
@@ -21,6 +22,15 @@ use super::sandbox::StoreState;
 /// once; a big runtime's instance holds megabytes, so it keeps fewer.
 pub const READY_PER_VERSION: usize = 8;
 pub const READY_PER_BIG_VERSION: usize = 2;
+
+/// How long a refill that filled its pool waits for more work before its plugin thread
+/// may sleep. Calls that follow each other closely (an agent's batch, a benchmark) then
+/// hand their used stores to a thread that is awake, on another core: waking a sleeping
+/// one costs the calling thread a syscall per call (an `eventfd` write, 18% of the I/O
+/// thread's time at 1 in flight per `perf`), and the woken thread often ran its refill
+/// on the core of the client's next request. The cost: up to this much CPU after the
+/// last call of a burst. Figures in docs/performance.md.
+pub const REFILL_LINGER: Duration = Duration::from_micros(100);
 
 /// A component this big (bytes) carries an interpreter: CPython from componentize-py is
 /// 18 MB, a JavaScript engine about 10 MB; the Rust plugins here are 40 KB to 2 MB. Its
@@ -56,6 +66,8 @@ pub struct ReadyPool {
     ready: Mutex<Vec<Ready>>,
     used: Mutex<Vec<Used>>,
     filling: AtomicBool,
+    /// The core of the thread that last asked for a refill (-1: not known).
+    caller_cpu: AtomicI32,
     /// How many ready instances to keep.
     size: usize,
 }
@@ -66,6 +78,7 @@ impl ReadyPool {
             ready: Mutex::default(),
             used: Mutex::default(),
             filling: AtomicBool::new(false),
+            caller_cpu: AtomicI32::new(-1),
             size: if big_runtime {
                 READY_PER_BIG_VERSION
             } else {
@@ -103,6 +116,46 @@ impl ReadyPool {
         self.missing() > 0 || !lock(&self.used).is_empty()
     }
 
+    /// Notes the core of the thread that asks for a refill, for [`Self::wait_for_work`].
+    pub fn note_caller_cpu(&self) {
+        let cpu = current_cpu().map_or(-1, |cpu| cpu as i32);
+        self.caller_cpu.store(cpu, Ordering::Relaxed);
+    }
+
+    fn caller_cpu(&self) -> Option<usize> {
+        usize::try_from(self.caller_cpu.load(Ordering::Relaxed)).ok()
+    }
+
+    /// Waits up to `linger` for [`Self::needs_refill`], `true` once it does. It polls, and
+    /// yields between polls to the other tasks of its thread and the other threads of its
+    /// core: a sleep and a wake-up would cost what the wait is there to save. Polling on
+    /// the core of the thread that asked for the refill (the I/O thread) would hold up the
+    /// very calls it waits for: the scheduler does not hand a core over at a yield to a
+    /// thread that has had more than its share (`perf sched` showed the I/O thread waiting
+    /// 17-19 µs per call). So the wait moves the thread off that core, once; it ends if the
+    /// scheduler brings it back.
+    pub async fn wait_for_work(&self, linger: Duration) -> bool {
+        let since = Instant::now();
+        let mut stepped_off = false;
+        loop {
+            if self.needs_refill() {
+                return true;
+            }
+            if since.elapsed() >= linger {
+                return false;
+            }
+            let cpu = current_cpu();
+            if cpu.is_some() && cpu == self.caller_cpu() {
+                if stepped_off || !cpu.is_some_and(step_off) {
+                    return false;
+                }
+                stepped_off = true;
+            }
+            std::thread::yield_now();
+            tokio::task::yield_now().await;
+        }
+    }
+
     pub fn put(&self, ready: Ready) {
         lock(&self.ready).push(ready);
     }
@@ -128,5 +181,95 @@ impl ReadyPool {
             std::mem::take(&mut *lock(&self.ready)),
             std::mem::take(&mut *lock(&self.used)),
         )
+    }
+}
+
+/// The core this thread runs on, where the system says.
+#[cfg(target_os = "linux")]
+fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn current_cpu() -> Option<usize> {
+    None
+}
+
+/// Moves this thread off core `cpu`, leaving the cores it may run on as they were: the
+/// affinity is narrowed, which migrates the thread, then restored at once (a nudge, not
+/// pinning). `false` if it cannot (one core allowed, or the calls fail).
+#[cfg(target_os = "linux")]
+fn step_off(cpu: usize) -> bool {
+    // SAFETY: the cpu_set_t values are plain bit sets owned here, passed with their size.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        if libc::sched_getaffinity(0, size, &mut allowed) != 0 {
+            return false;
+        }
+        let mut elsewhere = allowed;
+        libc::CPU_CLR(cpu, &mut elsewhere);
+        if libc::CPU_COUNT(&elsewhere) == 0 || libc::sched_setaffinity(0, size, &elsewhere) != 0 {
+            return false;
+        }
+        libc::sched_setaffinity(0, size, &allowed) == 0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn step_off(_cpu: usize) -> bool {
+    false
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn allowed_cores() -> libc::cpu_set_t {
+        // SAFETY: as in step_off.
+        unsafe {
+            let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            assert_eq!(libc::sched_getaffinity(0, size, &mut allowed), 0);
+            allowed
+        }
+    }
+
+    #[test]
+    fn stepping_off_a_core_moves_the_thread_and_keeps_its_allowed_cores() {
+        let before = allowed_cores();
+        let cpu = current_cpu().expect("sched_getcpu answers on Linux");
+        // SAFETY: CPU_COUNT reads the set it is given.
+        let cores = unsafe { libc::CPU_COUNT(&before) };
+        let moved = step_off(cpu);
+        assert_eq!(moved, cores > 1, "{cores} cores allowed");
+        if moved {
+            assert_ne!(current_cpu(), Some(cpu), "still on core {cpu}");
+        }
+        let after = allowed_cores();
+        // SAFETY: CPU_EQUAL compares two sets it is given.
+        assert!(
+            unsafe { libc::CPU_EQUAL(&before, &after) },
+            "allowed cores changed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refill_waits_its_linger_for_work_and_no_longer() {
+        let linger = Duration::from_millis(20);
+        // Nothing to make or drop: the whole linger, then no.
+        let full = ReadyPool {
+            size: 0,
+            ..ReadyPool::new(false)
+        };
+        let since = Instant::now();
+        assert!(!full.wait_for_work(linger).await);
+        assert!(since.elapsed() >= linger);
+        // Instances missing: yes at once, however long the linger.
+        let empty = ReadyPool::new(false);
+        let since = Instant::now();
+        assert!(empty.wait_for_work(Duration::from_secs(60)).await);
+        assert!(since.elapsed() < Duration::from_secs(1));
     }
 }

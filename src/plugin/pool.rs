@@ -127,13 +127,13 @@ impl ReadyPool {
     }
 
     /// Waits up to `linger` for [`Self::needs_refill`], `true` once it does. It polls, and
-    /// yields between polls to the other tasks of its thread and the other threads of its
-    /// core: a sleep and a wake-up would cost what the wait is there to save. Polling on
-    /// the core of the thread that asked for the refill (the I/O thread) would hold up the
-    /// very calls it waits for: the scheduler does not hand a core over at a yield to a
-    /// thread that has had more than its share (`perf sched` showed the I/O thread waiting
-    /// 17-19 µs per call). So the wait moves the thread off that core, once; it ends if the
-    /// scheduler brings it back.
+    /// yields between polls to the other tasks of its thread: a sleep and a wake-up would
+    /// cost what the wait is there to save. Not to other threads (`sched_yield`): that can
+    /// hand the core to any runnable thread for a whole time slice, and under the bench's
+    /// spin loops 13% of calls then found the pool empty (1% without). Polling on the core
+    /// of the thread that asked for the refill (the I/O thread) would hold up the very calls
+    /// it waits for (`perf sched` showed the I/O thread waiting 17-19 µs per call), so the
+    /// wait moves the thread off that core, once; it ends if the scheduler brings it back.
     pub async fn wait_for_work(&self, linger: Duration) -> bool {
         let since = Instant::now();
         let mut stepped_off = false;
@@ -151,7 +151,6 @@ impl ReadyPool {
                 }
                 stepped_off = true;
             }
-            std::thread::yield_now();
             tokio::task::yield_now().await;
         }
     }

@@ -937,7 +937,7 @@ impl PluginHost {
             self.discard(&version.pool);
             return;
         }
-        version.pool.note_caller_cpu();
+        version.pool.note_ask();
         if !version.pool.needs_refill() || !version.pool.start_filling() {
             return;
         }

@@ -148,7 +148,7 @@ impl ReadyPool {
     /// it waits for (`perf sched` showed the I/O thread waiting 17-19 µs per call), so the
     /// wait moves the thread off that core, once; it ends if the scheduler brings it back.
     /// Calls further apart than twice the linger would not be caught by it: then it does
-    /// not wait at all (calls 50 ms apart spent 100 µs of CPU each in it).
+    /// not wait at all (calls 50 ms apart spent up to 100 µs of CPU each in it).
     pub async fn wait_for_work(&self, linger: Duration) -> bool {
         let close = self.asked_apart.load(Ordering::Relaxed) <= 2 * linger.as_micros() as u64;
         if !close {

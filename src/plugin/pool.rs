@@ -290,7 +290,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refill_waits_its_linger_for_work_and_no_longer() {
-        let linger = Duration::from_millis(20);
+        let linger = Duration::from_millis(50);
         // Nothing to make or drop, and calls close together: the whole linger, then no.
         let full = ReadyPool {
             size: 0,
@@ -298,6 +298,10 @@ mod tests {
         };
         full.note_ask();
         full.note_ask();
+        // As if asked from no known core: this thread noted its own, and the wait would
+        // step off it and end early should the scheduler bring it back (the step-off test
+        // covers that).
+        full.caller_cpu.store(-1, Ordering::Relaxed);
         let since = Instant::now();
         assert!(!full.wait_for_work(linger).await);
         assert!(since.elapsed() >= linger);

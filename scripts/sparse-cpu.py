@@ -20,22 +20,18 @@ calls = int(sys.argv[3]) if len(sys.argv) > 3 else 40
 plugin = os.path.join(root, "tests/plugins/target/wasm32-wasip2/release/minimal.wasm")
 
 gateway = subprocess.Popen([binary, "--plugin", plugin], stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-pending = b""
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
 def send(message):
     gateway.stdin.write((json.dumps(message) + "\n").encode())
+    gateway.stdin.flush()
 
 
 def answer():
-    global pending
-    while b"\n" not in pending:
-        chunk = os.read(gateway.stdout.fileno(), 65536)
-        if not chunk:
-            sys.exit("the gateway closed its stdout")
-        pending += chunk
-    line, pending = pending.split(b"\n", 1)
+    line = gateway.stdout.readline()
+    if not line:
+        sys.exit("the gateway closed its stdout")
     return json.loads(line)
 
 

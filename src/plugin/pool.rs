@@ -163,9 +163,8 @@ impl ReadyPool {
             if since.elapsed() >= linger {
                 return false;
             }
-            let cpu = current_cpu();
-            if cpu.is_some() && cpu == self.caller_cpu() {
-                if stepped_off || !cpu.is_some_and(step_off) {
+            if let Some(cpu) = current_cpu().filter(|&cpu| Some(cpu) == self.caller_cpu()) {
+                if stepped_off || !step_off(cpu) {
                     return false;
                 }
                 stepped_off = true;
@@ -219,19 +218,29 @@ fn current_cpu() -> Option<usize> {
 /// pinning). `false` if it cannot (one core allowed, or the calls fail).
 #[cfg(target_os = "linux")]
 fn step_off(cpu: usize) -> bool {
-    // A core past what a cpu_set_t holds (1,024) is not one it can name.
-    let Some(allowed) = affinity().filter(|_| cpu < libc::CPU_SETSIZE as usize) else {
+    let Some(allowed) = affinity() else {
         return false;
     };
-    let mut elsewhere = allowed;
-    // SAFETY: CPU_CLR and CPU_COUNT work on the set they are given, a plain bit set.
-    unsafe {
-        libc::CPU_CLR(cpu, &mut elsewhere);
-        if libc::CPU_COUNT(&elsewhere) == 0 {
-            return false;
-        }
-    }
+    let Some(elsewhere) = without(&allowed, cpu) else {
+        return false;
+    };
     set_affinity(&elsewhere) && set_affinity(&allowed)
+}
+
+/// `cores` less `cpu`; `None` if nothing is left, or `cpu` is past what a cpu_set_t can
+/// name (1,024).
+#[cfg(target_os = "linux")]
+fn without(cores: &libc::cpu_set_t, cpu: usize) -> Option<libc::cpu_set_t> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return None;
+    }
+    let mut rest = *cores;
+    // SAFETY: CPU_CLR and CPU_COUNT work on the set they are given, a plain bit set.
+    let left = unsafe {
+        libc::CPU_CLR(cpu, &mut rest);
+        libc::CPU_COUNT(&rest)
+    };
+    (left > 0).then_some(rest)
 }
 
 /// The cores this thread may run on.
@@ -266,20 +275,15 @@ mod tests {
     fn stepping_off_a_core_moves_the_thread_and_keeps_its_allowed_cores() {
         let before = affinity().expect("sched_getaffinity answers on Linux");
         let cpu = current_cpu().expect("sched_getcpu answers on Linux");
-        let mut elsewhere = before;
-        // SAFETY: CPU_CLR and CPU_COUNT work on the set they are given.
-        let others = unsafe {
-            libc::CPU_CLR(cpu, &mut elsewhere);
-            libc::CPU_COUNT(&elsewhere)
-        };
+        let elsewhere = without(&before, cpu);
         // The narrowing moves the thread at once (once restored, the scheduler may bring it
         // back at any time, so that is where the move is seen).
-        if others > 0 {
-            assert!(set_affinity(&elsewhere));
+        if let Some(elsewhere) = &elsewhere {
+            assert!(set_affinity(elsewhere));
             assert_ne!(current_cpu(), Some(cpu), "still on core {cpu}");
             assert!(set_affinity(&before));
         }
-        assert_eq!(step_off(cpu), others > 0, "{others} other cores allowed");
+        assert_eq!(step_off(cpu), elsewhere.is_some(), "no other core allowed?");
         let after = affinity().expect("sched_getaffinity answers on Linux");
         // SAFETY: CPU_EQUAL reads the two sets it is given.
         assert!(

@@ -18,6 +18,9 @@
 //! called with `{"text": "hello"}`. Flags before the targets: `--runs N` (12), `--rounds N`
 //! (20 measured rounds a run, after 2 of warm-up), `--calls N` (200 calls a round).
 //! Plain blocking pipes, no async runtime: the client adds as little as it can.
+//! Beside the latency it reports each target's CPU per call over the measured rounds
+//! (Linux: /proc's schedstat), of its main thread (the I/O thread, in the gateway and
+//! the example server) and of all its threads: steadier than latency on a noisy machine.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
@@ -37,6 +40,10 @@ struct Target<'a> {
     input: ChildStdin,
     output: BufReader<ChildStdout>,
     micros: Vec<f64>,
+    /// CPU time on the measured rounds, ns: the main thread (the gateway's and the
+    /// example server's I/O thread), and all threads.
+    main_cpu_ns: u64,
+    all_cpu_ns: u64,
 }
 
 fn main() -> ExitCode {
@@ -100,6 +107,9 @@ fn run() -> Result<(), String> {
     // Per target, each run's p50 and p99.
     let mut p50s: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
     let mut p99s: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
+    // Per target, each run's CPU µs per call: main thread, all threads.
+    let mut main_cpus: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
+    let mut all_cpus: Vec<Vec<f64>> = vec![Vec::new(); specs.len()];
     for run in 1..=runs {
         let mut targets = specs
             .iter()
@@ -110,12 +120,18 @@ fn run() -> Result<(), String> {
         let mut id = 1;
         for round in 0..WARMUP_ROUNDS + rounds {
             for target in &mut targets {
+                let before = target.cpu_ns();
                 for _ in 0..calls {
                     id += 1;
                     let took = target.call(id)?;
                     if round >= WARMUP_ROUNDS {
                         target.micros.push(took);
                     }
+                }
+                if round >= WARMUP_ROUNDS {
+                    let after = target.cpu_ns();
+                    target.main_cpu_ns += after.0.saturating_sub(before.0);
+                    target.all_cpu_ns += after.1.saturating_sub(before.1);
                 }
             }
         }
@@ -125,19 +141,31 @@ fn run() -> Result<(), String> {
             .map(|(i, target)| {
                 let p50 = percentile(&mut target.micros, 0.5);
                 let p99 = percentile(&mut target.micros, 0.99);
+                let per_call = |ns: u64| ns as f64 / 1e3 / target.micros.len() as f64;
+                let (main, all) = (per_call(target.main_cpu_ns), per_call(target.all_cpu_ns));
                 p50s[i].push(p50);
                 p99s[i].push(p99);
-                format!("{} {p50:.1}/{p99:.1}", target.spec.name)
+                main_cpus[i].push(main);
+                all_cpus[i].push(all);
+                format!(
+                    "{} {p50:.1}/{p99:.1} cpu {main:.1}/{all:.1}",
+                    target.spec.name
+                )
             })
             .collect();
-        println!("run {run}: p50/p99 µs {}", line.join(", "));
+        println!(
+            "run {run}: p50/p99 µs, cpu µs/call main thread/all {}",
+            line.join(", ")
+        );
     }
     println!("over {runs} runs ({rounds} rounds of {calls} calls each), µs:");
     for (i, spec) in specs.iter().enumerate() {
         let (p50, p50_low, p50_high) = median_and_range(&mut p50s[i]);
         let (p99, p99_low, p99_high) = median_and_range(&mut p99s[i]);
+        let (main, main_low, main_high) = median_and_range(&mut main_cpus[i]);
+        let (all, ..) = median_and_range(&mut all_cpus[i]);
         println!(
-            "  {:12} p50 median {p50:7.1} (range {p50_low:.1}-{p50_high:.1})   p99 median {p99:7.1} (range {p99_low:.1}-{p99_high:.1})",
+            "  {:12} p50 median {p50:7.1} (range {p50_low:.1}-{p50_high:.1})   p99 median {p99:7.1} (range {p99_low:.1}-{p99_high:.1})   CPU/call main thread {main:.1} ({main_low:.1}-{main_high:.1}), all threads {all:.1}",
             spec.name
         );
     }
@@ -161,6 +189,8 @@ impl<'a> Target<'a> {
             input,
             output,
             micros: Vec::new(),
+            main_cpu_ns: 0,
+            all_cpu_ns: 0,
         };
         target.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ab_latency","version":"0"}}}"#)?;
         target.answer_to(1)?;
@@ -185,6 +215,28 @@ impl<'a> Target<'a> {
                 Ok(_) => {}
             }
         }
+    }
+
+    /// CPU time so far, ns, from /proc's schedstat: the main thread's, all threads'.
+    /// Zeros where /proc is missing (not Linux).
+    fn cpu_ns(&self) -> (u64, u64) {
+        let pid = self.child.id();
+        let read = |path: std::path::PathBuf| -> u64 {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let main = read(format!("/proc/{pid}/task/{pid}/schedstat").into());
+        let all = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .map(|task| read(task.path().join("schedstat")))
+                    .sum()
+            })
+            .unwrap_or(0);
+        (main, all)
     }
 
     /// One call; its latency in µs, from writing the request to reading the answer.

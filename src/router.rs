@@ -16,7 +16,7 @@ use crate::gateway::Gateway;
 use crate::plugin::PluginCallError;
 use crate::protocol::{self, Reply, RpcError};
 use crate::session::RequestContext;
-use crate::telemetry::events::Status;
+use crate::telemetry::events::{CallFields, Status};
 use catalog::Target;
 
 /// A call to a server or plugin, recorded as a `tool.called` event once it ends: by its
@@ -37,15 +37,15 @@ impl CallRecord<'_> {
     }
 
     fn emit(&self, status: Status, error: Option<String>, cancelled: bool) {
-        let duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
-        let mut fields = json!({"tool": self.tool, "server": self.server,
-                                "duration_ms": duration_ms, "error": error});
-        if cancelled {
-            fields["cancelled"] = Value::Bool(true);
-        }
+        let call = CallFields {
+            tool: self.tool.to_string(),
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            error,
+            cancelled,
+        };
         self.gateway
             .events
-            .emit_traced(self.trace_id, "tool.called", self.server, status, fields);
+            .emit_call(self.trace_id, self.server, status, call);
     }
 }
 

@@ -230,7 +230,7 @@ impl Session {
                 Err(error) => self.send(protocol::error_response(id, &error)),
                 Ok(started) => {
                     let session = self.clone();
-                    tokio::spawn(async move {
+                    run_or_spawn(async move {
                         if let Some(answer) = session.run(started, &method, params).await {
                             session.send_line(protocol::response_line(&id, answer));
                         }
@@ -475,6 +475,20 @@ impl Session {
                 Some(json!({"requestId": format!("wg-{id}")})),
             ));
         }
+    }
+}
+
+/// Polls a request's future once here, on the reader's turn, and spawns a task for it only
+/// if it waits. Most requests end in that poll (a plugin call on a ready instance, a list
+/// from the catalog): no task to allocate and schedule, and the answer is queued before the
+/// next line is read. A future that waits is polled again by its task, which registers the
+/// task's waker in place of the no-op one of this poll (every future wakes the waker of its
+/// latest poll).
+fn run_or_spawn(request: impl Future<Output = ()> + Send + 'static) {
+    let mut request = Box::pin(request);
+    let mut here = std::task::Context::from_waker(std::task::Waker::noop());
+    if request.as_mut().poll(&mut here).is_pending() {
+        tokio::spawn(request);
     }
 }
 

@@ -42,9 +42,29 @@ pub struct Event {
     pub event_type: &'static str,
     /// Who it is about: "wasmgate", a server name or a plugin name.
     pub source: String,
-    pub fields: Map<String, Value>,
+    pub fields: Fields,
     /// Order of recording, across both rings.
     seq: u64,
+}
+
+/// What an event says beyond the fields every event has.
+#[derive(Debug, Clone)]
+pub enum Fields {
+    Map(Map<String, Value>),
+    /// A `tool.called` event's: recorded on every call, before its answer is written, and
+    /// read only by `get_events` or the events file. Kept as they came, and written as
+    /// JSON when read (building a map per call cost ~1 µs of the call's latency).
+    Call(CallFields),
+}
+
+/// The fields of `tool.called`, written as `tool`, `server` (the event's source),
+/// `duration_ms`, `error` (null on success) and, when set, `cancelled`.
+#[derive(Debug, Clone)]
+pub struct CallFields {
+    pub tool: String,
+    pub duration_ms: f64,
+    pub error: Option<String>,
+    pub cancelled: bool,
 }
 
 impl Event {
@@ -60,8 +80,21 @@ impl Event {
         obj.insert("status".into(), self.status.as_str().into());
         obj.insert("event_type".into(), self.event_type.into());
         obj.insert("source".into(), self.source.clone().into());
-        for (k, v) in &self.fields {
-            obj.insert(k.clone(), v.clone());
+        match &self.fields {
+            Fields::Map(fields) => {
+                for (k, v) in fields {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+            Fields::Call(call) => {
+                obj.insert("tool".into(), call.tool.clone().into());
+                obj.insert("server".into(), self.source.clone().into());
+                obj.insert("duration_ms".into(), call.duration_ms.into());
+                obj.insert("error".into(), call.error.clone().into());
+                if call.cancelled {
+                    obj.insert("cancelled".into(), true.into());
+                }
+            }
         }
         Value::Object(obj)
     }
@@ -140,6 +173,12 @@ impl EventFile {
     }
 }
 
+/// A backend writes its errors' words (a plugin's failure text can be megabytes): the
+/// rings keep a thousand events each, so each keeps the start of its texts only.
+fn cut(text: String) -> String {
+    crate::protocol::cut_owned(text, FIELD_TEXT_MAX)
+}
+
 /// 32 hex digits, like a W3C trace id: a random per-process half and a counter, so
 /// that the hot path takes no syscall for randomness.
 pub fn new_trace_id() -> String {
@@ -148,10 +187,17 @@ pub fn new_trace_id() -> String {
     static PROCESS: OnceLock<u64> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let process = PROCESS.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
-    format!(
-        "{process:016x}{:016x}",
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    let next = NEXT.fetch_add(1, Ordering::Relaxed);
+    // By hand rather than `format!`: one is made per request, before its answer.
+    let mut id = String::with_capacity(32);
+    for half in [*process, next] {
+        for shift in (0..64).step_by(4).rev() {
+            id.push(char::from(
+                b"0123456789abcdef"[(half >> shift) as usize & 0xf],
+            ));
+        }
+    }
+    id
 }
 
 impl EventLog {
@@ -203,13 +249,29 @@ impl EventLog {
             Value::Null => Map::new(),
             other => Map::from_iter([("detail".to_string(), other)]),
         };
-        // A backend writes its errors' words (a plugin's failure text can be megabytes):
-        // the buffer keeps a thousand events, so each keeps the start of its texts only.
         for value in fields.values_mut() {
             if let Value::String(text) = value {
-                *text = crate::protocol::cut_owned(std::mem::take(text), FIELD_TEXT_MAX);
+                *text = cut(std::mem::take(text));
             }
         }
+        self.record(trace_id, event_type, source, status, Fields::Map(fields));
+    }
+
+    /// Records a `tool.called` event.
+    pub fn emit_call(&self, trace_id: &str, server: &str, status: Status, mut call: CallFields) {
+        call.tool = cut(call.tool);
+        call.error = call.error.map(cut);
+        self.record(trace_id, "tool.called", server, status, Fields::Call(call));
+    }
+
+    fn record(
+        &self,
+        trace_id: &str,
+        event_type: &'static str,
+        source: &str,
+        status: Status,
+        fields: Fields,
+    ) {
         let event = Event {
             timestamp: Utc::now(),
             trace_id: trace_id.to_string(),
@@ -287,6 +349,60 @@ mod tests {
         let log = EventLog::new(10);
         log.set_file(Some(&path)).unwrap();
         (dir, path, log)
+    }
+
+    #[test]
+    fn trace_ids_are_32_hex_digits_and_differ() {
+        let (a, b) = (new_trace_id(), new_trace_id());
+        assert_eq!(a.len(), 32);
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{a}"
+        );
+        assert_eq!(a[..16], b[..16], "one process half");
+        let counter = |id: &str| u64::from_str_radix(&id[16..], 16).unwrap();
+        assert!(counter(&b) > counter(&a), "{a} then {b}");
+    }
+
+    /// A call's event reads as any other, with the call's fields in their order.
+    #[test]
+    fn call_events_read_with_their_fields() {
+        let log = EventLog::new(4);
+        let call = |error: Option<&str>, cancelled| CallFields {
+            tool: "p__echo".into(),
+            duration_ms: 1.5,
+            error: error.map(String::from),
+            cancelled,
+        };
+        log.emit_call("t1", "p", Status::Success, call(None, false));
+        log.emit_call(
+            "t2",
+            "p",
+            Status::Failure,
+            call(Some(&"x".repeat(5000)), true),
+        );
+        let all = log.query(&Query {
+            limit: 10,
+            ..Default::default()
+        });
+        let keys = |e: &Value| e.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        let common = ["timestamp", "trace_id", "status", "event_type", "source"];
+        let ok: Vec<&str> = common
+            .iter()
+            .copied()
+            .chain(["tool", "server", "duration_ms", "error"])
+            .collect();
+        assert_eq!(keys(&all[1]), ok);
+        assert_eq!(all[1]["error"], Value::Null);
+        assert_eq!(all[1]["server"], "p");
+        assert_eq!(all[1]["duration_ms"], 1.5);
+        assert_eq!(all[0]["cancelled"], true);
+        assert_eq!(all[0]["status"], "failure");
+        assert!(
+            all[0]["error"].as_str().unwrap().len() < 2100,
+            "cut like other texts"
+        );
     }
 
     #[test]

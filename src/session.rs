@@ -545,3 +545,35 @@ fn initialize_params(params: Option<&Value>) -> Result<(&str, &Value, &Value), R
         .ok_or_else(|| invalid("clientInfo is required: an object with string name and version"))?;
     Ok((version, capabilities, info))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::run_or_spawn;
+
+    /// A request that needs no wait has run when `run_or_spawn` returns; one that waits is
+    /// finished by its task once woken, though its first poll saw a no-op waker.
+    #[tokio::test]
+    async fn requests_run_at_once_or_in_a_task_once_woken() {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        run_or_spawn(async move { flag.store(true, Ordering::SeqCst) });
+        assert!(done.load(Ordering::SeqCst), "ran in the first poll");
+
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let (result_tx, result_rx) = tokio::sync::oneshot::channel();
+        run_or_spawn(async move {
+            let value = rx.await.unwrap();
+            result_tx.send(value + 1).unwrap();
+        });
+        tokio::task::yield_now().await;
+        tx.send(41).unwrap();
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), result_rx)
+            .await
+            .expect("the task was woken")
+            .unwrap();
+        assert_eq!(answer, 42);
+    }
+}

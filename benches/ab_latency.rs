@@ -16,7 +16,8 @@
 //!
 //! Each target is `NAME TOOL COMMAND [ARGS...]`, targets separated by `--`; the tool is
 //! called with `{"text": "hello"}`. Flags before the targets: `--runs N` (12), `--rounds N`
-//! (20 measured rounds a run, after 2 of warm-up), `--calls N` (200 calls a round).
+//! (20 measured rounds a run, after 2 of warm-up), `--calls N` (200 calls a round),
+//! `--pause-ms N` (a pause before each call, as an agent's calls come: 0).
 //! Plain blocking pipes, no async runtime: the client adds as little as it can.
 //! Beside the latency it reports each target's CPU per call over the measured rounds
 //! (Linux: /proc's schedstat), of its main thread (the I/O thread, in the gateway and
@@ -64,6 +65,7 @@ fn run() -> Result<(), String> {
     let mut runs = 12;
     let mut rounds = 20;
     let mut calls = 200;
+    let mut pause_ms = 0;
     while let Some(flag) = args
         .first()
         .filter(|a| a.starts_with("--") && *a != "--")
@@ -77,6 +79,7 @@ fn run() -> Result<(), String> {
             "--runs" => runs = value,
             "--rounds" => rounds = value,
             "--calls" => calls = value,
+            "--pause-ms" => pause_ms = value,
             _ => return Err(format!("unknown flag {flag}")),
         }
         args.drain(..2);
@@ -122,6 +125,9 @@ fn run() -> Result<(), String> {
             for target in &mut targets {
                 let before = target.cpu_ns();
                 for _ in 0..calls {
+                    if pause_ms > 0 {
+                        std::thread::sleep(Duration::from_millis(pause_ms as u64));
+                    }
                     id += 1;
                     let took = target.call(id)?;
                     if round >= WARMUP_ROUNDS {

@@ -483,12 +483,20 @@ impl Session {
 /// from the catalog): no task to allocate and schedule, and the answer is queued before the
 /// next line is read. A future that waits is polled again by its task, which registers the
 /// task's waker in place of the no-op one of this poll (every future wakes the waker of its
-/// latest poll).
+/// latest poll). A panic in that poll ends the request alone, as it would in a task: the
+/// reader goes on.
 fn run_or_spawn(request: impl Future<Output = ()> + Send + 'static) {
     let mut request = Box::pin(request);
     let mut here = std::task::Context::from_waker(std::task::Waker::noop());
-    if request.as_mut().poll(&mut here).is_pending() {
-        tokio::spawn(request);
+    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        request.as_mut().poll(&mut here)
+    }));
+    match first {
+        Ok(std::task::Poll::Ready(())) => {}
+        Ok(std::task::Poll::Pending) => {
+            tokio::spawn(request);
+        }
+        Err(_) => tracing::error!("a request's handler panicked; it gets no answer"),
     }
 }
 
@@ -575,5 +583,12 @@ mod tests {
             .expect("the task was woken")
             .unwrap();
         assert_eq!(answer, 42);
+
+        // A request that panics ends alone; the next one runs.
+        run_or_spawn(async { panic!("a bug in one request") });
+        let after = Arc::new(AtomicBool::new(false));
+        let flag = after.clone();
+        run_or_spawn(async move { flag.store(true, Ordering::SeqCst) });
+        assert!(after.load(Ordering::SeqCst));
     }
 }

@@ -27,6 +27,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{median_and_range, percentile};
+
 const WARMUP_ROUNDS: usize = 2;
 
 struct Spec {
@@ -267,15 +271,4 @@ impl Drop for Target<'_> {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The median of one figure over runs, with its lowest and highest.
-fn median_and_range(values: &mut [f64]) -> (f64, f64, f64) {
-    let median = percentile(values, 0.5);
-    (median, values[0], values[values.len() - 1])
-}
-
-fn percentile(values: &mut [f64], at: f64) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[((values.len() - 1) as f64 * at).round() as usize]
 }

@@ -18,6 +18,9 @@ use tokio::sync::mpsc;
 use wasmgate::gateway::Gateway;
 use wasmgate::session::Session;
 
+#[path = "common/mod.rs"]
+mod common;
+
 // As the binary (src/main.rs): allocation is a good part of a request's cost.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -132,14 +135,8 @@ async fn measure(plugin: PathBuf, kinds: &[(&str, &str)], rounds: usize, calls: 
         "session_cpu: µs of the I/O thread per request, in process ({rounds} rounds of {calls}; median, range)"
     );
     for (kind, (label, _)) in kinds.iter().enumerate() {
-        let values = &mut per_kind[kind];
-        values.sort_by(f64::total_cmp);
-        println!(
-            "  {label:16} {:6.2}   ({:.2}-{:.2})",
-            values[values.len() / 2],
-            values[0],
-            values[values.len() - 1]
-        );
+        let (median, low, high) = common::median_and_range(&mut per_kind[kind]);
+        println!("  {label:16} {median:6.2}   ({low:.2}-{high:.2})");
     }
     gateway.shutdown().await;
 }

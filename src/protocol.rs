@@ -146,8 +146,8 @@ fn plain_request(line: &str) -> Option<Message> {
     struct Plain<'a> {
         #[serde(borrow)]
         jsonrpc: std::borrow::Cow<'a, str>,
-        #[serde(borrow)]
-        id: &'a RawValue,
+        /// Required: a missing id is a notification, left to the general path.
+        id: Value,
         method: String,
         #[serde(default, deserialize_with = "present_object")]
         params: Option<Map<String, Value>>,
@@ -159,15 +159,12 @@ fn plain_request(line: &str) -> Option<Message> {
         Map::deserialize(d).map(Some)
     }
     let plain: Plain = serde_json::from_str(line).ok()?;
-    if plain.jsonrpc != "2.0" {
-        return None;
-    }
-    let id: Value = serde_json::from_str(plain.id.get()).ok()?;
-    if !valid_id(&id) {
+    // `valid_id` refuses a null id, which the general path answers with an error.
+    if plain.jsonrpc != "2.0" || !valid_id(&plain.id) {
         return None;
     }
     Some(Message::Request {
-        id,
+        id: plain.id,
         method: plain.method,
         params: plain.params.map(Value::Object),
     })

@@ -243,7 +243,7 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
         Err(error) => {
             eprintln!("error {}: {}", error.code, error.message);
             if let Some(data) = error.data {
-                eprintln!("{data}");
+                eprintln!("data: {data}");
             }
             Ok(ExitCode::from(1))
         }

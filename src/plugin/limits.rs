@@ -171,7 +171,9 @@ pub fn describe_failure(
 
 /// Where the trap happened, " in `crate::function`", from the innermost frame named by the
 /// plugin's own code (a `name` section: release builds keep it unless stripped). Frames of
-/// the standard library (a panic's way to `abort`) and the bindings' exports are skipped.
+/// the standard library (a panic's way to `abort`) and the bindings' exports are skipped;
+/// when the plugin's code was inlined into an export (`call_tool` into
+/// `wasmgate:plugin/tool@0.1.0#call-tool`, say), the export is named instead.
 fn place(error: &wasmtime::Error) -> String {
     const NOT_THE_PLUGINS: [&str; 8] = [
         "std::",
@@ -186,19 +188,33 @@ fn place(error: &wasmtime::Error) -> String {
     let Some(trace) = error.downcast_ref::<wasmtime::WasmBacktrace>() else {
         return String::new();
     };
-    trace
+    let names: Vec<String> = trace
         .frames()
         .iter()
         .filter_map(|frame| frame.func_name())
         .map(|name| format!("{:#}", rustc_demangle::demangle(name)))
-        .find(|name| {
-            !name.contains('#')
-                && name != "abort"
-                && !NOT_THE_PLUGINS
-                    .iter()
-                    .any(|prefix| name.trim_start_matches('<').starts_with(prefix))
-        })
-        .map_or_else(String::new, |name| format!(" in `{name}`"))
+        .collect();
+    let own = names.iter().find(|name| {
+        export_name(name).is_none()
+            && name.as_str() != "abort"
+            && !NOT_THE_PLUGINS
+                .iter()
+                .any(|prefix| name.trim_start_matches('<').starts_with(prefix))
+    });
+    if let Some(name) = own {
+        return format!(" in `{name}`");
+    }
+    names
+        .iter()
+        .find_map(|name| export_name(name))
+        .map_or_else(String::new, |export| format!(" in its `{export}` export"))
+}
+
+/// `call-tool` of `wasmgate:plugin/tool@0.1.0#call-tool`, the name the bindings give an
+/// export's function; not the `0}` of a Rust closure's `{closure#0}`.
+fn export_name(name: &str) -> Option<&str> {
+    let (interface, function) = name.split_once('#')?;
+    (interface.contains('/') && !interface.contains('{')).then_some(function)
 }
 
 /// Words for a trap whose usual cause its own message does not say.

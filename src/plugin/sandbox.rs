@@ -298,6 +298,10 @@ impl LineLogger {
     fn emit(&self, line: &[u8]) {
         let line = String::from_utf8_lossy(line);
         let line = line.trim_end_matches(['\r', '\n']);
+        // A blank line says nothing in a log (Rust's panic message starts with one).
+        if line.trim().is_empty() {
+            return;
+        }
         // The quote of a trap below still sees every line.
         if super::lock(&self.budget).take_or_drop() {
             let line = crate::telemetry::one_line(line);
@@ -305,8 +309,7 @@ impl LineLogger {
         }
         // Runtimes' own notes are no use to a client: Rust's hint to set RUST_BACKTRACE
         // (which it cannot), SpiderMonkey's word on how it aborts.
-        let quotable = !line.trim().is_empty()
-            && !line.starts_with("note: run with `RUST_BACKTRACE")
+        let quotable = !line.starts_with("note: run with `RUST_BACKTRACE")
             && line != "Redirecting call to abort() to mozalloc_abort";
         if let Some(tail) = self.tail.as_ref().filter(|_| quotable) {
             let mut tail = super::lock(tail);

@@ -725,6 +725,20 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         "{message}"
     );
     assert_eq!(text(&call_ok(&mut client, "faulty__ok", json!({}))), "ok");
+    // The panic's output is in the gateway's log, without the blank line it starts with.
+    let stderr = client.stderr();
+    let output: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("plugin=faulty") && l.contains("stream=\"stderr\""))
+        .collect();
+    assert!(
+        output.iter().any(|l| l.contains("requested panic")),
+        "{stderr}"
+    );
+    assert!(
+        output.iter().all(|l| !l.contains("INFO  plugin=faulty")),
+        "a blank line logged: {output:?}"
+    );
 
     // What a plugin returns is bounded before the gateway expands it into JSON: items and
     // bytes of a result, and the text of an error (which the events keep too).
@@ -1331,7 +1345,8 @@ fn hot_reload_adds_replaces_keeps_and_removes_a_plugin() {
     let error = client.call_error("x__sha256", json!({"text": "abc"}));
     assert_eq!(error["code"], -32602, "{error}");
 
-    // A broken build over it: refused, the previous version keeps serving.
+    // A broken build over it: refused, the previous version keeps serving, and the client
+    // is told (at level error, though it set no level).
     std::fs::write(&x, noise(1000)).expect("write a broken file");
     let failed = wait_event(&mut client, "plugin.reload_failed", "x");
     assert!(
@@ -1339,6 +1354,14 @@ fn hot_reload_adds_replaces_keeps_and_removes_a_plugin() {
             .as_str()
             .is_some_and(|e| e.contains("x.wasm")),
         "{failed}"
+    );
+    let told = client.next_notification("notifications/message", TIMEOUT);
+    assert_eq!(told["params"]["level"], "error", "{told}");
+    assert_eq!(told["params"]["logger"], "x", "{told}");
+    let said = told["params"]["data"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("previous one keeps serving") && said.contains("not a WebAssembly file"),
+        "{told}"
     );
     let result = call_ok(
         &mut client,
@@ -1359,6 +1382,17 @@ fn hot_reload_adds_replaces_keeps_and_removes_a_plugin() {
         status["failures"], 0,
         "a refused version is no failed call: {status}"
     );
+    // A client that asked for `critical` only is not told of the next refusal.
+    client.result("logging/setLevel", json!({"level": "critical"}));
+    std::fs::write(&x, noise(1001)).expect("write another broken file");
+    eventually(TIMEOUT, "a second plugin.reload_failed", || {
+        let failed = client.events(json!({"event_type": "plugin.reload_failed"}));
+        (failed.len() == 2).then_some(())
+    });
+    client.result("ping", json!({}));
+    let told = client.drain_notifications("notifications/message");
+    assert!(told.is_empty(), "below the client's level: {told:?}");
+
     // The serving version written back: the refusal no longer applies.
     replace_atomically(&x, &shipped("json"));
     eventually(TIMEOUT, "the reload error to clear", || {

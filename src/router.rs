@@ -425,10 +425,20 @@ impl Gateway {
                 .map(|entry| entry.namespace.clone())
                 .unwrap_or_else(|| crate::config::namespace_for(&failed.name));
             under(&namespace).then(|| {
+                // A reason starts "plugin `NAME` (FILE): ": said once, as "plugin `NAME`
+                // (FILE) could not be loaded: ...".
+                let named = format!("plugin `{}`", failed.name);
+                let (what, why) = failed
+                    .reason
+                    .strip_prefix(&named)
+                    .and_then(|rest| rest.split_once("): "))
+                    .filter(|(file, _)| file.starts_with(" ("))
+                    .map_or((named.clone(), failed.reason.as_str()), |(file, why)| {
+                        (format!("{named}{file})"), why)
+                    });
                 format!(
-                    "plugin `{}` could not be loaded: {}",
-                    failed.name,
-                    protocol::cut_short(&failed.reason, 300)
+                    "{what} could not be loaded: {}",
+                    protocol::cut_short(why, 300)
                 )
             })
         })

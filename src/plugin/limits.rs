@@ -175,7 +175,9 @@ pub fn describe_failure(
 /// when the plugin's code was inlined into an export (`call_tool` into
 /// `wasmgate:plugin/tool@0.1.0#call-tool`, say), the export is named instead.
 fn place(error: &wasmtime::Error) -> String {
-    const NOT_THE_PLUGINS: [&str; 8] = [
+    // `wit_dylib`: componentize-py's glue between the bindings and CPython, where a
+    // Python exception that escapes a tool ends.
+    const NOT_THE_PLUGINS: [&str; 9] = [
         "std::",
         "core::",
         "alloc::",
@@ -184,6 +186,7 @@ fn place(error: &wasmtime::Error) -> String {
         "rust_",
         "dlmalloc",
         "wit_bindgen",
+        "wit_dylib",
     ];
     let Some(trace) = error.downcast_ref::<wasmtime::WasmBacktrace>() else {
         return String::new();

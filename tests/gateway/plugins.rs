@@ -1264,8 +1264,10 @@ fn components_that_are_not_plugins_are_refused_and_the_others_served() {
     let error = client.call_error("strict__ok", json!({}));
     let message = error["message"].as_str().unwrap_or_default();
     assert!(
-        message.starts_with("Unknown tool: strict__ok (plugin `strict` could not be loaded: ")
-            && message.contains("input-schema must have"),
+        message.starts_with("Unknown tool: strict__ok (plugin `strict` (")
+            && message.contains("strict.wasm) could not be loaded: tool `")
+            && message.contains("input-schema must have")
+            && message.matches("plugin `strict`").count() == 1,
         "{error}"
     );
     // Status shows them failed, with the reason, serving nothing.

@@ -23,6 +23,8 @@
 //! - `--schemaless-tool`    also list a tool `loose` without the `inputSchema` MCP requires,
 //!   and a tool `odd name` with a space in its name (which MCP advises against)
 //! - `--endless-cursor`     end every list page with `nextCursor` "again", whatever was asked
+//! - `--ignore-cancel`      let calls run on after `notifications/cancelled` (still sending
+//!   their progress), as some servers do
 //! - `--tokio-stdio`        read and write through tokio's `stdin()`/`stdout()`, which hand
 //!   each read and flush to a blocking thread, as servers on the official Rust SDK (rmcp's
 //!   `stdio()`) do; by default pipes go through the reactor, as in the gateway
@@ -76,6 +78,7 @@ struct Config {
     non_object_results: bool,
     schemaless_tool: bool,
     endless_cursor: bool,
+    ignore_cancel: bool,
     tokio_stdio: bool,
 }
 
@@ -104,6 +107,7 @@ impl Config {
                 "--non-object-results" => config.non_object_results = true,
                 "--schemaless-tool" => config.schemaless_tool = true,
                 "--endless-cursor" => config.endless_cursor = true,
+                "--ignore-cancel" => config.ignore_cancel = true,
                 "--tokio-stdio" => config.tokio_stdio = true,
                 _ => return Err(format!("unknown flag {flag}")),
             }
@@ -359,7 +363,7 @@ impl Server {
 
     fn on_notification(&self, method: &str, params: &Value) {
         // Other notifications (initialized, roots/list_changed, progress) need nothing from us.
-        if method == "notifications/cancelled" {
+        if method == "notifications/cancelled" && !self.config.ignore_cancel {
             let key = params["requestId"].to_string();
             if let Some(task) = self.running.lock().unwrap().remove(&key) {
                 task.abort();

@@ -321,24 +321,18 @@ impl Gateway {
         }
     }
 
-    /// Maps a client's progress token to one that is unique across sessions.
-    pub fn register_progress(&self, session: &Arc<Session>, token: Value) -> String {
+    /// Maps a client's progress token to one that is unique across sessions, for as long
+    /// as the returned mapping lives.
+    pub fn register_progress(&self, session: &Arc<Session>, token: Value) -> ProgressMapping<'_> {
         let ours = format!("wg-{}", self.next_token.fetch_add(1, Ordering::Relaxed));
         self.progress
             .lock()
             .unwrap()
             .insert(ours.clone(), (Arc::downgrade(session), token));
-        ours
-    }
-
-    /// Called once the answer is in: progress the server sent before its answer may still
-    /// be queued for the hub, so wait until the hub has passed it on, then forget the token.
-    pub async fn forget_progress(&self, token: &str) {
-        let (done, handled) = tokio::sync::oneshot::channel();
-        if self.to_gateway.send(BackendEvent::Barrier { done }).is_ok() {
-            let _ = handled.await;
+        ProgressMapping {
+            gateway: self,
+            token: ours,
         }
-        self.progress.lock().unwrap().remove(token);
     }
 
     /// Records `session`'s subscription to `uri` on `server`; once per session, however
@@ -539,6 +533,36 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
             record_plugin_event(&gateway, event);
         }
         gateway.rebuild_catalog_announcing(new_code);
+    }
+}
+
+/// A client's progress token mapped to the gateway's, for one forwarded request. Dropped
+/// with the request's future, as when the client cancels it, it ends the mapping at once:
+/// the server may go on sending progress, which must not reach the client after its cancel.
+pub struct ProgressMapping<'a> {
+    gateway: &'a Gateway,
+    pub token: String,
+}
+
+impl ProgressMapping<'_> {
+    /// Called once the answer is in: progress the server sent before its answer may still
+    /// be queued for the hub, so wait until the hub has passed it on, then end the mapping.
+    pub async fn end(self) {
+        let (done, handled) = tokio::sync::oneshot::channel();
+        if self
+            .gateway
+            .to_gateway
+            .send(BackendEvent::Barrier { done })
+            .is_ok()
+        {
+            let _ = handled.await;
+        }
+    }
+}
+
+impl Drop for ProgressMapping<'_> {
+    fn drop(&mut self) {
+        self.gateway.progress.lock().unwrap().remove(&self.token);
     }
 }
 

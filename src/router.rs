@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::process::ProcessBackend;
 use crate::backend::{BackendError, BackendState};
-use crate::gateway::Gateway;
+use crate::gateway::{Gateway, ProgressMapping};
 use crate::plugin::PluginCallError;
 use crate::protocol::{self, Reply, RpcError};
 use crate::session::RequestContext;
@@ -328,13 +328,17 @@ impl Gateway {
     }
 
     /// Replaces the client's progress token with one unique across sessions.
-    fn map_progress(&self, context: &RequestContext, mut params: Value) -> (Value, Option<String>) {
+    fn map_progress(
+        &self,
+        context: &RequestContext,
+        mut params: Value,
+    ) -> (Value, Option<ProgressMapping<'_>>) {
         let Some(token) = progress_token(&params).cloned() else {
             return (params, None);
         };
-        let ours = self.register_progress(&context.session, token);
-        params["_meta"]["progressToken"] = Value::String(ours.clone());
-        (params, Some(ours))
+        let mapping = self.register_progress(&context.session, token);
+        params["_meta"]["progressToken"] = Value::String(mapping.token.clone());
+        (params, Some(mapping))
     }
 
     async fn forward(
@@ -365,10 +369,10 @@ impl Gateway {
         params: Value,
         timeout: Duration,
     ) -> Result<Reply, RpcError> {
-        let (params, token) = self.map_progress(context, params);
+        let (params, mapping) = self.map_progress(context, params);
         let result = backend.request_raw(method, Some(params), timeout).await;
-        if let Some(token) = token {
-            self.forget_progress(&token).await;
+        if let Some(mapping) = mapping {
+            mapping.end().await;
         }
         result.map(Reply::Raw).map_err(|e: BackendError| e.to_rpc())
     }

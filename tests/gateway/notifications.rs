@@ -284,13 +284,18 @@ fn without_the_capability_the_server_gets_an_error() {
 
 #[test]
 fn cancelled_request_gets_no_answer_and_the_gateway_goes_on() {
-    let mut client = example();
+    // A server that goes on with a cancelled call, and answers it in the end.
+    let mut client = config()
+        .example("ex", &["--ignore-cancel"])
+        .start_initialized();
     client.send(
         &json!({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
-                        "params": {"name": "ex__slow", "arguments": {"ms": 1500}}}),
+                        "params": {"name": "ex__slow", "arguments": {"ms": 1500},
+                                   "_meta": {"progressToken": "p-slow"}}}),
     );
-    // Let the request reach the server before it is cancelled: a ping answered after it proves it was read.
-    client.result("ping", json!({}));
+    // Cancelled once the server is at it: its first progress (after 500 ms) shows it is.
+    let first = client.next_notification("notifications/progress", Duration::from_secs(5));
+    assert_eq!(first["params"]["progressToken"], "p-slow", "{first}");
     client.notify(
         "notifications/cancelled",
         json!({"requestId": "slow-1", "reason": "test"}),
@@ -304,6 +309,13 @@ fn cancelled_request_gets_no_answer_and_the_gateway_goes_on() {
     assert!(
         answer.is_none(),
         "a cancelled request was answered: {answer:?}"
+    );
+    // The server reported its next two steps and answered: the client, who cancelled,
+    // hears nothing more of the call.
+    let progress = client.drain_notifications("notifications/progress");
+    assert!(
+        progress.is_empty(),
+        "progress after the cancel: {progress:?}"
     );
     assert_eq!(
         text(&client.call("ex__echo", json!({"text": "still alive"}))),

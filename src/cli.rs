@@ -226,7 +226,17 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     let arguments: Value =
         serde_json::from_str(arguments).context("the arguments are not valid JSON")?;
     let gateway = Gateway::start(config);
-    gateway.wait_for_tool(tool, true).await;
+    let builtin = gateway
+        .catalog()
+        .tool(tool)
+        .is_some_and(|route| matches!(route.target, crate::router::catalog::Target::Builtin));
+    if builtin {
+        // `gateway_status` and `get_events` report on the backends: after their start, so
+        // that `wasmgate call gateway_status` can serve as a health check.
+        gateway.wait_for_start(true).await;
+    } else {
+        gateway.wait_for_tool(tool, true).await;
+    }
     let outcome = gateway.call_once(tool, arguments).await;
     gateway.shutdown().await;
     match outcome {

@@ -156,6 +156,11 @@ impl Connection {
             Some(tx) => {
                 let _ = tx.send(result);
             }
+            // The answer to a request the stop cut short (`initialize`, when a one-shot
+            // command is done before a slow server is up): expected, no warning.
+            None if self.stopped.load(Ordering::Acquire) => {
+                tracing::debug!(server = %self.server, id, "an answer after the stop; ignored")
+            }
             None => tracing::warn!(
                 server = %self.server,
                 id,
@@ -489,7 +494,10 @@ impl ProcessBackend {
                 }
                 other => other,
             },
-            _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
+            _ = stop_requested(stopping) => {
+                connection.stopped.store(true, Ordering::Release);
+                Err("stopped during start-up".to_string())
+            }
             status = child.wait() => Err(format!("exited during start-up ({})", describe_exit(status))),
         };
         if let Err(mut message) = handshake {

@@ -403,6 +403,39 @@ fn call_prints_the_result() {
 }
 
 #[test]
+fn call_beside_a_slow_server() {
+    let dir = TestDir::new("cli");
+    let text = config()
+        .example("fast", &[])
+        .example("slow", &["--start-delay-ms", "800"])
+        .render(&dir.path);
+    let path = dir.write("gateway.toml", &text);
+    let path = path.to_str().unwrap();
+    // Done before the slow server is up: its late answer to `initialize` is no warning.
+    let out = run_cli(
+        &["call", "--config", path, "fast__echo", r#"{"text":"hi"}"#],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    assert!(!out.stderr.contains("WARN"), "{}", out.stderr);
+    // The gateway's own status waits for the servers' start, as a health check needs.
+    let out = run_cli(
+        &["call", "--config", path, "gateway_status", "{}"],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    let result: Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", out.stdout));
+    let status: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap())
+        .expect("the status is JSON text");
+    for server in ["fast", "slow"] {
+        assert_eq!(status["backends"][server]["status"], "ready", "{status}");
+    }
+}
+
+#[test]
 fn call_of_a_failing_tool_exits_1() {
     let (dir, path) = example_config();
     let out = run_cli(&["call", "--config", &path, "ex__fail"], &dir.path, LIMIT);

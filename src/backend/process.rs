@@ -251,7 +251,31 @@ impl ProcessBackend {
     /// Takes a reloaded entry whose process settings are unchanged (`reload::same_process`):
     /// calls in flight go on, the next catalog build and calls use the new settings.
     pub fn update_config(&self, config: ServerConfig) {
+        let filter_changed = !config.tool_filter.same_as(&self.config.load().tool_filter);
         self.config.store(Arc::new(config));
+        if filter_changed && self.state() == BackendState::Ready {
+            self.warn_unmatched_filter();
+        }
+    }
+
+    /// Says which `tools` / `disabled_tools` patterns match none of the server's tools.
+    fn warn_unmatched_filter(&self) {
+        let config = self.config.load();
+        let discovered = self.discovered.load();
+        let names: Vec<&str> = discovered
+            .tools
+            .iter()
+            .filter_map(|tool| tool["name"].as_str())
+            .collect();
+        let unmatched = config.tool_filter.unmatched(&names);
+        if !unmatched.is_empty() {
+            tracing::warn!(
+                server = %self.name,
+                "tool filter patterns that match none of its {} tools: {} (a typo, or a tool the server renamed)",
+                names.len(),
+                unmatched.join(", ")
+            );
+        }
     }
 
     pub fn state(&self) -> BackendState {
@@ -515,6 +539,7 @@ impl ProcessBackend {
         self.connection.store(Some(connection.clone()));
         let discovered = self.discovered();
         tracing::info!(server = %name, tools = discovered.tools.len(), elapsed_ms = begun.elapsed().as_millis() as u64, "server ready");
+        self.warn_unmatched_filter();
         self.events.emit(
             if restarted { "backend.restarted" } else { "backend.ready" },
             name,

@@ -88,6 +88,32 @@ impl ToolFilter {
         allowed && !denied
     }
 
+    /// The patterns, as written, that match none of `tools`: a typo, or a tool the server
+    /// renamed (the filter then hides nothing, or exposes less than meant).
+    pub fn unmatched<'a>(&'a self, tools: &[&str]) -> Vec<&'a str> {
+        let mut out = Vec::new();
+        for (set, patterns) in [
+            (&self.allow, &self.allow_patterns),
+            (&self.deny, &self.deny_patterns),
+        ] {
+            let Some(set) = set else { continue };
+            let mut hit = vec![false; patterns.len()];
+            for tool in tools {
+                for index in set.matches(tool) {
+                    hit[index] = true;
+                }
+            }
+            out.extend(
+                patterns
+                    .iter()
+                    .zip(hit)
+                    .filter(|(_, hit)| !hit)
+                    .map(|(pattern, _)| pattern.as_str()),
+            );
+        }
+        out
+    }
+
     /// Same rules: the same patterns, and an allow list present in both or neither
     /// (`tools = []` allows nothing, no `tools` allows everything).
     pub fn same_as(&self, other: &ToolFilter) -> bool {

@@ -805,6 +805,13 @@ fn tool_filter_allows_and_denies() {
     assert!(!f.allows("write_file"), "not in the allow list");
     assert!(!f.allows("read_secret"), "deny wins");
     assert!(!f.allows("list"));
+    // Patterns that match none of a server's tools are named, allow ones first.
+    assert_eq!(f.unmatched(&["read_file", "list"]), ["*_secret"]);
+    assert_eq!(
+        f.unmatched(&["write"]),
+        ["read_*", "list", "*_secret", "list"]
+    );
+    assert!(f.unmatched(&["read_secret", "list"]).is_empty());
     let f = toml(
         "[servers.s]\ncommand = \"x\"\ntools = []\ndisabled_tools = [\"rm\"]\n",
         &base,

@@ -137,7 +137,10 @@ impl Catalog {
                 self.conflicts.push(if first.target.server() == server {
                     format!("tool `{exposed}` is listed twice by `{server}`; the first is served")
                 } else {
-                    format!("tool `{exposed}` of `{server}` is hidden by another backend's tool of the same name")
+                    format!(
+                        "tool `{exposed}` of `{server}` is hidden by `{}`'s tool of the same name",
+                        first.target.server()
+                    )
                 });
                 continue;
             }
@@ -162,9 +165,10 @@ impl Catalog {
                 continue;
             };
             let exposed = names::exposed(source.namespace, separator, name);
-            if self.prompt_routes.contains_key(&exposed) {
+            if let Some(first) = self.prompt_routes.get(&exposed) {
                 self.conflicts.push(format!(
-                    "prompt `{exposed}` of `{server}` is hidden by another backend's prompt"
+                    "prompt `{exposed}` of `{server}` is hidden by `{}`'s prompt of the same name",
+                    first.target.server()
                 ));
                 continue;
             }
@@ -183,8 +187,11 @@ impl Catalog {
             let Some(uri) = resource.get("uri").and_then(Value::as_str) else {
                 continue;
             };
-            if self.resource_routes.contains_key(uri) {
-                self.conflicts.push(format!("resource `{uri}` of `{server}` is also served by another backend, which keeps it"));
+            if let Some(first) = self.resource_routes.get(uri) {
+                self.conflicts.push(format!(
+                    "resource `{uri}` of `{server}` is also served by `{}`, which keeps it",
+                    first.server()
+                ));
                 continue;
             }
             self.resource_routes
@@ -323,7 +330,10 @@ mod tests {
         assert_eq!(catalog.tool("a__echo").unwrap().name, "echo");
         assert!(catalog.tool("a__secret").is_none());
         assert_eq!(catalog.resource_target("r://one").unwrap().server(), "a");
-        assert_eq!(catalog.conflicts.len(), 1);
+        assert_eq!(
+            catalog.conflicts,
+            ["resource `r://one` of `b` is also served by `a`, which keeps it"]
+        );
     }
 
     fn route_with(input_schema: Value) -> ToolRoute {

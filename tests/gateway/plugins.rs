@@ -1522,7 +1522,7 @@ fn two_plugins_with_one_namespace_serve_each_name_once_and_say_so() {
     assert!(
         conflict["detail"]
             .as_str()
-            .is_some_and(|d| d.contains("`a_b__echo` of `a_b` is hidden")),
+            .is_some_and(|d| d.contains("`a_b__echo` of `a_b` is hidden by `a.b`'s tool")),
         "{conflict}"
     );
     let status = client.status();

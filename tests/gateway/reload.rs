@@ -182,13 +182,25 @@ fn changing_tool_filters_and_timeouts_applies_live_without_a_restart() {
     let after = config().example_with(
         "ex",
         &[],
-        &[r#"disabled_tools = ["add"]"#, r#"timeout = "700ms""#],
+        &[
+            r#"disabled_tools = ["add", "longRunning*"]"#,
+            r#"timeout = "700ms""#,
+        ],
     );
     std::fs::write(client.config_path(), after.render(&client.dir.path)).unwrap();
     client.next_notification("notifications/tools/list_changed", Duration::from_secs(15));
     let names = client.tool_names();
     assert!(!names.contains(&"ex__add".to_string()), "{names:?}");
     assert!(names.contains(&"ex__echo".to_string()), "{names:?}");
+    // A pattern that hides nothing is named in the log (a typo, or a renamed tool).
+    let stderr = client.stderr();
+    assert!(
+        stderr.lines().any(
+            |l| l.contains("tool filter patterns that match none of its")
+                && l.contains(" tools: longRunning* (")
+        ),
+        "{stderr}"
+    );
 
     let response = client.wait_response(&slow, crate::harness::TIMEOUT);
     assert_eq!(

@@ -217,7 +217,7 @@ pub fn parse_message(value: Value) -> Result<Message, RpcError> {
     {
         return Err(RpcError::new(
             INVALID_REQUEST,
-            "Invalid Request: id must be a string or a number (an integer within 64 bits)",
+            "Invalid Request: id must be a string or a number that comes back as sent (no integer beyond 64 bits)",
         ));
     }
     let params = obj.remove("params");

@@ -119,7 +119,14 @@ impl Connection {
         self.pending.lock().unwrap().insert(id, tx);
         if self.closed.load(Ordering::Acquire) {
             self.pending.lock().unwrap().remove(&id);
-            return Err(self.gone());
+            // Gone before this request was sent: it never reached the process.
+            return Err(match self.gone() {
+                BackendError::Crashed { server } => BackendError::Unavailable {
+                    server,
+                    state: "not running (its process exited)",
+                },
+                stopped => stopped,
+            });
         }
         let mut guard = PendingGuard {
             connection: self,

@@ -149,6 +149,17 @@ fn toml_error(src: &Source<'_>, e: &toml::de::Error) -> ConfigError {
     }))
 }
 
+/// Whether the parser stopped at a `//` or `/*` comment (at or just after `column`, 1-based).
+fn at_comment(text: &str, line: usize, column: usize) -> bool {
+    let Some(line) = line.checked_sub(1).and_then(|l| text.lines().nth(l)) else {
+        return false;
+    };
+    let start = column.saturating_sub(2).min(line.len());
+    line.get(start..).is_some_and(|rest| {
+        rest.trim_start().starts_with("//") || rest.trim_start().starts_with("/*")
+    })
+}
+
 fn json_error(src: &Source<'_>, e: &serde_json::Error) -> ConfigError {
     let full = e.to_string();
     // serde_json appends the position to its message; we print it in front instead.
@@ -161,7 +172,9 @@ fn json_error(src: &Source<'_>, e: &serde_json::Error) -> ConfigError {
     } else {
         (None, None)
     };
-    let fix = if e.is_syntax() || e.is_eof() {
+    let fix = if e.is_syntax() && at_comment(src.text, e.line(), e.column()) {
+        Some("JSON has no comments (some editors allow them): remove this one".to_owned())
+    } else if e.is_syntax() || e.is_eof() {
         Some(
             "fix the JSON syntax here: a missing comma, quote or brace, or a trailing comma?"
                 .to_owned(),

@@ -416,6 +416,15 @@ fn json_syntax_errors_name_line_and_column() {
     ));
     assert_eq!(d.line, Some(3));
     assert!(d.fix.as_deref().unwrap().contains("trailing comma"));
+    // A comment, as editors write them in JSON they call JSONC: said so.
+    for comment in ["// the servers", "/* the servers */"] {
+        let d = only_error(json(
+            &format!("{{\n  {comment}\n  \"mcpServers\": {{}}\n}}"),
+            &scratch(),
+        ));
+        assert_eq!(d.line, Some(2), "{d}");
+        assert!(d.fix.as_deref().unwrap().contains("no comments"), "{d}");
+    }
 }
 
 /// The parser's value errors have a position but no key: the key is read off the text.

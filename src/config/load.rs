@@ -155,9 +155,9 @@ fn at_comment(text: &str, line: usize, column: usize) -> bool {
         return false;
     };
     let start = column.saturating_sub(2).min(line.len());
-    line.get(start..).is_some_and(|rest| {
-        rest.trim_start().starts_with("//") || rest.trim_start().starts_with("/*")
-    })
+    line.get(start..)
+        .map(str::trim_start)
+        .is_some_and(|rest| rest.starts_with("//") || rest.starts_with("/*"))
 }
 
 fn json_error(src: &Source<'_>, e: &serde_json::Error) -> ConfigError {

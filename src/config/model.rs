@@ -100,7 +100,9 @@ impl ToolFilter {
             let mut hit = vec![false; patterns.len()];
             for tool in tools {
                 for index in set.matches(tool) {
-                    hit[index] = true;
+                    if let Some(hit) = hit.get_mut(index) {
+                        *hit = true;
+                    }
                 }
             }
             out.extend(

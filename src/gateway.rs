@@ -198,13 +198,9 @@ impl Gateway {
     /// `notifications/message` from the gateway to every client, unless the client set a
     /// level above `level` (`logging/setLevel`). For what a client's user must act on, such
     /// as a plugin build the gateway refused; a plugin's own log lines wait for a level.
-    fn tell_clients(&self, level: &'static str, logger: &str, data: String) {
-        let rank = protocol::log_rank(level);
-        let params = json!({"level": level, "logger": logger, "data": data});
+    fn tell_clients(&self, level: &str, logger: &str, data: &str) {
         for session in self.live_sessions() {
-            if session.log_level().is_none_or(|min| rank >= Some(min)) {
-                session.notify("notifications/message", Some(params.clone()));
-            }
+            session.log(level, logger, data, true);
         }
     }
 
@@ -567,6 +563,24 @@ impl Drop for ProgressMapping<'_> {
 }
 
 fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
+    // A refused build is told to the clients too: a developer rebuilding in one sees why
+    // the tools did not change.
+    let told = match &event {
+        PluginEvent::ReloadFailed { name, reason } => Some((
+            name,
+            format!(
+                "the new build of plugin `{name}` was refused; the previous one keeps serving: \
+                 {reason}"
+            ),
+        )),
+        PluginEvent::LoadFailed { name, reason } => {
+            Some((name, format!("plugin `{name}` was not loaded: {reason}")))
+        }
+        _ => None,
+    };
+    if let Some((name, message)) = told {
+        gateway.tell_clients("error", name, &message);
+    }
     let (event_type, name, status, fields) = match event {
         PluginEvent::Loaded {
             name,
@@ -591,35 +605,18 @@ fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
             Status::Success,
             json!({"tools": tools, "compile_ms": compile_ms, "cached": compile_ms.is_none(), "total_ms": total_ms}),
         ),
-        PluginEvent::ReloadFailed { name, reason } => {
-            gateway.tell_clients(
-                "error",
-                &name,
-                format!(
-                    "the new build of plugin `{name}` was refused; the previous one keeps \
-                     serving: {reason}"
-                ),
-            );
-            (
-                "plugin.reload_failed",
-                name,
-                Status::Failure,
-                json!({"error": reason}),
-            )
-        }
-        PluginEvent::LoadFailed { name, reason } => {
-            gateway.tell_clients(
-                "error",
-                &name,
-                format!("plugin `{name}` was not loaded: {reason}"),
-            );
-            (
-                "plugin.load_failed",
-                name,
-                Status::Failure,
-                json!({"error": reason}),
-            )
-        }
+        PluginEvent::ReloadFailed { name, reason } => (
+            "plugin.reload_failed",
+            name,
+            Status::Failure,
+            json!({"error": reason}),
+        ),
+        PluginEvent::LoadFailed { name, reason } => (
+            "plugin.load_failed",
+            name,
+            Status::Failure,
+            json!({"error": reason}),
+        ),
         PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
     };
     gateway.events.emit(event_type, &name, status, fields);

@@ -428,23 +428,7 @@ impl Gateway {
                 .get(&failed.name)
                 .map(|entry| entry.namespace.clone())
                 .unwrap_or_else(|| crate::config::namespace_for(&failed.name));
-            under(&namespace).then(|| {
-                // A reason starts "plugin `NAME` (FILE): ": said once, as "plugin `NAME`
-                // (FILE) could not be loaded: ...".
-                let named = format!("plugin `{}`", failed.name);
-                let (what, why) = failed
-                    .reason
-                    .strip_prefix(&named)
-                    .and_then(|rest| rest.split_once("): "))
-                    .filter(|(file, _)| file.starts_with(" ("))
-                    .map_or((named.clone(), failed.reason.as_str()), |(file, why)| {
-                        (format!("{named}{file})"), why)
-                    });
-                format!(
-                    "{what} could not be loaded: {}",
-                    protocol::cut_short(why, 300)
-                )
-            })
+            under(&namespace).then(|| failed.not_loaded(300))
         })
     }
 
@@ -586,15 +570,8 @@ fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plug
     let session = Arc::downgrade(&context.session);
     let logger = plugin.to_string();
     Some(Arc::new(move |level: &'static str, message: &str| {
-        let Some(session) = session.upgrade() else {
-            return;
-        };
-        let rank = protocol::log_rank(level);
-        if session.log_level().is_some_and(|min| rank >= Some(min)) {
-            session.notify(
-                "notifications/message",
-                Some(json!({"level": level, "logger": logger, "data": message})),
-            );
+        if let Some(session) = session.upgrade() {
+            session.log(level, &logger, message, false);
         }
     }))
 }

@@ -155,6 +155,22 @@ impl Session {
         Some(self.log_level.load(Ordering::Relaxed)).filter(|&r| r != NO_LOG_LEVEL)
     }
 
+    /// Sends `notifications/message` if the client's level admits `level`; `unset`: whether
+    /// a client that set no level gets it.
+    pub fn log(&self, level: &str, logger: &str, data: &str, unset: bool) {
+        let rank = protocol::log_rank(level);
+        let admitted = match self.log_level() {
+            Some(min) => rank >= Some(min),
+            None => unset,
+        };
+        if admitted {
+            self.notify(
+                "notifications/message",
+                Some(json!({"level": level, "logger": logger, "data": data})),
+            );
+        }
+    }
+
     /// Whether this client gets a tool's invalid arguments as a tool error result (its
     /// protocol version is 2025-11-25 or later), not as error -32602.
     pub fn argument_errors_are_results(&self) -> bool {

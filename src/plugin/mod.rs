@@ -81,6 +81,27 @@ pub struct FailedPlugin {
     pub at: SystemTime,
 }
 
+impl FailedPlugin {
+    /// "plugin `NAME` (SOURCE) could not be loaded: WHY", the reason's end cut at `max`
+    /// bytes. A reason starts with the plugin and its source (`what` in `load_code`, or
+    /// a missing file's path), which this says once.
+    pub fn not_loaded(&self, max: usize) -> String {
+        let named = format!("plugin `{}`", self.name);
+        let (what, why) = self
+            .reason
+            .strip_prefix(&named)
+            .and_then(|rest| rest.split_once("): "))
+            .filter(|(source, _)| source.starts_with(" ("))
+            .map_or((named.clone(), self.reason.as_str()), |(source, why)| {
+                (format!("{named}{source})"), why)
+            });
+        format!(
+            "{what} could not be loaded: {}",
+            crate::protocol::cut_short(why, max)
+        )
+    }
+}
+
 /// Where a call's instance comes from: the ready pool, or made for it with a permit
 /// from these slots.
 enum Instance {

@@ -2,7 +2,6 @@
 //! error with the line it names and the fix it suggests.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::*;
@@ -21,16 +20,28 @@ const ENV: &[(&str, &str)] = &[
     ("XDG_CACHE_HOME", "/xdg/cache"),
 ];
 
-/// A fresh directory under the system temp dir, with a `data` subdirectory.
-fn scratch() -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "wasmgate-config-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    dir.canonicalize().unwrap()
+/// A fresh directory under the system temp dir, with a `data` subdirectory; removed
+/// with the value.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn scratch() -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix("wasmgate-config-test-")
+        .tempdir()
+        .unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let path = dir.path().canonicalize().unwrap();
+    Scratch { _dir: dir, path }
 }
 
 fn toml(text: &str, base: &Path) -> Result<Config, ConfigError> {
@@ -144,7 +155,7 @@ fn full_toml_example_parses_to_the_expected_model() {
     );
     assert_eq!(time.env["TZ"], "UTC");
     assert_eq!(time.env["TOKEN"], "s3cret");
-    assert_eq!(time.cwd.as_deref(), Some(base.as_path()));
+    assert_eq!(time.cwd.as_deref(), Some(&*base));
     assert_eq!(
         (time.namespace.as_str(), time.timeout),
         ("t", Duration::from_secs(30))
@@ -700,7 +711,7 @@ allow_dirs = [{ host = "plugins/./shared", guest = "/shared", mode = "rw" }, { h
     assert_eq!(
         grants[1],
         DirGrant {
-            host: base.clone(),
+            host: base.to_path_buf(),
             guest: "/home".into(),
             read_only: true
         }

@@ -42,4 +42,6 @@ pub mod router;
 pub mod schema;
 pub mod session;
 pub mod telemetry;
+#[cfg(test)]
+mod test_support;
 pub mod transport;

@@ -1,10 +1,11 @@
 //! Loading tests: the example files, each file format, defaults, and every kind of
 //! error with the line it names and the fix it suggests.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use super::*;
+use crate::test_support::TempDir;
 
 fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
     move |name| {
@@ -20,28 +21,11 @@ const ENV: &[(&str, &str)] = &[
     ("XDG_CACHE_HOME", "/xdg/cache"),
 ];
 
-/// A fresh directory under the system temp dir, with a `data` subdirectory; removed
-/// with the value.
-struct Scratch {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.path
-    }
-}
-
-fn scratch() -> Scratch {
-    let dir = tempfile::Builder::new()
-        .prefix("wasmgate-config-test-")
-        .tempdir()
-        .unwrap();
-    std::fs::create_dir_all(dir.path().join("data")).unwrap();
-    let path = dir.path().canonicalize().unwrap();
-    Scratch { _dir: dir, path }
+/// A fresh directory under the system temp dir, with a `data` subdirectory.
+fn scratch() -> TempDir {
+    let dir = TempDir::new("wasmgate-config-test-");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    dir
 }
 
 fn toml(text: &str, base: &Path) -> Result<Config, ConfigError> {

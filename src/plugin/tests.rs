@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::config::{DirGrant, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
+use crate::test_support::TempDir;
 
 impl PluginHost {
     /// `call`, its reply as a JSON value.
@@ -55,29 +56,6 @@ const JSON: &str = concat!(
 
 /// How long a test waits for an event before it fails.
 const EVENT_WAIT: Duration = Duration::from_secs(60);
-
-/// A directory removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "wasmgate-plugin-test-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir.canonicalize().unwrap())
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn entry(name: &str, path: Option<&str>) -> PluginConfig {
     PluginConfig::plain(
@@ -330,7 +308,7 @@ async fn env_only_as_granted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directory_grants() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let ro = tmp.path().join("ro");
     let rw = tmp.path().join("rw");
     std::fs::create_dir_all(&ro).unwrap();
@@ -655,7 +633,7 @@ async fn list_tools_that_never_returns_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_what_is_not_a_plugin() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let random = tmp.path().join("random.wasm");
     std::fs::write(&random, b"certainly not wasm at all").unwrap();
     let core = tmp.path().join("core.wasm");
@@ -704,7 +682,7 @@ async fn refuses_what_is_not_a_plugin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_skips_compilation_and_survives_damage() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let mut cfg = config(vec![entry("echo", Some(ECHO))]);
     cfg.cache_dir = Some(tmp.path().join("cache"));
     let compile_ms = |event: PluginEvent| match event {
@@ -851,7 +829,7 @@ fn replace(path: &Path, bytes: &[u8]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_reload_of_a_plugin_directory() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let mut cfg = config(Vec::new());
     cfg.dir = Some(tmp.path().to_path_buf());
     cfg.watch = true;
@@ -920,7 +898,7 @@ async fn hot_reload_of_a_plugin_directory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_during_reloads_never_fail() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let plugin = tmp.path().join("echo.wasm");
     std::fs::copy(ECHO, &plugin).unwrap();
     let mut cfg = config(vec![entry("echo", Some(plugin.to_str().unwrap()))]);
@@ -988,7 +966,7 @@ async fn calls_during_reloads_never_fail() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn measure() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let mut cfg = config(vec![entry("echo", Some(ECHO))]);
     cfg.cache_dir = Some(tmp.path().to_path_buf());
     let (first, mut rx) = start(&cfg).await;
@@ -1225,7 +1203,7 @@ async fn big_components_get_warmed_ready_instances() {
 #[ignore]
 async fn measure_first_call() {
     let python = concat!(env!("CARGO_MANIFEST_DIR"), "/plugins/python/text/text.wasm");
-    let cache = TempDir::new();
+    let cache = TempDir::new("wasmgate-plugin-test-");
     for (path, tool, args) in [
         (MINIMAL, "echo", r#"{"text":"x"}"#),
         (ECHO, "echo", r#"{"text":"x"}"#),
@@ -1297,7 +1275,7 @@ async fn measure_first_call() {
 /// shown as if it applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_that_turns_watch_on_rereads_files_and_fuel_waits_for_a_restart() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let plugin = tmp.path().join("tools.wasm");
     std::fs::copy(HASH, &plugin).unwrap();
     let mut cfg = config(vec![entry("tools", plugin.to_str())]);
@@ -1373,7 +1351,7 @@ async fn event_where(
 /// watches it again when it is back, as for a folder missing at start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watched_folder_removed_or_renamed_is_watched_again_when_it_returns() {
-    let tmp = TempDir::new();
+    let tmp = TempDir::new("wasmgate-plugin-test-");
     let dir = tmp.path().join("plugins");
     std::fs::create_dir(&dir).unwrap();
     std::fs::copy(HASH, dir.join("a.wasm")).unwrap();

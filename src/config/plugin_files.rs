@@ -69,10 +69,9 @@ fn named_files(files: &[PathBuf]) -> Result<BTreeMap<String, PathBuf>, String> {
 fn add_plugin_files(config: &mut Config, named: BTreeMap<String, PathBuf>) -> Result<(), String> {
     for (name, path) in named {
         if !path.is_file() {
-            config.warnings.push(format!(
-                "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears",
-                path.display()
-            ));
+            config
+                .warnings
+                .push(super::validate::plugin_file_warning(&name, &path));
         }
         if let Some(entry) = config.plugins.plugins.get_mut(&name) {
             if entry.disabled {

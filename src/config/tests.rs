@@ -843,6 +843,35 @@ fn a_server_without_command_is_an_error() {
     assert!(d.fix.as_deref().unwrap().contains("command = "));
 }
 
+/// A plugin path that is missing is waited for; one that is a folder is said to be no file.
+#[test]
+fn a_plugin_path_that_is_no_file_is_named_so() {
+    let base = scratch();
+    let config = toml(
+        "[plugins]\ndir = \"data\"\n[plugins.later]\npath = \"later.wasm\"\n[plugins.folder]\npath = \"data\"\n[plugins.data]\n",
+        &base,
+    )
+    .unwrap();
+    let data = base.join("data");
+    assert_eq!(
+        config.warnings,
+        [
+            format!(
+                "plugin `data`: {} does not exist (yet); it will be loaded when it appears (or is the table's name misspelt?)",
+                data.join("data.wasm").display()
+            ),
+            format!(
+                "plugin `folder`: {} is not a regular file; a plugin is a .wasm file",
+                data.display()
+            ),
+            format!(
+                "plugin `later`: {} does not exist (yet); it will be loaded when it appears",
+                base.join("later.wasm").display()
+            ),
+        ]
+    );
+}
+
 #[test]
 fn separator_rules() {
     let base = scratch();

@@ -702,11 +702,14 @@ impl<'a> Ctx<'a> {
                     && !raw.disabled
                     && !dir.join(format!("{name}.wasm")).is_file() =>
             {
-                self.warnings.push(format!(
-                    "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears \
-                     (or is the table's name misspelt?)",
-                    dir.join(format!("{name}.wasm")).display()
-                ))
+                let file = dir.join(format!("{name}.wasm"));
+                let hint = if file.exists() {
+                    ""
+                } else {
+                    " (or is the table's name misspelt?)"
+                };
+                self.warnings
+                    .push(format!("{}{hint}", plugin_file_warning(name, &file)))
             }
             _ => {}
         }
@@ -714,10 +717,7 @@ impl<'a> Ctx<'a> {
             && !given
             && !path.is_file()
         {
-            self.warnings.push(format!(
-                "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears",
-                path.display()
-            ));
+            self.warnings.push(plugin_file_warning(name, path));
         }
         let namespace = self.namespace(name, raw.namespace, &table, "plugin");
         let mut allow_dirs: Vec<DirGrant> = Vec::new();
@@ -889,6 +889,22 @@ impl<'a> Ctx<'a> {
 
 /// The namespace a backend gets by default: its name, with every character clients
 /// refuse in a tool name made `_`.
+/// The warning for a plugin file that is not a file: loaded when it appears, unless
+/// something else (a folder, a device) is there.
+pub(crate) fn plugin_file_warning(name: &str, path: &Path) -> String {
+    if path.exists() {
+        format!(
+            "plugin `{name}`: {} is not a regular file; a plugin is a .wasm file",
+            path.display()
+        )
+    } else {
+        format!(
+            "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears",
+            path.display()
+        )
+    }
+}
+
 pub fn namespace_for(name: &str) -> String {
     name.chars()
         .map(|c| {

@@ -500,6 +500,8 @@ pub struct PluginHost {
     failed: StdMutex<BTreeMap<String, FailedPlugin>>,
     /// Plugins being read and compiled for their first version, with their files.
     loading: StdMutex<BTreeMap<String, Option<PathBuf>>>,
+    /// Files in the plugin folder passed over when last looked, each warned about once.
+    passed_over: StdMutex<BTreeSet<PathBuf>>,
     /// Bounds the instances calls keep alive at once to what the pooling allocator holds,
     /// less what `probes` keeps for validating new versions.
     instances: Arc<Semaphore>,
@@ -557,6 +559,7 @@ impl PluginHost {
             workers,
             slots: ArcSwap::default(),
             failed: StdMutex::default(),
+            passed_over: StdMutex::default(),
             loading: StdMutex::default(),
             instances: Arc::new(Semaphore::new(
                 (engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize,
@@ -670,9 +673,28 @@ impl PluginHost {
     /// A configured file that is not there (yet): not an error, since it is loaded when it
     /// appears (a first build), but what status shows meanwhile.
     fn waiting_for_file(&self, name: &str, path: &Path) {
-        let reason = format!("plugin `{name}` ({}): file not found", path.display());
+        let what = if path.exists() {
+            "not a regular file"
+        } else {
+            "file not found"
+        };
+        let reason = format!("plugin `{name}` ({}): {what}", path.display());
         tracing::warn!(plugin = %name, "{reason}; waiting for it");
         self.record_failure(name.to_string(), Some(path.to_path_buf()), reason);
+    }
+
+    /// Warns about each file of the plugin folder that is not loaded (see
+    /// [`passed_over_files`]) when it starts being passed over, not at every look.
+    fn warn_passed_over(&self, config: &PluginsConfig) {
+        let now = passed_over_files(config);
+        let mut said = lock(&self.passed_over);
+        for (file, why) in &now {
+            if !said.contains(file) {
+                // `{:?}`: a name may hold a line break, and a log message is one line.
+                tracing::warn!("the plugin folder's {file:?} is not loaded: {why}");
+            }
+        }
+        *said = now.into_iter().map(|(file, _)| file).collect();
     }
 
     fn forget_failure(&self, name: &str) {
@@ -1049,6 +1071,7 @@ impl PluginHost {
     /// (after a time unwatched) instead of trusting an unchanged path.
     async fn apply(&self, control: &mut Control, reread: bool) {
         let desired = desired_plugins(&control.config, control.bundled);
+        self.warn_passed_over(&control.config);
         let current = self.slots.load_full();
         lock(&self.failed).retain(|name, _| desired.contains_key(name));
         for (name, entry) in &control.config.plugins {
@@ -1552,6 +1575,7 @@ impl PluginHost {
     /// Loads, reloads or unloads the plugins whose file is `path`.
     async fn plugin_file_changed(&self, control: &Control, path: &Path) {
         let mut desired = desired_plugins(&control.config, control.bundled);
+        self.warn_passed_over(&control.config);
         for name in plugins_for_path(&control.config, path) {
             let existing = self
                 .slots
@@ -1663,13 +1687,60 @@ fn default_namespace(name: &str) -> String {
     namespace
 }
 
-/// The plugin name of a file in the plugin directory: its stem, for `*.wasm`.
+/// The plugin name of a file in the plugin directory: its stem, for `*.wasm`. A stem with
+/// control characters names no plugin: the name goes into every log line about it.
 fn dir_plugin_name(path: &Path) -> Option<String> {
     if path.extension()? != "wasm" {
         return None;
     }
     let stem = path.file_stem()?.to_str()?;
-    (!stem.is_empty() && !stem.starts_with('.')).then(|| stem.to_string())
+    (!stem.is_empty() && !stem.starts_with('.') && !stem.chars().any(char::is_control))
+        .then(|| stem.to_string())
+}
+
+/// The `*.wasm` files of the plugin folder that are not loaded, and why: a name with
+/// control characters, or a name a configured plugin (`path`, `--plugin`) already has.
+/// Without a word, a build dropped there would seem to be ignored.
+fn passed_over_files(config: &PluginsConfig) -> Vec<(PathBuf, String)> {
+    let Some(entries) = config
+        .dir
+        .as_deref()
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for path in entries.flatten().map(|entry| entry.path()) {
+        if path.extension().is_none_or(|ext| ext != "wasm") || !path.is_file() {
+            continue;
+        }
+        let Some(name) = dir_plugin_name(&path) else {
+            if path
+                .file_stem()
+                .is_some_and(|stem| stem.to_string_lossy().chars().any(char::is_control))
+            {
+                out.push((path, "its name holds control characters; rename it".into()));
+            }
+            continue;
+        };
+        let taken_by = config
+            .plugins
+            .get(&name)
+            .filter(|p| !p.disabled)
+            .and_then(|p| p.path.as_deref());
+        if let Some(other) = taken_by.filter(|other| *other != path) {
+            out.push((
+                path.clone(),
+                format!(
+                    "plugin `{name}` is served from {}, set as its path or by --plugin; rename \
+                     this file to serve it as well",
+                    other.display()
+                ),
+            ));
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Which plugins a changed path belongs to: those configured with it as their path (one

@@ -1588,3 +1588,52 @@ fn armed_store(host: &PluginHost, version: &Version) -> Store<StoreState> {
     limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
     store
 }
+
+/// The plugin folder's files that are not loaded are named, with why: a name that a
+/// configured plugin has, a name with a control character. The others are not.
+#[test]
+fn passed_over_folder_files_are_named_with_why() {
+    let tmp = TempDir::new("wasmgate-plugin-test-");
+    let dir = tmp.join("plugins");
+    std::fs::create_dir(&dir).unwrap();
+    for name in [
+        "taken.wasm",
+        "free.wasm",
+        "line\nbreak.wasm",
+        "off.wasm",
+        "same.wasm",
+    ] {
+        std::fs::write(dir.join(name), b"\0asm").unwrap();
+    }
+    std::fs::create_dir(dir.join("folder.wasm")).unwrap();
+    let elsewhere = tmp.join("taken.wasm");
+    let mut off = entry("off", Some("/elsewhere/off.wasm"));
+    off.disabled = true;
+    let same = dir.join("same.wasm");
+    let mut cfg = config(vec![
+        entry("taken", elsewhere.to_str()),
+        off,
+        entry("same", same.to_str()),
+    ]);
+    cfg.dir = Some(dir.clone());
+    let said = passed_over_files(&cfg);
+    assert_eq!(
+        said,
+        vec![
+            (
+                dir.join("line\nbreak.wasm"),
+                "its name holds control characters; rename it".to_string()
+            ),
+            (
+                dir.join("taken.wasm"),
+                format!(
+                    "plugin `taken` is served from {}, set as its path or by --plugin; rename \
+                     this file to serve it as well",
+                    elsewhere.display()
+                )
+            ),
+        ]
+    );
+    // Nor is the line-break name a plugin of the folder.
+    assert!(!desired_plugins(&cfg, &[]).contains_key("line\nbreak"));
+}

@@ -1452,6 +1452,30 @@ fn a_plugin_named_by_path_outside_the_folder_is_reloaded_too() {
         json!({"json": "{\"k\": \"v\"}", "pointer": "/k"}),
     );
     assert_eq!(text(&result).trim(), "\"v\"");
+
+    // A build dropped into the folder under the same name is not served (`path` wins),
+    // and the log says so, once.
+    let dropped = build.parent().unwrap().join("plugins/y.wasm");
+    std::fs::write(&dropped, shipped("hash")).unwrap();
+    let said = format!(
+        "the plugin folder's {dropped:?} is not loaded: plugin `y` is served from {}",
+        build.join("y.wasm").display()
+    );
+    eventually(TIMEOUT, "the passed-over file in the log", || {
+        client.stderr().contains(&said).then_some(())
+    });
+    // Changed again, then a change that shows: by then the second was looked at too.
+    std::fs::write(&dropped, shipped("json")).unwrap();
+    std::fs::write(build.join("y.wasm"), shipped("hash")).unwrap();
+    wait_list_change(&mut client, "why__sha256 to be listed", |n| {
+        has(n, "why__sha256") && !n.iter().any(|n| n.starts_with("y__"))
+    });
+    assert_eq!(
+        client.stderr().matches(&said).count(),
+        1,
+        "{}",
+        client.stderr()
+    );
 }
 
 #[test]

@@ -1528,12 +1528,12 @@ impl PluginHost {
     async fn file_changed(&self, path: &Path) {
         let mut control = self.control.lock().await;
         // The folder's own event, or (should that one be missed) a file's in a folder gone
-        // that is not known to be gone yet (`cargo clean` removes many).
+        // (`cargo clean` removes many). Not one already known to be gone and still gone:
+        // its files' events and its own both arrive, and one rescan is enough.
         let folder_lost = |dir: &&PathBuf| {
-            *dir == path
-                || (path.parent() == Some(dir.as_path())
-                    && !dir.is_dir()
-                    && !control.missing.contains(dir))
+            let gone = !dir.is_dir();
+            (*dir == path || (path.parent() == Some(dir.as_path()) && gone))
+                && !(gone && control.missing.contains(dir))
         };
         if let Some(dir) = control.watched.iter().find(folder_lost) {
             tracing::info!(dir = %dir.display(), "a watched plugin folder was moved, removed or made again");

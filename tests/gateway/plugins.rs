@@ -1935,6 +1935,31 @@ fn one_build_output_named_by_path_and_by_a_link_reloads_both() {
 }
 
 #[test]
+fn the_plugin_folder_removed_and_made_again_unloads_then_loads_its_plugins() {
+    let setup = setup().file("a.wasm", shipped("hash"));
+    let dir = TestDir::new("folder-gone");
+    let config = setup.write(&dir.path);
+    let plugins = dir.join("plugins");
+    let mut client = setup.spawn(&config, dir);
+    assert!(has(&first_list(&mut client), "a__sha256"));
+    // `rm -rf`: its file's event and the folder's own both say it went.
+    std::fs::remove_dir_all(&plugins).unwrap();
+    wait_list_change(&mut client, "a to go", |n| !has(n, "a__sha256"));
+    std::fs::create_dir(&plugins).unwrap();
+    replace_atomically(&plugins.join("b.wasm"), &shipped("json"));
+    wait_list_change(&mut client, "b to load", |n| has(n, "b__query"));
+    // The folder was read again once for its going, not once per event.
+    let stderr = client.stderr();
+    assert_eq!(
+        stderr
+            .matches("a watched plugin folder was moved, removed or made again")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_tool_name_over_64_characters_is_served_with_a_warning() {
     let stem = "p".repeat(60);
     let (client, names) = setup()

@@ -71,7 +71,7 @@ fn add_plugin_files(config: &mut Config, named: BTreeMap<String, PathBuf>) -> Re
         if !path.is_file() {
             config
                 .warnings
-                .push(super::validate::plugin_file_warning(&name, &path));
+                .push(super::validate::plugin_file_warning(&name, &path, ""));
         }
         if let Some(entry) = config.plugins.plugins.get_mut(&name) {
             if entry.disabled {

@@ -697,19 +697,12 @@ impl<'a> Ctx<'a> {
                     "set path = \"plugins/{name}.wasm\" here, or dir = \"plugins\" in [plugins]"
                 ),
             ),
-            (false, Some(dir))
-                if !served_bundled
-                    && !raw.disabled
-                    && !dir.join(format!("{name}.wasm")).is_file() =>
-            {
+            (false, Some(dir)) if !served_bundled && !raw.disabled => {
                 let file = dir.join(format!("{name}.wasm"));
-                let hint = if file.exists() {
-                    ""
-                } else {
-                    " (or is the table's name misspelt?)"
-                };
-                self.warnings
-                    .push(format!("{}{hint}", plugin_file_warning(name, &file)))
+                if !file.is_file() {
+                    let hint = " (or is the table's name misspelt?)";
+                    self.warnings.push(plugin_file_warning(name, &file, hint));
+                }
             }
             _ => {}
         }
@@ -717,7 +710,7 @@ impl<'a> Ctx<'a> {
             && !given
             && !path.is_file()
         {
-            self.warnings.push(plugin_file_warning(name, path));
+            self.warnings.push(plugin_file_warning(name, path, ""));
         }
         let namespace = self.namespace(name, raw.namespace, &table, "plugin");
         let mut allow_dirs: Vec<DirGrant> = Vec::new();
@@ -887,11 +880,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// The namespace a backend gets by default: its name, with every character clients
-/// refuse in a tool name made `_`.
-/// The warning for a plugin file that is not a file: loaded when it appears, unless
-/// something else (a folder, a device) is there.
-pub(crate) fn plugin_file_warning(name: &str, path: &Path) -> String {
+/// The warning for a plugin file that is not a file: loaded when it appears (`if_missing`
+/// says what else may be wrong), unless something else (a folder, a device) is there.
+pub(crate) fn plugin_file_warning(name: &str, path: &Path, if_missing: &str) -> String {
     if path.exists() {
         format!(
             "plugin `{name}`: {} is not a regular file; a plugin is a .wasm file",
@@ -899,12 +890,14 @@ pub(crate) fn plugin_file_warning(name: &str, path: &Path) -> String {
         )
     } else {
         format!(
-            "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears",
+            "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears{if_missing}",
             path.display()
         )
     }
 }
 
+/// The namespace a backend gets by default: its name, with every character clients
+/// refuse in a tool name made `_`.
 pub fn namespace_for(name: &str) -> String {
     name.chars()
         .map(|c| {

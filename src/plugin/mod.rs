@@ -684,9 +684,8 @@ impl PluginHost {
     }
 
     /// Warns about each file of the plugin folder that is not loaded (see
-    /// [`passed_over_files`]) when it starts being passed over, not at every look.
-    fn warn_passed_over(&self, config: &PluginsConfig) {
-        let now = passed_over_files(config);
+    /// [`Desired::passed_over`]) when it starts being passed over, not at every look.
+    fn warn_passed_over(&self, now: Vec<(PathBuf, String)>) {
         let mut said = lock(&self.passed_over);
         for (file, why) in &now {
             if !said.contains(file) {
@@ -1070,8 +1069,11 @@ impl PluginHost {
     /// Brings the loaded set in line with `control.config`; `reread` hashes every file again
     /// (after a time unwatched) instead of trusting an unchanged path.
     async fn apply(&self, control: &mut Control, reread: bool) {
-        let desired = desired_plugins(&control.config, control.bundled);
-        self.warn_passed_over(&control.config);
+        let Desired {
+            plugins: desired,
+            passed_over,
+        } = desired_plugins(&control.config, control.bundled);
+        self.warn_passed_over(passed_over);
         let current = self.slots.load_full();
         lock(&self.failed).retain(|name, _| desired.contains_key(name));
         for (name, entry) in &control.config.plugins {
@@ -1574,8 +1576,11 @@ impl PluginHost {
 
     /// Loads, reloads or unloads the plugins whose file is `path`.
     async fn plugin_file_changed(&self, control: &Control, path: &Path) {
-        let mut desired = desired_plugins(&control.config, control.bundled);
-        self.warn_passed_over(&control.config);
+        let Desired {
+            plugins: mut desired,
+            passed_over,
+        } = desired_plugins(&control.config, control.bundled);
+        self.warn_passed_over(passed_over);
         for name in plugins_for_path(&control.config, path) {
             let existing = self
                 .slots
@@ -1614,13 +1619,22 @@ impl Drop for PluginHost {
     }
 }
 
-/// Every plugin the configuration asks for now, by name: configured paths
-/// first, then `*.wasm` files in `dir`, then bundled plugins.
+/// What the configuration asks for now: every plugin by name (configured paths first, then
+/// `*.wasm` files in `dir`, then bundled plugins), and the folder's files passed over.
+struct Desired {
+    plugins: BTreeMap<String, (Source, Settings)>,
+    /// `*.wasm` files of the folder that are not loaded, sorted, with why: a name with
+    /// control characters, or a name a configured plugin (`path`, `--plugin`) already has.
+    /// Without a word, a build dropped there would seem to be ignored.
+    passed_over: Vec<(PathBuf, String)>,
+}
+
 fn desired_plugins(
     config: &PluginsConfig,
     bundled: &'static [(&'static str, &'static [u8])],
-) -> BTreeMap<String, (Source, Settings)> {
+) -> Desired {
     let mut out = BTreeMap::new();
+    let mut passed_over = Vec::new();
     let settings =
         |name: &str| Settings::from_config(name, config.plugins.get(name), config.limits);
     for (name, entry) in &config.plugins {
@@ -1633,22 +1647,38 @@ fn desired_plugins(
     if let Some(dir) = &config.dir {
         match std::fs::read_dir(dir) {
             Ok(entries) => {
-                for entry in entries.flatten() {
-                    let path = entry.path();
+                for path in entries.flatten().map(|entry| entry.path()) {
                     let Some(name) = dir_plugin_name(&path) else {
+                        if path.extension().is_some_and(|ext| ext == "wasm")
+                            && stem_has_control(&path)
+                            && path.is_file()
+                        {
+                            let why = "its name holds control characters; rename it";
+                            passed_over.push((path, why.to_string()));
+                        }
                         continue;
                     };
-                    if out.contains_key(&name)
-                        || config
-                            .plugins
-                            .get(&name)
-                            .is_some_and(|p| p.disabled || p.path.is_some())
-                    {
-                        continue;
-                    }
-                    if path.is_file() {
-                        let s = settings(&name);
-                        out.insert(name, (Source::File(path), s));
+                    match config.plugins.get(&name) {
+                        // Its name is configured: off, or served from its `path`.
+                        Some(entry) if entry.disabled || entry.path.is_some() => {
+                            if let Some(other) = entry.path.as_deref()
+                                && !entry.disabled
+                                && other != path
+                                && path.is_file()
+                            {
+                                let why = format!(
+                                    "plugin `{name}` is served from {}, set as its path or by \
+                                     --plugin; rename this file to serve it as well",
+                                    other.display()
+                                );
+                                passed_over.push((path, why));
+                            }
+                        }
+                        _ if path.is_file() => {
+                            let s = settings(&name);
+                            out.insert(name, (Source::File(path), s));
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -1668,7 +1698,11 @@ fn desired_plugins(
             }
         }
     }
-    out
+    passed_over.sort();
+    Desired {
+        plugins: out,
+        passed_over,
+    }
 }
 
 /// The namespace of a plugin found in the plugin folder: its file name may hold what
@@ -1694,53 +1728,13 @@ fn dir_plugin_name(path: &Path) -> Option<String> {
         return None;
     }
     let stem = path.file_stem()?.to_str()?;
-    (!stem.is_empty() && !stem.starts_with('.') && !stem.chars().any(char::is_control))
+    (!stem.is_empty() && !stem.starts_with('.') && !stem_has_control(path))
         .then(|| stem.to_string())
 }
 
-/// The `*.wasm` files of the plugin folder that are not loaded, and why: a name with
-/// control characters, or a name a configured plugin (`path`, `--plugin`) already has.
-/// Without a word, a build dropped there would seem to be ignored.
-fn passed_over_files(config: &PluginsConfig) -> Vec<(PathBuf, String)> {
-    let Some(entries) = config
-        .dir
-        .as_deref()
-        .and_then(|dir| std::fs::read_dir(dir).ok())
-    else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for path in entries.flatten().map(|entry| entry.path()) {
-        if path.extension().is_none_or(|ext| ext != "wasm") || !path.is_file() {
-            continue;
-        }
-        let Some(name) = dir_plugin_name(&path) else {
-            if path
-                .file_stem()
-                .is_some_and(|stem| stem.to_string_lossy().chars().any(char::is_control))
-            {
-                out.push((path, "its name holds control characters; rename it".into()));
-            }
-            continue;
-        };
-        let taken_by = config
-            .plugins
-            .get(&name)
-            .filter(|p| !p.disabled)
-            .and_then(|p| p.path.as_deref());
-        if let Some(other) = taken_by.filter(|other| *other != path) {
-            out.push((
-                path.clone(),
-                format!(
-                    "plugin `{name}` is served from {}, set as its path or by --plugin; rename \
-                     this file to serve it as well",
-                    other.display()
-                ),
-            ));
-        }
-    }
-    out.sort();
-    out
+fn stem_has_control(path: &Path) -> bool {
+    path.file_stem()
+        .is_some_and(|stem| stem.to_string_lossy().chars().any(char::is_control))
 }
 
 /// Which plugins a changed path belongs to: those configured with it as their path (one
@@ -1796,6 +1790,7 @@ fn plugin_links(config: &PluginsConfig) -> Vec<(PathBuf, PathBuf)> {
 /// component exports the plugin world takes a compile, which `wasmgate tools` does.
 pub fn check_plugin_files(config: &PluginsConfig) -> Vec<(String, PathBuf, String)> {
     desired_plugins(config, &[])
+        .plugins
         .into_iter()
         .filter_map(|(name, (source, _))| {
             let path = source.path()?.to_path_buf();

@@ -1936,12 +1936,9 @@ fn one_build_output_named_by_path_and_by_a_link_reloads_both() {
 
 #[test]
 fn the_plugin_folder_removed_and_made_again_unloads_then_loads_its_plugins() {
-    let setup = setup().file("a.wasm", shipped("hash"));
-    let dir = TestDir::new("folder-gone");
-    let config = setup.write(&dir.path);
-    let plugins = dir.join("plugins");
-    let mut client = setup.spawn(&config, dir);
-    assert!(has(&first_list(&mut client), "a__sha256"));
+    let (mut client, names) = setup().file("a.wasm", shipped("hash")).start();
+    assert!(has(&names, "a__sha256"), "{names:?}");
+    let plugins = plugin_dir(&client);
     // `rm -rf`: its file's event and the folder's own both say it went.
     std::fs::remove_dir_all(&plugins).unwrap();
     wait_list_change(&mut client, "a to go", |n| !has(n, "a__sha256"));

@@ -25,6 +25,8 @@
 //! - `--endless-cursor`     end every list page with `nextCursor` "again", whatever was asked
 //! - `--ignore-cancel`      let calls run on after `notifications/cancelled` (still sending
 //!   their progress), as some servers do
+//! - `--stderr-junk`        at each `tools/call`, write to stderr bytes that are not UTF-8,
+//!   a 1 MiB line and terminal escapes (a server that crashes if its stderr stops being read)
 //! - `--tokio-stdio`        read and write through tokio's `stdin()`/`stdout()`, which hand
 //!   each read and flush to a blocking thread, as servers on the official Rust SDK (rmcp's
 //!   `stdio()`) do; by default pipes go through the reactor, as in the gateway
@@ -80,6 +82,7 @@ struct Config {
     endless_cursor: bool,
     ignore_cancel: bool,
     tokio_stdio: bool,
+    stderr_junk: bool,
 }
 
 impl Config {
@@ -109,6 +112,7 @@ impl Config {
                 "--endless-cursor" => config.endless_cursor = true,
                 "--ignore-cancel" => config.ignore_cancel = true,
                 "--tokio-stdio" => config.tokio_stdio = true,
+                "--stderr-junk" => config.stderr_junk = true,
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -342,6 +346,16 @@ impl Server {
             return self.respond(&id, self.handle(method, &params));
         }
         let calls = self.tool_calls.fetch_add(1, Relaxed) + 1;
+        if self.config.stderr_junk {
+            use std::io::Write;
+            let mut junk = b"junk \xff\xfe\xfd not utf-8 \x1b[31mred\x1b[0m\n".to_vec();
+            junk.extend(std::iter::repeat_n(b'z', 1 << 20));
+            junk.extend(format!("\njunk call {calls}\n").as_bytes());
+            // A reader that stopped would make this fail (EPIPE, or SIGPIPE's exit).
+            if std::io::stderr().write_all(&junk).is_err() {
+                std::process::exit(9);
+            }
+        }
         if self.config.crash_after == Some(calls) {
             eprintln!("mcp_example_server: crashing at tools/call number {calls}, as asked");
             // Through the writer, so answers already queued still go out before the exit.
@@ -507,7 +521,15 @@ impl Server {
             "log" => {
                 let level = log_level(string(args, "level")?)?;
                 let message = string(args, "message")?;
-                if level >= self.log_level.load(Relaxed) {
+                // A misbehaving server's moves: progress for a token it was not given, and
+                // messages below the level the client set.
+                if let Some(token) = args.get("progress_token") {
+                    let params =
+                        json!({"progressToken": token, "progress": 99, "message": message});
+                    self.notify("notifications/progress", params);
+                }
+                let force = args.get("ignore_level") == Some(&json!(true));
+                if force || level >= self.log_level.load(Relaxed) {
                     let params = json!({
                         "level": LOG_LEVELS[usize::from(level)],
                         "logger": self.config.name,
@@ -551,6 +573,10 @@ impl Server {
             "slow" => {
                 let ms = u64_arg(args, "ms")?;
                 let token = params["_meta"].get("progressToken");
+                if let (Some(token), Some(true)) = (token, args["announce"].as_bool()) {
+                    let said = json!({"level": "error", "logger": self.config.name, "data": format!("token {token}")});
+                    self.notify("notifications/message", said);
+                }
                 self.sleep_with_progress(ms, token).await;
                 return Ok(text_result(&format!("slept {ms} ms")));
             }
@@ -732,11 +758,12 @@ fn base_tools() -> Vec<Value> {
     add["annotations"] = json!({"readOnlyHint": true});
     add["_meta"] = json!({"example/extra": 1});
     add["x-custom"] = json!({"keep": true});
-    let log = json!({"level": {"type": "string", "enum": LOG_LEVELS}, "message": string});
+    let log = json!({"level": {"type": "string", "enum": LOG_LEVELS}, "message": string,
+        "progress_token": string, "ignore_level": {"type": "boolean"}});
     vec![
         tool("echo", "Echoes the text", json!({"text": string}), &["text"]),
         add,
-        tool("slow", "Sleeps ms, with progress", json!({"ms": count}), &["ms"]),
+        tool("slow", "Sleeps ms, with progress", json!({"ms": count, "announce": {"type": "boolean"}}), &["ms"]),
         tool("fail", "Returns a tool error", none.clone(), &[]),
         tool("error", "Answers a JSON-RPC error", json!({"code": {"type": "integer"}}), &[]),
         tool("log", "Sends a log notification", log, &["level", "message"]),

@@ -3,6 +3,7 @@
 //! remote servers will join as a third variant.
 
 pub mod process;
+mod stderr;
 
 use std::time::Duration;
 

@@ -4,6 +4,7 @@
 
 mod commands;
 mod error;
+mod exposure;
 mod load;
 mod model;
 mod plugin_files;

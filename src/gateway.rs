@@ -2,7 +2,7 @@
 //! into catalog swaps and client notifications, applying config changes, shutting down.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
@@ -18,6 +18,7 @@ use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol::{self, RpcError};
 use crate::router::catalog::{Catalog, Source, Target};
 use crate::session::Session;
+use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
 
 pub struct Gateway {
@@ -33,9 +34,9 @@ pub struct Gateway {
     /// True while the plugin host is still loading (the first lists wait for it).
     plugins_loading: tokio::sync::watch::Sender<bool>,
     sessions: Mutex<Vec<Weak<Session>>>,
-    /// Gateway progress token -> the session and the token its client chose.
-    progress: Mutex<HashMap<String, (Weak<Session>, Value)>>,
-    next_token: AtomicU64,
+    /// Gateway progress token -> the server it was given to, the session and the token its
+    /// client chose.
+    progress: Mutex<HashMap<String, ProgressRoute>>,
     /// Every server present at start has left `Starting` and the catalog shows it.
     startup_settled: std::sync::atomic::AtomicBool,
     /// URI -> sessions subscribed to it.
@@ -68,7 +69,6 @@ impl Gateway {
             plugins_loading: tokio::sync::watch::channel(false).0,
             sessions: Mutex::new(Vec::new()),
             progress: Mutex::new(HashMap::new()),
-            next_token: AtomicU64::new(1),
             startup_settled: std::sync::atomic::AtomicBool::new(false),
             subscriptions: Mutex::new(HashMap::new()),
             subscribed_through: Mutex::new(HashMap::new()),
@@ -317,14 +317,24 @@ impl Gateway {
         }
     }
 
-    /// Maps a client's progress token to one that is unique across sessions, for as long
-    /// as the returned mapping lives.
-    pub fn register_progress(&self, session: &Arc<Session>, token: Value) -> ProgressMapping<'_> {
-        let ours = format!("wg-{}", self.next_token.fetch_add(1, Ordering::Relaxed));
-        self.progress
-            .lock()
-            .unwrap()
-            .insert(ours.clone(), (Arc::downgrade(session), token));
+    /// Maps a client's progress token, for a request to `server`, to one that is unique
+    /// across sessions and that no other server can guess, for as long as the returned
+    /// mapping lives.
+    pub fn register_progress(
+        &self,
+        server: &str,
+        session: &Arc<Session>,
+        token: Value,
+    ) -> ProgressMapping<'_> {
+        let ours = format!("wg-{}", uuid::Uuid::new_v4().simple());
+        let route = ProgressRoute {
+            server: server.to_string(),
+            session: Arc::downgrade(session),
+            original: token,
+            last: None,
+            budget: Budget::default(),
+        };
+        self.progress.lock().unwrap().insert(ours.clone(), route);
         ProgressMapping {
             gateway: self,
             token: ours,
@@ -532,6 +542,16 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
     }
 }
 
+/// Where a server's progress for one request goes, and what it sent so far.
+struct ProgressRoute {
+    server: String,
+    session: Weak<Session>,
+    original: Value,
+    /// The last `progress` passed on: MCP requires it to increase.
+    last: Option<f64>,
+    budget: Budget,
+}
+
 /// A client's progress token mapped to the gateway's, for one forwarded request. Dropped
 /// with the request's future, as when the client cancels it, it ends the mapping at once:
 /// the server may go on sending progress, which must not reach the client after its cancel.
@@ -699,11 +719,25 @@ impl Gateway {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
-                let Some((session, original)) = self.progress.lock().unwrap().get(&token).cloned()
-                else {
-                    return;
+                let progress = params.get("progress").and_then(Value::as_f64);
+                let target = {
+                    let mut routes = self.progress.lock().unwrap();
+                    // Only the server the token was given to may use it.
+                    let Some(route) = routes.get_mut(&token).filter(|r| r.server == server) else {
+                        tracing::debug!(
+                            server,
+                            "progress for a token not given to this server dropped"
+                        );
+                        return;
+                    };
+                    let increasing = progress.is_some_and(|p| route.last.is_none_or(|l| p > l));
+                    if !increasing || !route.budget.take_or_drop() {
+                        return;
+                    }
+                    route.last = progress;
+                    route.session.upgrade().map(|s| (s, route.original.clone()))
                 };
-                let Some(session) = session.upgrade() else {
+                let Some((session, original)) = target else {
                     return;
                 };
                 params["progressToken"] = original;
@@ -714,8 +748,14 @@ impl Gateway {
                 if params.get("logger").is_none() {
                     params["logger"] = Value::String(server.to_string());
                 }
+                let level = params
+                    .get("level")
+                    .and_then(Value::as_str)
+                    .unwrap_or("info");
                 for session in self.live_sessions() {
-                    session.notify(method, Some(params.clone()));
+                    if session.admits_log(level, true) {
+                        session.notify(method, Some(params.clone()));
+                    }
                 }
             }
             "notifications/resources/updated" => {

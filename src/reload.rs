@@ -21,7 +21,11 @@ const DEBOUNCE: Duration = Duration::from_millis(150);
 /// is unchanged. Everything else (tool filters, timeouts, namespace) is applied to it live,
 /// so that editing a filter does not kill the calls in flight.
 pub fn same_process(old: &ServerConfig, new: &ServerConfig) -> bool {
-    old.command == new.command && old.args == new.args && old.env == new.env && old.cwd == new.cwd
+    old.command == new.command
+        && old.args == new.args
+        && old.env == new.env
+        && old.inherit_env == new.inherit_env
+        && old.cwd == new.cwd
 }
 
 /// Watches `path` until the returned watcher is dropped.

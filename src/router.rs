@@ -331,12 +331,13 @@ impl Gateway {
     fn map_progress(
         &self,
         context: &RequestContext,
+        server: &str,
         mut params: Value,
     ) -> (Value, Option<ProgressMapping<'_>>) {
         let Some(token) = progress_token(&params).cloned() else {
             return (params, None);
         };
-        let mapping = self.register_progress(&context.session, token);
+        let mapping = self.register_progress(server, &context.session, token);
         params["_meta"]["progressToken"] = Value::String(mapping.token.clone());
         (params, Some(mapping))
     }
@@ -369,7 +370,7 @@ impl Gateway {
         params: Value,
         timeout: Duration,
     ) -> Result<Reply, RpcError> {
-        let (params, mapping) = self.map_progress(context, params);
+        let (params, mapping) = self.map_progress(context, backend.name(), params);
         let result = backend.request_raw(method, Some(params), timeout).await;
         if let Some(mapping) = mapping {
             mapping.end().await;

@@ -155,15 +155,20 @@ impl Session {
         Some(self.log_level.load(Ordering::Relaxed)).filter(|&r| r != NO_LOG_LEVEL)
     }
 
+    /// Whether the level the client set admits a message at `level`; `unset`: the answer
+    /// when it set none.
+    pub fn admits_log(&self, level: &str, unset: bool) -> bool {
+        let rank = protocol::log_rank(level);
+        match self.log_level() {
+            Some(min) => rank >= Some(min),
+            None => unset,
+        }
+    }
+
     /// Sends `notifications/message` if the client's level admits `level`; `unset`: whether
     /// a client that set no level gets it.
     pub fn log(&self, level: &str, logger: &str, data: &str, unset: bool) {
-        let rank = protocol::log_rank(level);
-        let admitted = match self.log_level() {
-            Some(min) => rank >= Some(min),
-            None => unset,
-        };
-        if admitted {
+        if self.admits_log(level, unset) {
             self.notify(
                 "notifications/message",
                 Some(json!({"level": level, "logger": logger, "data": data})),

@@ -1,6 +1,7 @@
 //! What the gateway tells about itself: `tracing` set-up for logs on stderr, and the
 //! event log behind the `get_events` tool.
 
+pub mod budget;
 pub mod events;
 
 use std::sync::{Mutex, OnceLock};

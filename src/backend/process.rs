@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -509,7 +509,11 @@ impl ProcessBackend {
         let stderr = child.stderr.take().expect("piped");
         tokio::spawn(write_lines(stdin, writer_rx));
         let last_stderr = Arc::new(Mutex::new(String::new()));
-        let stderr_logger = tokio::spawn(log_stderr(name.clone(), stderr, last_stderr.clone()));
+        let stderr_logger = tokio::spawn(super::stderr::log_stderr(
+            name.clone(),
+            stderr,
+            last_stderr.clone(),
+        ));
         let reader = tokio::spawn(read_lines(
             connection.clone(),
             stdout,
@@ -741,6 +745,17 @@ impl ProcessBackend {
 
 fn spawn(config: &ServerConfig) -> std::io::Result<Child> {
     let mut command = Command::new(&config.command);
+    if !config.inherit_env {
+        command.env_clear();
+        for name in crate::config::BASE_ENV {
+            // A value that starts with `()` is an exported shell function: never passed on.
+            if let Some(value) = std::env::var_os(name)
+                && !value.as_encoded_bytes().starts_with(b"()")
+            {
+                command.env(name, value);
+            }
+        }
+    }
     command
         .args(&config.args)
         .envs(&config.env)
@@ -964,16 +979,4 @@ async fn read_lines(
         }
     }
     connection.close();
-}
-
-/// Logs the server's stderr, keeping its last non-empty line (cut to 300 characters) in
-/// `last` for a start-up failure's message.
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr, last: Arc<Mutex<String>>) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(server = %server, "stderr: {line}");
-        if !line.trim().is_empty() {
-            *last.lock().unwrap() = line.trim().chars().take(300).collect();
-        }
-    }
 }

@@ -50,14 +50,25 @@ pub struct GatewayConfig {
     pub shutdown_grace: Duration,
 }
 
+/// The gateway's variables every server gets (those the official MCP SDKs pass on, and
+/// the locale and time zone); a token exported for one server reaches no other.
+pub const BASE_ENV: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+    "TMPDIR",
+];
+
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// The key in `[servers.NAME]` / `mcpServers`.
     pub name: String,
     pub command: String,
     pub args: Vec<String>,
+    /// `args` before `${VAR}` expansion: what `check` prints, so that no secret is shown.
+    pub args_as_written: Vec<String>,
     /// Extra environment for the child, `${VAR}` already expanded from the gateway's.
     pub env: BTreeMap<String, String>,
+    /// Whether the child gets the gateway's whole environment, not only [`BASE_ENV`].
+    pub inherit_env: bool,
     pub cwd: Option<PathBuf>,
     /// Prefix of this server's tools and prompts; "" means none. Defaults to `name`.
     pub namespace: String,
@@ -178,6 +189,11 @@ pub struct PluginConfig {
     pub allow_env: Vec<String>,
     /// Hosts (`name` or `name:port`, `*.suffix` allowed) the plugin may send HTTP requests to.
     pub allow_hosts: Vec<String>,
+    /// Whether allowed names may lead to loopback, link-local and private addresses
+    /// (default false: only addresses `allow_hosts` lists itself).
+    pub allow_private_addresses: bool,
+    /// Lower-case hex sha256 the component must have to be loaded with these grants.
+    pub sha256: Option<String>,
     /// Values the plugin reads with `host.config(key)`.
     pub config: BTreeMap<String, String>,
     pub tool_filter: ToolFilter,
@@ -200,6 +216,8 @@ impl PluginConfig {
             allow_dirs: Vec::new(),
             allow_env: Vec::new(),
             allow_hosts: Vec::new(),
+            allow_private_addresses: false,
+            sha256: None,
             config: BTreeMap::new(),
             tool_filter: ToolFilter::default(),
             disabled: false,
@@ -214,4 +232,6 @@ pub struct DirGrant {
     /// Where the plugin sees it, e.g. "/data".
     pub guest: String,
     pub read_only: bool,
+    /// Set by `allow_gateway_files`: a read-write grant may hold the gateway's own files.
+    pub expose_gateway_files: bool,
 }

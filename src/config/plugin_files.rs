@@ -27,6 +27,16 @@ pub fn load_with_plugin_files(path: Option<&Path>, files: &[PathBuf]) -> Result<
         }
     };
     add_plugin_files(&mut config, named)?;
+    let source = config.source.as_deref();
+    if let Some(found) = super::exposure::exposures(source, &config.gateway, &config.plugins)
+        .into_iter()
+        .next()
+    {
+        return Err(format!(
+            "plugin `{}`: {} ({})",
+            found.plugin, found.message, found.fix
+        ));
+    }
     Ok(config)
 }
 

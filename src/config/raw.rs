@@ -63,6 +63,8 @@ pub struct Server {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub cwd: Option<String>,
+    #[serde(default)]
+    pub inherit_env: bool,
     pub namespace: Option<String>,
     pub timeout: Option<Timeout>,
     #[serde(default)]
@@ -90,6 +92,8 @@ pub struct ClientServer {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub cwd: Option<String>,
+    #[serde(default)]
+    pub inherit_env: bool,
     pub namespace: Option<String>,
     /// A duration string is ours; a number is another client's (seconds for Cline and
     /// Roo Code, milliseconds for Claude Code) and is ignored.
@@ -173,6 +177,9 @@ pub struct PluginEntry {
     #[serde(default)]
     pub allow_hosts: Vec<String>,
     #[serde(default)]
+    pub allow_private_addresses: bool,
+    pub sha256: Option<String>,
+    #[serde(default)]
     pub allow_dirs: Vec<DirGrant>,
     #[serde(default)]
     pub allow_env: Vec<String>,
@@ -192,6 +199,9 @@ pub struct DirGrant {
     pub guest: String,
     #[serde(default)]
     pub mode: DirMode,
+    /// A read-write grant may hold the gateway's own files (config, plugins, cache).
+    #[serde(default)]
+    pub allow_gateway_files: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]

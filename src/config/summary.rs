@@ -58,7 +58,7 @@ impl Config {
                 out,
                 "  {}{state}: {}",
                 s.name,
-                command_line(&s.command, &s.args)
+                command_line(&s.command, &s.args_as_written)
             )?;
             writeln!(
                 out,

@@ -187,7 +187,8 @@ fn full_toml_example_parses_to_the_expected_model() {
         [DirGrant {
             host: base.join("data"),
             guest: "/data".into(),
-            read_only: true
+            read_only: true,
+            expose_gateway_files: false
         }]
     );
     assert_eq!(fetch.allow_env, ["HOME"]);
@@ -689,7 +690,8 @@ allow_dirs = [{ host = "plugins/./shared", guest = "/shared", mode = "rw" }, { h
         DirGrant {
             host: base.join("plugins/shared"),
             guest: "/shared".into(),
-            read_only: false
+            read_only: false,
+            expose_gateway_files: false
         }
     );
     assert_eq!(
@@ -697,7 +699,8 @@ allow_dirs = [{ host = "plugins/./shared", guest = "/shared", mode = "rw" }, { h
         DirGrant {
             host: base.to_path_buf(),
             guest: "/home".into(),
-            read_only: true
+            read_only: true,
+            expose_gateway_files: false
         }
     );
 }

@@ -418,6 +418,7 @@ impl<'a> Ctx<'a> {
             args: entry.args,
             env: entry.env,
             cwd: entry.cwd,
+            inherit_env: entry.inherit_env,
             namespace: entry.namespace,
             timeout: match entry.timeout {
                 Some(raw::ClientTimeout::Ours(d)) => Some(raw::Timeout(d)),
@@ -509,7 +510,9 @@ impl<'a> Ctx<'a> {
             name: name.to_owned(),
             command,
             args,
+            args_as_written: raw.args.clone(),
             env,
+            inherit_env: raw.inherit_env,
             cwd,
             namespace,
             timeout: raw.timeout.map_or(gateway.timeout, |t| t.0),
@@ -640,6 +643,17 @@ impl<'a> Ctx<'a> {
                 dir.display()
             ));
         }
+        if let Some(dir) = &dir
+            && let Ok(meta) = std::fs::metadata(dir)
+            && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o022 != 0
+        {
+            self.warnings.push(format!(
+                "plugins.dir {} is writable by group or others: whoever can write there can \
+                 serve a plugin, and one named like a [plugins] table gets its grants (chmod \
+                 go-w it, or pin each granted plugin with sha256)",
+                dir.display()
+            ));
+        }
         let cache_dir = match raw.cache_dir.as_deref() {
             Some(c) => self.path(c, &[p, "cache_dir"], true),
             None => default_cache_dir(self.env),
@@ -754,6 +768,17 @@ impl<'a> Ctx<'a> {
                 ),
             }
         }
+        let sha256 = raw.sha256.map(|pin| pin.to_ascii_lowercase());
+        if let Some(pin) = &sha256
+            && !(pin.len() == 64 && pin.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            self.error(
+                &key("sha256"),
+                Some(pin),
+                format!("\"{pin}\" is not a sha256 (64 hex digits)"),
+                "write the digest `sha256sum FILE` prints",
+            );
+        }
         let mut config = BTreeMap::new();
         for (k, v) in raw.config {
             let value = self.expand(&v.0, &["plugins", name, "config", &k], strict);
@@ -772,6 +797,8 @@ impl<'a> Ctx<'a> {
             allow_dirs,
             allow_env: raw.allow_env,
             allow_hosts: raw.allow_hosts,
+            allow_private_addresses: raw.allow_private_addresses,
+            sha256,
             config,
             tool_filter,
             disabled: raw.disabled,
@@ -815,6 +842,7 @@ impl<'a> Ctx<'a> {
             host,
             guest: raw.guest,
             read_only: raw.mode == raw::DirMode::Ro,
+            expose_gateway_files: raw.allow_gateway_files,
         })
     }
 
@@ -865,6 +893,10 @@ impl<'a> Ctx<'a> {
             } else {
                 seen.insert(claim.namespace, claim.owner);
             }
+        }
+        for found in super::exposure::exposures(self.src.source.as_deref(), &gateway, &plugins) {
+            let key = ["plugins", found.plugin.as_str(), "allow_dirs"];
+            self.error(&key, None, found.message, found.fix);
         }
         if !self.errors.is_empty() {
             self.errors.sort_by_key(|d| d.line.unwrap_or(usize::MAX));

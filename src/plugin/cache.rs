@@ -2,22 +2,25 @@
 //! a hash of the engine's compilation settings (wasmtime version included), so
 //! that a restart or a reload of an unchanged plugin skips compilation.
 //!
-//! Deserialising is unsafe (the bytes are trusted as machine code), so only
-//! files this module wrote are read, and each carries a sha256 of its body that
-//! is checked first: a truncated or corrupted entry is recompiled, never loaded.
+//! Deserialising is unsafe (the bytes are trusted as machine code), so the folder and every
+//! file read must be the gateway user's own and writable by no one else, no link is
+//! followed, and each entry carries an HMAC under a key kept in a 0600 file in the folder:
+//! an entry copied, crafted, truncated or damaged is recompiled, never loaded.
 //!
 //! Every rebuild of a plugin is a new entry (a Python or JavaScript one is ~30 MB), so
 //! after each store the folder is pruned to [`BUDGET`], least recently used first.
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8; 8] = b"wgcache1";
+const MAGIC: &[u8; 8] = b"wgcache2";
 const HEADER: usize = MAGIC.len() + 32;
 
 /// Bytes of compiled code the folder keeps; the entry just written stays whatever its size.
@@ -26,10 +29,15 @@ pub const BUDGET: u64 = 1 << 30;
 /// A temporary file this old was left by a process that died while writing it.
 const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// The file in the cache folder that holds the HMAC key.
+const KEY_FILE: &str = "key";
+const KEY_LEN: usize = 32;
+
 pub struct Cache {
     dir: PathBuf,
     /// Hex hash of the engine's compilation settings.
     engine_key: String,
+    key: [u8; KEY_LEN],
 }
 
 /// Feeds `Hash` into sha256, for a key stable across runs of the same binary.
@@ -48,46 +56,175 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Why a file or folder the cache would trust is refused: not the gateway user's, writable
+/// by group or others, or not of the expected kind (a link is never followed).
+fn untrusted(meta: &std::fs::Metadata, want_dir: bool) -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if want_dir && !meta.is_dir() || !want_dir && !meta.is_file() {
+        let kind = if meta.file_type().is_symlink() {
+            "a symbolic link"
+        } else if want_dir {
+            "not a directory"
+        } else {
+            "not a regular file"
+        };
+        return Some(kind.into());
+    }
+    if meta.uid() != me {
+        return Some(format!(
+            "owned by uid {}, not the gateway's {me}",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Some(format!(
+            "writable by group or others (mode {:o})",
+            meta.mode() & 0o777
+        ));
+    }
+    None
+}
+
+/// Opens a file of the cache folder for reading, without following a link, and checks that
+/// it is trusted.
+fn open_trusted(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    match untrusted(&file.metadata()?, false) {
+        None => Ok(file),
+        Some(why) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        )),
+    }
+}
+
 impl Cache {
-    pub fn new(dir: &Path, engine: &Engine) -> Cache {
+    /// The cache in `dir`, made (0700) if missing; `None`, said in a warning, when the folder
+    /// or its key cannot be trusted or made: plugins are then compiled at every load.
+    pub fn new(dir: &Path, engine: &Engine) -> Option<Cache> {
         let mut hasher = ShaHasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_key = hex(&hasher.0.finalize()[..8]);
-        Cache {
-            dir: dir.to_path_buf(),
-            engine_key,
+        match Cache::open_key(dir) {
+            Ok(key) => Some(Cache {
+                dir: dir.to_path_buf(),
+                engine_key,
+                key,
+            }),
+            Err(why) => {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    "the compiled-plugin cache {} is not used: {why}; plugins are compiled at \
+                     every load (make it the gateway user's own, mode 700, or set another \
+                     cache_dir)",
+                    dir.display()
+                );
+                None
+            }
         }
     }
 
+    /// Checks the folder and reads its key, making either when missing.
+    fn open_key(dir: &Path) -> Result<[u8; KEY_LEN], String> {
+        if let Err(e) = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+        {
+            return Err(format!("cannot create it: {e}"));
+        }
+        // The folder itself may be reached through a link (a cache on another disk): what
+        // counts is who owns and may write the folder it leads to.
+        let meta = std::fs::metadata(dir).map_err(|e| e.to_string())?;
+        if let Some(why) = untrusted(&meta, true) {
+            return Err(format!("it is {why}"));
+        }
+        let path = dir.join(KEY_FILE);
+        let mut key = [0u8; KEY_LEN];
+        let made = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path);
+        match made {
+            Ok(mut file) => {
+                fill_random(&mut key).map_err(|e| format!("cannot make a key: {e}"))?;
+                file.write_all(&key)
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| format!("cannot write its key: {e}"))?;
+                return Ok(key);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot make its key {}: {e}", path.display())),
+        }
+        let mut file = open_trusted(&path)
+            .map_err(|e| format!("its key {} is refused: {e}", path.display()))?;
+        if file.metadata().map_err(|e| e.to_string())?.mode() & 0o077 != 0 {
+            return Err(format!("its key {} is readable by others", path.display()));
+        }
+        let mut read = Vec::new();
+        file.read_to_end(&mut read).map_err(|e| e.to_string())?;
+        if read.len() != KEY_LEN {
+            return Err(format!("its key {} is not {KEY_LEN} bytes", path.display()));
+        }
+        key.copy_from_slice(&read);
+        Ok(key)
+    }
+
+    fn name(&self, digest: &str) -> String {
+        format!("{digest}-{}.cwasm", self.engine_key)
+    }
+
     fn path(&self, digest: &str) -> PathBuf {
-        self.dir.join(format!("{digest}-{}.cwasm", self.engine_key))
+        self.dir.join(self.name(digest))
+    }
+
+    /// The MAC of an entry: its name (so that an entry moved to another name is refused)
+    /// and its body.
+    fn mac(&self, name: &str, body: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+        mac.update(name.as_bytes());
+        mac.update(&[0]);
+        mac.update(body);
+        mac
     }
 
     /// The cached compilation of the component whose sha256 is `digest`, if a
     /// sound one exists.
     pub fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let path = self.path(digest);
-        let bytes = std::fs::read(&path).ok()?;
-        // Used now: the last to go when the folder is pruned.
-        if let Ok(file) = std::fs::File::options().append(true).open(&path) {
-            let _ = file.set_modified(std::time::SystemTime::now());
-        }
-        let body = match bytes.get(HEADER..) {
-            Some(body)
-                if &bytes[..MAGIC.len()] == MAGIC
-                    && bytes[MAGIC.len()..HEADER] == Sha256::digest(body)[..] =>
-            {
-                body
-            }
-            _ => {
-                tracing::warn!(path = %path.display(), "compiled-plugin cache entry is damaged; recompiling");
+        let mut file = match open_trusted(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "compiled-plugin cache entry refused; recompiling");
                 return None;
             }
         };
-        // SAFETY: the file is in our cache directory, under a name only we
-        // write, and its checksum matches what we wrote: these are bytes
-        // produced by `Engine::precompile_component` of this engine.
-        match unsafe { Component::deserialize(engine, body) } {
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).ok()?;
+        // Used now: the last to go when the folder is pruned.
+        let _ = file.set_modified(std::time::SystemTime::now());
+        let authentic = bytes.get(HEADER..).is_some_and(|body| {
+            &bytes[..MAGIC.len()] == MAGIC
+                && self
+                    .mac(&self.name(digest), body)
+                    .verify_slice(&bytes[MAGIC.len()..HEADER])
+                    .is_ok()
+        });
+        if !authentic {
+            tracing::warn!(path = %path.display(), "compiled-plugin cache entry is not one this cache wrote (damaged, copied or crafted); recompiling");
+            return None;
+        }
+        // SAFETY: the file is the gateway user's own, in a folder no one else can write, and
+        // its MAC under the folder's key matches: these are bytes `store` wrote, produced by
+        // `Engine::precompile_component` of an engine with these settings.
+        match unsafe { Component::deserialize(engine, &bytes[HEADER..]) } {
             Ok(component) => Some(component),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %super::limits::chain(&e), "compiled-plugin cache entry unusable; recompiling");
@@ -108,7 +245,7 @@ impl Cache {
 
     /// Deletes the least recently used entries (of any engine: older wasmgate versions
     /// too) until the rest fit in `budget` bytes, keeping `keep`; and temporary files
-    /// that a crashed writer left.
+    /// that a crashed writer left. Only names the cache writes are touched.
     fn prune(&self, keep: &Path, budget: u64) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
@@ -117,15 +254,21 @@ impl Cache {
         let mut compiled = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
-            let Ok(meta) = entry.metadata() else { continue };
+            // Not followed: a link is no entry, whatever its name.
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
             let used = meta.modified().unwrap_or(now);
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with('.') && name.ends_with(".tmp") {
+            if is_temporary_name(&name) {
                 if now.duration_since(used).is_ok_and(|age| age > STALE_TMP) {
                     let _ = std::fs::remove_file(&path);
                 }
-            } else if meta.is_file() && name.ends_with(".cwasm") && path != keep {
+            } else if is_entry_name(&name) && path != keep {
                 compiled.push((used, meta.len(), path));
             }
         }
@@ -147,17 +290,22 @@ impl Cache {
     }
 
     fn try_store(&self, digest: &str, compiled: &[u8]) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        let path = self.path(digest);
+        let name = self.name(digest);
+        let path = self.dir.join(&name);
         let tmp = self.dir.join(format!(
             ".{digest}.{}.{}.tmp",
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
         let result = (|| {
-            let mut file = std::fs::File::create(&tmp)?;
+            let mut file = std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?;
             file.write_all(MAGIC)?;
-            file.write_all(&Sha256::digest(compiled))?;
+            file.write_all(&self.mac(&name, compiled).finalize().into_bytes())?;
             file.write_all(compiled)?;
             file.sync_all()?;
             std::fs::rename(&tmp, &path)
@@ -169,40 +317,169 @@ impl Cache {
     }
 }
 
+/// `{64 hex}-{16 hex}.cwasm`: an entry's name.
+fn is_entry_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".cwasm") else {
+        return false;
+    };
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    matches!(stem.split_once('-'), Some((digest, engine)) if hex(digest, 64) && hex(engine, 16))
+}
+
+/// `.{64 hex}.{pid}.{32 hex}.tmp`: a file being written.
+fn is_temporary_name(name: &str) -> bool {
+    let Some(inner) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let parts: Vec<&str> = inner.split('.').collect();
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    matches!(parts.as_slice(), [digest, pid, id]
+        if hex(digest, 64) && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && hex(id, 32))
+}
+
+/// Random bytes from the kernel.
+fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: the pointer and length name the unfilled part of `buf`.
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        } else {
+            filled += n as usize;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
     use std::time::{Duration, SystemTime};
 
     use super::Cache;
+    use crate::test_support::TempDir;
+
+    const MINIMAL: &str = concat!(env!("WASMGATE_TEST_PLUGINS"), "/minimal.wasm");
+
+    fn digest(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    fn engine() -> wasmtime::Engine {
+        super::super::engine::build(false).unwrap()
+    }
 
     /// Pruning deletes the least recently used entries first, down to the budget, never
-    /// the entry just written, and leaves other files alone.
+    /// the entry just written, and leaves alone what the cache did not name.
     #[test]
-    fn prune_keeps_the_recently_used() {
-        let dir = std::env::temp_dir().join(format!("wasmgate-prune-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+    fn prune_keeps_the_recently_used_and_touches_only_its_names() {
+        let tmp = TempDir::new("wasmgate-prune-");
         let cache = Cache {
-            dir: dir.clone(),
-            engine_key: "e".into(),
+            dir: tmp.to_path_buf(),
+            engine_key: "e".repeat(16),
+            key: [7; 32],
         };
         let now = SystemTime::now();
         // a (oldest) .. d (newest), 100 bytes each; `a` was just written.
         for (i, name) in ["a", "b", "c", "d"].iter().enumerate() {
-            let path = cache.path(name);
+            let path = cache.path(&digest(name.chars().next().unwrap()));
             std::fs::write(&path, [0u8; 100]).unwrap();
             let file = std::fs::File::options().append(true).open(&path).unwrap();
             file.set_modified(now - Duration::from_secs(100 - i as u64 * 10))
                 .unwrap();
         }
-        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
-        cache.prune(&cache.path("a"), 250);
-        let mut left: Vec<String> = std::fs::read_dir(&dir)
+        std::fs::write(tmp.join("notes.txt"), "mine").unwrap();
+        std::fs::write(tmp.join("other.cwasm"), [0u8; 1000]).unwrap();
+        cache.prune(&cache.path(&digest('a')), 250);
+        let mut left: Vec<String> = std::fs::read_dir(tmp.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, ["a-e.cwasm", "d-e.cwasm", "notes.txt"]);
-        std::fs::remove_dir_all(&dir).unwrap();
+        let e = "e".repeat(16);
+        assert_eq!(
+            left,
+            [
+                format!("{}-{e}.cwasm", digest('a')),
+                format!("{}-{e}.cwasm", digest('d')),
+                "notes.txt".into(),
+                "other.cwasm".into()
+            ]
+        );
+    }
+
+    /// An entry loads only from the cache that wrote it, unchanged, under its own name, as a
+    /// file of the gateway's user that is no link; anything else is recompiled.
+    #[test]
+    fn entries_are_authenticated() {
+        let engine = engine();
+        let bytes = std::fs::read(MINIMAL).unwrap();
+        let compiled = engine.precompile_component(&bytes).unwrap();
+        let (one, two) = (
+            TempDir::new("wasmgate-cache-"),
+            TempDir::new("wasmgate-cache-"),
+        );
+        let a = Cache::new(&one.join("c"), &engine).unwrap();
+        let b = Cache::new(&two.join("c"), &engine).unwrap();
+        let key_mode = std::fs::metadata(one.join("c/key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(key_mode & 0o777, 0o600);
+        let dir_mode = std::fs::metadata(one.join("c"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+        a.store(&digest('1'), &compiled);
+        assert!(a.load(&engine, &digest('1')).is_some());
+        // Another cache's entry (another key), copied in: refused.
+        std::fs::copy(a.path(&digest('1')), b.path(&digest('1'))).unwrap();
+        assert!(b.load(&engine, &digest('1')).is_none());
+        // The same entry under another name (another component's digest): refused.
+        std::fs::copy(a.path(&digest('1')), a.path(&digest('2'))).unwrap();
+        assert!(a.load(&engine, &digest('2')).is_none());
+        // A byte of the code changed: refused.
+        let mut entry = std::fs::read(a.path(&digest('1'))).unwrap();
+        let last = entry.len() - 1;
+        entry[last] ^= 1;
+        std::fs::write(a.path(&digest('3')), &entry).unwrap();
+        assert!(a.load(&engine, &digest('3')).is_none());
+        // A link to a sound entry: not followed.
+        std::fs::rename(a.path(&digest('1')), one.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(one.join("elsewhere"), a.path(&digest('1'))).unwrap();
+        assert!(a.load(&engine, &digest('1')).is_none());
+        // A sound entry that others may write: refused.
+        std::fs::remove_file(a.path(&digest('1'))).unwrap();
+        std::fs::rename(one.join("elsewhere"), a.path(&digest('1'))).unwrap();
+        assert!(a.load(&engine, &digest('1')).is_some());
+        std::fs::set_permissions(a.path(&digest('1')), PermissionsExt::from_mode(0o666)).unwrap();
+        assert!(a.load(&engine, &digest('1')).is_none());
+    }
+
+    /// A folder others may write, or a key others may read, turns the cache off.
+    #[test]
+    fn an_untrusted_folder_or_key_is_not_used() {
+        let engine = engine();
+        let tmp = TempDir::new("wasmgate-cache-");
+        let dir = tmp.join("c");
+        assert!(Cache::new(&dir, &engine).is_some());
+        std::fs::set_permissions(dir.join("key"), PermissionsExt::from_mode(0o644)).unwrap();
+        assert!(Cache::new(&dir, &engine).is_none());
+        std::fs::set_permissions(dir.join("key"), PermissionsExt::from_mode(0o600)).unwrap();
+        assert!(Cache::new(&dir, &engine).is_some());
+        std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o777)).unwrap();
+        assert!(Cache::new(&dir, &engine).is_none());
+        std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
+        let link = tmp.join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(Cache::new(&link, &engine).is_some());
+        std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o775)).unwrap();
+        assert!(Cache::new(&link, &engine).is_none());
     }
 }

@@ -8,8 +8,8 @@ use wasmtime::component::HasData;
 
 use super::bindings::Level;
 use super::bindings::wasmgate::plugin::host;
-use super::budget::{self, Budget};
 use super::{LogSink, ProgressSink, lock};
+use crate::telemetry::budget::{self, Budget};
 
 /// Per-instance state behind the `host` interface.
 pub struct HostCtx {

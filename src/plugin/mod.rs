@@ -6,13 +6,14 @@
 //! compiled `Component` and `InstancePre`; per call one `Store`.
 
 mod bindings;
-mod budget;
 pub mod bundled;
 mod cache;
 mod convert;
 mod engine;
+mod grants;
 mod host_impl;
 mod limits;
+mod outbound;
 mod pool;
 mod sandbox;
 mod watch;
@@ -35,9 +36,10 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
-use crate::config::{DirGrant, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
+use crate::config::{PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
 use bindings::{CallError, PluginPre};
 use cache::Cache;
+use grants::GrantedDir;
 use sandbox::StoreState;
 
 /// Receives a call's `host.log` lines: `(MCP level, message)`.
@@ -207,9 +209,13 @@ const TIMEOUT_GRACE: Duration = Duration::from_millis(50);
 pub struct Settings {
     pub namespace: String,
     pub limits: PluginLimits,
-    pub allow_dirs: Vec<DirGrant>,
+    /// Opened when the settings are made, and shared by every instance of the version.
+    pub allow_dirs: Vec<GrantedDir>,
     pub allow_env: Vec<String>,
     pub allow_hosts: Vec<String>,
+    pub allow_private_addresses: bool,
+    /// The sha256 the plugin's code must have to be loaded with these settings.
+    pub sha256: Option<String>,
     pub config: Arc<BTreeMap<String, String>>,
     pub tool_filter: ToolFilter,
 }
@@ -220,9 +226,11 @@ impl Settings {
             Some(c) => Settings {
                 namespace: c.namespace.clone(),
                 limits: c.limits,
-                allow_dirs: c.allow_dirs.clone(),
+                allow_dirs: c.allow_dirs.iter().map(GrantedDir::open).collect(),
                 allow_env: c.allow_env.clone(),
                 allow_hosts: c.allow_hosts.clone(),
+                allow_private_addresses: c.allow_private_addresses,
+                sha256: c.sha256.clone(),
                 config: Arc::new(c.config.clone()),
                 tool_filter: c.tool_filter.clone(),
             },
@@ -232,6 +240,8 @@ impl Settings {
                 allow_dirs: Vec::new(),
                 allow_env: Vec::new(),
                 allow_hosts: Vec::new(),
+                allow_private_addresses: false,
+                sha256: None,
                 config: Arc::default(),
                 tool_filter: ToolFilter::default(),
             },
@@ -241,9 +251,14 @@ impl Settings {
     fn same_as(&self, other: &Settings) -> bool {
         self.namespace == other.namespace
             && self.limits == other.limits
-            && self.allow_dirs == other.allow_dirs
+            && self.allow_dirs.len() == other.allow_dirs.len()
+            && (self.allow_dirs.iter())
+                .zip(&other.allow_dirs)
+                .all(|(a, b)| a.grant == b.grant)
             && self.allow_env == other.allow_env
             && self.allow_hosts == other.allow_hosts
+            && self.allow_private_addresses == other.allow_private_addresses
+            && self.sha256 == other.sha256
             && self.config == other.config
             && self.tool_filter.same_as(&other.tool_filter)
     }
@@ -547,7 +562,7 @@ impl PluginHost {
         let cache = config
             .cache_dir
             .as_deref()
-            .map(|dir| Cache::new(dir, &engine));
+            .and_then(|dir| Cache::new(dir, &engine));
         let ticker = engine::Ticker::start(engine.clone())?;
         let workers = workers::Workers::start()?;
         let host = Arc::new_cyclic(|this| PluginHost {
@@ -1235,6 +1250,14 @@ impl PluginHost {
         check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
         let big_runtime = pool::is_big_runtime(bytes.len());
         let digest = cache::hex(&Sha256::digest(&bytes));
+        if let Some(pin) = settings.sha256.as_deref()
+            && pin != digest
+        {
+            return Err(format!(
+                "{what}: its sha256 is {digest}, not the {pin} its config pins (sha256 in \
+                 [plugins.{name}]); not loaded, so its grants go to no other code"
+            ));
+        }
         if existing.is_some_and(|old| old.code.digest == digest) {
             return Ok(None);
         }
@@ -1674,7 +1697,8 @@ fn desired_plugins(
                                 passed_over.push((path, why));
                             }
                         }
-                        _ if path.is_file() => {
+                        entry if path.is_file() => {
+                            warn_granted_by_name(&name, &path, entry, config, bundled);
                             let s = settings(&name);
                             out.insert(name, (Source::File(path), s));
                         }
@@ -1702,6 +1726,39 @@ fn desired_plugins(
     Desired {
         plugins: out,
         passed_over,
+    }
+}
+
+/// A folder file that takes a configured plugin's grants, or a bundled plugin's place, by its
+/// name alone: said once per file and reason, since whoever can write the folder gets them.
+fn warn_granted_by_name(
+    name: &str,
+    path: &Path,
+    entry: Option<&PluginConfig>,
+    config: &PluginsConfig,
+    bundled: &[(&str, &[u8])],
+) {
+    static SAID: StdMutex<BTreeSet<String>> = StdMutex::new(BTreeSet::new());
+    let grants = entry.filter(|e| {
+        e.sha256.is_none()
+            && !(e.allow_dirs.is_empty() && e.allow_env.is_empty() && e.allow_hosts.is_empty())
+    });
+    let replaces_bundled = config.bundled && bundled.iter().any(|(b, _)| *b == name);
+    let what = match (grants.is_some(), replaces_bundled) {
+        (false, false) => return,
+        (true, false) => format!("takes the grants of [plugins.{name}]"),
+        (false, true) => format!("replaces the bundled plugin `{name}`"),
+        (true, true) => {
+            format!("replaces the bundled plugin `{name}` and takes the grants of [plugins.{name}]")
+        }
+    };
+    let text = format!(
+        "plugin `{name}`: {} {what} by its file name alone; pin the code meant to have them \
+         with sha256 = \"...\" in [plugins.{name}] (sha256sum prints it)",
+        path.display()
+    );
+    if lock(&SAID).insert(text.clone()) {
+        tracing::warn!(plugin = %name, "{text}");
     }
 }
 

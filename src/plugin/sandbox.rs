@@ -7,7 +7,6 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use http_body_util::BodyExt;
 use tokio::io::AsyncWrite;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -17,9 +16,10 @@ use wasmtime_wasi_http::{
 };
 
 use super::Settings;
-use super::budget::Budget;
 use super::host_impl::HostCtx;
 use super::limits::{Deadline, LimitState, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES, MemoryLimiter};
+use super::outbound::HostAllowList;
+use crate::telemetry::budget::Budget;
 
 /// The `T` of every `Store<T>`: lives exactly as long as one instance.
 pub struct StoreState {
@@ -73,13 +73,15 @@ impl StoreState {
                 wasi.env(name, value);
             }
         }
-        for grant in &settings.allow_dirs {
+        for granted in &settings.allow_dirs {
+            let grant = &granted.grant;
             let perms = if grant.read_only {
                 FsPerms::ReadOnly
             } else {
                 FsPerms::ReadWrite
             };
-            wasi.preopened_dir(&grant.host, &grant.guest, perms)
+            let opened = granted.instance_path().map_err(anyhow::Error::msg)?;
+            wasi.preopened_dir(&opened, &grant.guest, perms)
                 .map_err(|e| {
                     anyhow::anyhow!(
                         "cannot open granted directory {}: {e}",
@@ -100,6 +102,9 @@ impl StoreState {
             hosts: HostAllowList {
                 plugin: plugin.clone(),
                 patterns: settings.allow_hosts.clone(),
+                private_addresses: settings.allow_private_addresses,
+                log_budget: log_budget.clone(),
+                refused: Default::default(),
             },
             host: HostCtx::new(plugin.clone(), settings.config.clone(), log_budget),
             memory: MemoryLimiter::new(settings.limits.memory),
@@ -140,59 +145,7 @@ impl LimitState for StoreState {
     }
 }
 
-/// The hosts a plugin may send HTTP requests to: `name` (any port), `name:port`,
-/// `*.suffix` (names under it, not the suffix itself, not IP addresses) or `*` (any
-/// host). Anything else is answered `HTTP-request-denied` before a connection is made.
-pub struct HostAllowList {
-    plugin: Arc<str>,
-    patterns: Vec<String>,
-}
-
-impl HostAllowList {
-    pub fn allows(patterns: &[String], host: &str, port: u16) -> bool {
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        patterns.iter().any(|pattern| {
-            let pattern = pattern.to_ascii_lowercase();
-            let (pat_host, pat_port) = split_host_port(&pattern);
-            if pat_port.is_some_and(|p| p != port) {
-                return false;
-            }
-            if pat_host == "*" {
-                return true;
-            }
-            match pat_host.strip_prefix("*.") {
-                // A wildcard names DNS names: `*.0.0.1` must not open 127.0.0.1.
-                Some(suffix) => {
-                    host.parse::<std::net::IpAddr>().is_err()
-                        && host.len() > suffix.len() + 1
-                        && host.ends_with(&format!(".{suffix}"))
-                }
-                None => host == pat_host,
-            }
-        })
-    }
-}
-
-/// `host[:port]`, also `[v6]:port`.
-fn split_host_port(s: &str) -> (&str, Option<u16>) {
-    if let Some(rest) = s.strip_prefix('[')
-        && let Some((host, tail)) = rest.split_once(']')
-    {
-        return (host, tail.strip_prefix(':').and_then(|p| p.parse().ok()));
-    }
-    match s.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') => match port.parse() {
-            Ok(port) => (host, Some(port)),
-            Err(_) => (s, None),
-        },
-        _ => (s, None),
-    }
-}
-
-/// Most of a denied request's body read (and discarded) before answering.
-const DENIED_BODY_DRAIN: usize = 1 << 20;
-
-type SendFuture = Box<
+pub(super) type SendFuture = Box<
     dyn Future<
             Output = wasmtime_wasi_http::Result<(
                 http::Response<WasiBody>,
@@ -208,40 +161,7 @@ impl WasiHttpHooks for HostAllowList {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
     ) -> SendFuture {
-        let uri = request.uri();
-        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
-        let allowed = uri.host().is_some_and(|host| {
-            let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-            HostAllowList::allows(
-                &self.patterns,
-                host.trim_start_matches('[').trim_end_matches(']'),
-                port,
-            )
-        });
-        if !allowed {
-            tracing::warn!(plugin = %self.plugin, uri = %uri, "outgoing HTTP request denied: host not in allow_hosts");
-            // Take the body the guest is writing (and drop it) so that the guest
-            // sees the denial on the response rather than a broken body stream.
-            return Box::new(async move {
-                let mut body = request.into_body();
-                let mut taken = 0usize;
-                while let Some(Ok(frame)) = body.frame().await {
-                    taken += frame.data_ref().map_or(0, |d| d.len());
-                    if taken > DENIED_BODY_DRAIN {
-                        break;
-                    }
-                }
-                Err(wasmtime_wasi_http::Error::HttpRequestDenied)
-            });
-        }
-        tracing::debug!(plugin = %self.plugin, uri = %uri, method = %request.method(), "outgoing HTTP request");
-        Box::new(async move {
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                response.map(BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = wasmtime_wasi_http::Result<()>> + Send>,
-            ))
-        })
+        self.send(request, options)
     }
 }
 
@@ -363,30 +283,7 @@ impl Drop for LineLogger {
 
 #[cfg(test)]
 mod tests {
-    use super::{HostAllowList, quote};
-
-    #[test]
-    fn host_patterns() {
-        let p = vec![
-            "api.example.test".to_string(),
-            "*.svc.test".into(),
-            "127.0.0.1:8080".into(),
-        ];
-        assert!(HostAllowList::allows(&p, "api.example.test", 443));
-        assert!(HostAllowList::allows(&p, "API.example.test", 80));
-        assert!(!HostAllowList::allows(&p, "evil.example.test", 443));
-        assert!(HostAllowList::allows(&p, "a.svc.test", 443));
-        assert!(HostAllowList::allows(&p, "a.b.svc.test", 443));
-        assert!(!HostAllowList::allows(&p, "svc.test", 443));
-        assert!(!HostAllowList::allows(&p, "xsvc.test", 443));
-        assert!(HostAllowList::allows(&p, "127.0.0.1", 8080));
-        assert!(!HostAllowList::allows(&p, "127.0.0.1", 8081));
-        assert!(!HostAllowList::allows(&[], "api.example.test", 443));
-        assert!(!HostAllowList::allows(&["*.0.0.1".into()], "127.0.0.1", 80));
-        let any = vec!["*".to_string()];
-        assert!(HostAllowList::allows(&any, "127.0.0.1", 8081));
-        assert!(HostAllowList::allows(&any, "example.test", 443));
-    }
+    use super::quote;
 
     /// A trap quotes the error's message: the last lines, or for JavaScript the lines
     /// before its stack (as componentize-js's runtime prints them).

@@ -324,11 +324,13 @@ async fn directory_grants() {
             host: ro.clone(),
             guest: "/data".into(),
             read_only: true,
+            expose_gateway_files: false,
         },
         DirGrant {
             host: rw.clone(),
             guest: "/out".into(),
             read_only: false,
+            expose_gateway_files: false,
         },
     ];
     let host = start_one(e).await;
@@ -712,6 +714,7 @@ async fn cache_skips_compilation_and_survives_damage() {
     let entries: Vec<PathBuf> = std::fs::read_dir(tmp.path().join("cache"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let mut bytes = std::fs::read(&entries[0]).unwrap();
@@ -1553,7 +1556,7 @@ fn an_unknown_tool_error_keeps_what_the_plugin_said() {
 fn log_messages_past_the_budget_are_counted_for_the_client() {
     let seen: Arc<StdMutex<Vec<(String, String)>>> = Arc::default();
     let sink_seen = seen.clone();
-    let log_budget: Arc<StdMutex<budget::Budget>> = Arc::default();
+    let log_budget: Arc<StdMutex<crate::telemetry::budget::Budget>> = Arc::default();
     let mut ctx = host_impl::HostCtx::new("p".into(), Default::default(), log_budget.clone());
     ctx.sinks.log = Some(Arc::new(move |level, message| {
         sink_seen

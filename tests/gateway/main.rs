@@ -6,8 +6,10 @@ mod custom_section;
 mod harness;
 
 mod cli;
+mod containment;
 mod events;
 mod faults;
+mod hardening;
 mod lifecycle;
 mod notifications;
 mod plugins;

@@ -26,7 +26,7 @@ use crate::harness::{Client, TIMEOUT, TestDir, eventually, text, toml_str};
 
 /// Bound for what waits on compiling components: a debug gateway on a busy machine
 /// (tests run in parallel, each gateway compiling its own plugins) is slow at it.
-const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
 
@@ -44,7 +44,7 @@ fn component(dir: &str, name: &str) -> PathBuf {
 }
 
 /// A test fixture component (`echo`, `faulty`, `minimal`, `wrongworld`).
-fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(component(env!("WASMGATE_TEST_PLUGINS"), name)).expect("read fixture")
 }
 
@@ -66,7 +66,7 @@ fn noise(len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -85,7 +85,7 @@ fn replace_atomically(path: &Path, bytes: &[u8]) {
 
 /// A gateway config with `[plugins] dir = "{dir}/plugins"` and `cache_dir = "{dir}/cache"`.
 /// `{dir}` in any line stands for the test's folder.
-struct Setup {
+pub(crate) struct Setup {
     gateway: Vec<String>,
     /// Files to put in the plugin folder: (file name, bytes).
     files: Vec<(String, Vec<u8>)>,
@@ -100,7 +100,7 @@ struct Setup {
     version: Option<&'static str>,
 }
 
-fn setup() -> Setup {
+pub(crate) fn setup() -> Setup {
     Setup {
         // The first list waits for the plugins to load, for as long as startup_timeout.
         gateway: vec![
@@ -117,38 +117,38 @@ fn setup() -> Setup {
 }
 
 impl Setup {
-    fn gateway(mut self, line: &str) -> Setup {
+    pub(crate) fn gateway(mut self, line: &str) -> Setup {
         self.gateway.push(line.into());
         self
     }
 
-    fn file(mut self, name: &str, bytes: Vec<u8>) -> Setup {
+    pub(crate) fn file(mut self, name: &str, bytes: Vec<u8>) -> Setup {
         self.files.push((name.into(), bytes));
         self
     }
 
     /// `[plugins]` text: keys (before any table) or whole `[plugins.NAME]` tables.
-    fn plugins(mut self, text: &str) -> Setup {
+    pub(crate) fn plugins(mut self, text: &str) -> Setup {
         self.plugins.push(text.into());
         self
     }
 
-    fn version(mut self, version: &'static str) -> Setup {
+    pub(crate) fn version(mut self, version: &'static str) -> Setup {
         self.version = Some(version);
         self
     }
 
-    fn folder(mut self, name: &str) -> Setup {
+    pub(crate) fn folder(mut self, name: &str) -> Setup {
         self.folders.push(name.into());
         self
     }
 
-    fn env(mut self, key: &str, value: &str) -> Setup {
+    pub(crate) fn env(mut self, key: &str, value: &str) -> Setup {
         self.env.push((key.into(), value.into()));
         self
     }
 
-    fn cache(mut self, dir: PathBuf) -> Setup {
+    pub(crate) fn cache(mut self, dir: PathBuf) -> Setup {
         self.cache = Some(dir);
         self
     }
@@ -177,7 +177,7 @@ impl Setup {
     }
 
     /// Writes the plugin folder, the other folders and `gateway.toml` into `dir`.
-    fn write(&self, dir: &Path) -> PathBuf {
+    pub(crate) fn write(&self, dir: &Path) -> PathBuf {
         let plugins = dir.join("plugins");
         std::fs::create_dir_all(&plugins).expect("plugin folder");
         for folder in &self.folders {
@@ -192,7 +192,7 @@ impl Setup {
     }
 
     /// Starts the gateway on the config in `config`, with its own folder `dir` for stderr.
-    fn spawn(&self, config: &Path, dir: TestDir) -> Client {
+    pub(crate) fn spawn(&self, config: &Path, dir: TestDir) -> Client {
         let env: Vec<(&str, &str)> = self
             .env
             .iter()
@@ -212,7 +212,7 @@ impl Setup {
 
     /// Starts a gateway in a fresh folder, initializes, and waits for the first list
     /// (which waits for the plugins to load); returns the client and the tool names.
-    fn start(&self) -> (Client, Vec<String>) {
+    pub(crate) fn start(&self) -> (Client, Vec<String>) {
         let dir = TestDir::new("plugins");
         let config = self.write(&dir.path);
         let mut client = self.spawn(&config, dir);
@@ -222,7 +222,7 @@ impl Setup {
 }
 
 /// The first `tools/list`: the gateway answers it once the plugins are loaded.
-fn first_list(client: &mut Client) -> Vec<String> {
+pub(crate) fn first_list(client: &mut Client) -> Vec<String> {
     let id = client.send_request("tools/list", json!({}));
     let response = client.wait_response(&id, LOAD_TIMEOUT);
     assert!(
@@ -233,12 +233,12 @@ fn first_list(client: &mut Client) -> Vec<String> {
     client.tool_names()
 }
 
-fn plugin_dir(client: &Client) -> PathBuf {
+pub(crate) fn plugin_dir(client: &Client) -> PathBuf {
     client.dir.join("plugins")
 }
 
 /// A tool call that must succeed: a result without `isError`.
-fn call_ok(client: &mut Client, tool: &str, arguments: Value) -> Value {
+pub(crate) fn call_ok(client: &mut Client, tool: &str, arguments: Value) -> Value {
     let result = client.call(tool, arguments.clone());
     assert_ne!(
         result["isError"],
@@ -249,7 +249,7 @@ fn call_ok(client: &mut Client, tool: &str, arguments: Value) -> Value {
 }
 
 /// A tool call that must run and fail: a result with `isError: true`; its text.
-fn call_failed(client: &mut Client, tool: &str, arguments: Value) -> String {
+pub(crate) fn call_failed(client: &mut Client, tool: &str, arguments: Value) -> String {
     let result = client.call(tool, arguments.clone());
     assert_eq!(
         result["isError"],
@@ -260,7 +260,7 @@ fn call_failed(client: &mut Client, tool: &str, arguments: Value) -> String {
 }
 
 /// The newest event of `event_type` about `source`, waiting for one.
-fn wait_event(client: &mut Client, event_type: &str, source: &str) -> Value {
+pub(crate) fn wait_event(client: &mut Client, event_type: &str, source: &str) -> Value {
     eventually(
         LOAD_TIMEOUT,
         &format!("a {event_type} event of {source}"),
@@ -303,11 +303,11 @@ fn wait_tools(client: &mut Client, what: &str, want: impl Fn(&[String]) -> bool)
     }
 }
 
-fn has(names: &[String], name: &str) -> bool {
+pub(crate) fn has(names: &[String], name: &str) -> bool {
     names.iter().any(|n| n == name)
 }
 
-fn backend(client: &mut Client, name: &str) -> Value {
+pub(crate) fn backend(client: &mut Client, name: &str) -> Value {
     client.status()["backends"][name].clone()
 }
 
@@ -898,17 +898,17 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
 // ---- 4. sandbox ----
 
 /// A one-page HTTP/1.1 server on 127.0.0.1 that counts its connections.
-struct HttpServer {
-    port: u16,
-    hits: Arc<AtomicUsize>,
+pub(crate) struct HttpServer {
+    pub port: u16,
+    pub hits: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
-const PAGE: &str = "hello from the test server";
+pub(crate) const PAGE: &str = "hello from the test server";
 
 impl HttpServer {
-    fn start() -> HttpServer {
+    pub(crate) fn start() -> HttpServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("address").port();
         let hits = Arc::new(AtomicUsize::new(0));

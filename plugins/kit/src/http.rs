@@ -134,6 +134,10 @@ fn describe(code: ErrorCode) -> String {
         ErrorCode::HttpRequestDenied => "the host is denied by the gateway: add it to \
             `allow_hosts` in the plugin's [plugins.NAME] table (HTTP-request-denied)"
             .into(),
+        ErrorCode::DestinationIpProhibited => "the host resolves to a loopback, link-local or \
+            private address, which the gateway refuses unless `allow_hosts` lists that address \
+            (or the plugin's table sets allow_private_addresses = true)"
+            .into(),
         ErrorCode::DnsError(_) | ErrorCode::DestinationNotFound => {
             "the host name does not resolve".into()
         }

@@ -1,5 +1,5 @@
-//! How much one call may report: to its client (progress, log messages) and to the
-//! gateway's log (`host.log` lines, stdout and stderr lines). A plugin that reports in a
+//! How much a plugin call or a server may report: to a client (progress, log messages) and
+//! to the gateway's log (`host.log` lines, stdout and stderr lines). One that reports in a
 //! tight loop would otherwise queue lines faster than a client reads them, or write
 //! hundreds of megabytes to the log an MCP client keeps of the gateway's stderr.
 

@@ -1,0 +1,387 @@
+//! Attacks on the sandbox, through the real binary: a plugin (the `hostile` fixture) or
+//! another local user rearranging files, grants over the gateway's own files, a poisoned
+//! compile cache, code put in a granted plugin's place, and outbound HTTP aimed at the
+//! gateway's own machine. Each test performs the attack and shows it refused while the
+//! gateway goes on serving.
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::{TestDir, run_cli, text};
+use crate::plugins::{
+    HttpServer, PAGE, backend, call_failed, call_ok, first_list, fixture, has, setup, sha256_hex,
+    wait_event,
+};
+
+/// A granted folder swapped for a link while the gateway serves: every later instance still
+/// opens the folder that was granted, never where the link points. The plugin itself cannot
+/// make a link that leads out of its grant either.
+#[test]
+fn a_grant_swapped_for_a_link_keeps_opening_the_granted_folder() {
+    let setup = setup()
+        .file("hostile.wasm", fixture("hostile"))
+        .folder("shared/sub")
+        .folder("own")
+        .folder("secret")
+        .plugins(
+            "[plugins.hostile]\n\
+             allow_dirs = [{ host = \"{dir}/shared/sub\", guest = \"/sub\" },\n\
+                           { host = \"{dir}/own\", guest = \"/own\", mode = \"rw\" }]",
+        );
+    let dir = TestDir::new("swap");
+    let config = setup.write(&dir.path);
+    std::fs::write(dir.join("shared/sub/inside.txt"), "granted").unwrap();
+    std::fs::write(dir.join("secret/key.txt"), "the secret").unwrap();
+    let mut client = setup.spawn(&config, dir);
+    first_list(&mut client);
+    let read = |client: &mut _, path: &str| -> Result<String, String> {
+        let result = crate::harness::Client::call(client, "hostile__read", json!({"path": path}));
+        if result["isError"] == json!(true) {
+            Err(text(&result).to_string())
+        } else {
+            Ok(text(&result).to_string())
+        }
+    };
+    assert_eq!(
+        read(&mut client, "/sub/inside.txt").as_deref(),
+        Ok("granted")
+    );
+
+    // Another user of the folder (or a plugin with a write grant over it) swaps it.
+    let shared = client.dir.join("shared");
+    std::fs::rename(shared.join("sub"), shared.join("moved")).unwrap();
+    std::os::unix::fs::symlink(client.dir.join("secret"), shared.join("sub")).unwrap();
+    for _ in 0..3 {
+        // Fresh instances each call: every one gets the folder opened at load.
+        assert_eq!(
+            read(&mut client, "/sub/inside.txt").as_deref(),
+            Ok("granted")
+        );
+        let leaked = read(&mut client, "/sub/key.txt");
+        assert!(leaked.is_err(), "the link was followed: {leaked:?}");
+    }
+
+    // The plugin links out of its own read-write grant: the link is made, never followed.
+    let made = call_ok(
+        &mut client,
+        "hostile__symlink",
+        json!({"target": "../secret/key.txt", "link": "/own/key"}),
+    );
+    assert_eq!(text(&made), "linked");
+    let through = read(&mut client, "/own/key");
+    assert!(
+        through.as_ref().is_err_and(|e| !e.contains("the secret")),
+        "{through:?}"
+    );
+    // Absolute targets too.
+    let absolute = client.dir.join("secret").to_str().unwrap().to_string();
+    let _ = client.call(
+        "hostile__symlink",
+        json!({"target": absolute, "link": "/own/abs"}),
+    );
+    let through = read(&mut client, "/own/abs/key.txt");
+    assert!(through.is_err(), "{through:?}");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "hostile__read",
+            json!({"path": "/sub/inside.txt"})
+        )),
+        "granted"
+    );
+}
+
+/// `wasmgate check` on a config; its exit code and stderr.
+fn check(dir: &TestDir, config: &str) -> (Option<i32>, String) {
+    let path = dir.write("gateway.toml", config);
+    let output = run_cli(
+        &["check", "--config", path.to_str().unwrap()],
+        &dir.path,
+        Duration::from_secs(60),
+    );
+    (
+        output.status.code(),
+        format!("{}{}", output.stderr, output.stdout),
+    )
+}
+
+/// A grant inside another read-write grant (of any plugin) is refused at load: a plugin that
+/// writes the outer folder could swap the inner one for a link before the next config load.
+#[test]
+fn a_grant_inside_a_read_write_grant_is_refused() {
+    let dir = TestDir::new("nested");
+    std::fs::create_dir_all(dir.join("shared/sub")).unwrap();
+    std::fs::write(dir.join("a.wasm"), fixture("minimal")).unwrap();
+    let d = dir.path.to_str().unwrap();
+    let config = format!(
+        "[plugins.writer]\npath = \"{d}/a.wasm\"\n\
+         allow_dirs = [{{ host = \"{d}/shared\", guest = \"/s\", mode = \"rw\" }}]\n\
+         [plugins.reader]\npath = \"{d}/a.wasm\"\n\
+         allow_dirs = [{{ host = \"{d}/shared/sub\", guest = \"/sub\" }}]\n"
+    );
+    let (code, out) = check(&dir, &config);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("plugins.reader.allow_dirs")
+            && out.contains("lies inside plugin `writer`'s read-write grant"),
+        "{out}"
+    );
+    // Read-only outside: allowed.
+    let (code, out) = check(&dir, &config.replace("mode = \"rw\"", "mode = \"ro\""));
+    assert_eq!(code, Some(0), "{out}");
+}
+
+/// A read-write grant that holds the config file, the plugin folder, a plugin's file, the
+/// compile cache or the events file is refused, naming the file; `allow_gateway_files`
+/// accepts it when meant.
+#[test]
+fn a_read_write_grant_over_the_gateways_own_files_is_refused() {
+    let dir = TestDir::new("own-files");
+    let d = dir.path.to_str().unwrap().to_string();
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    let cases = [
+        ("{d}", "gateway.toml", "the config file"),
+        ("{d}/plugins", "plugins", "the plugin folder"),
+        ("{d}/work", "work/cache", "the compiled-plugin cache"),
+        ("{d}/work", "work/events.jsonl", "the events file"),
+    ];
+    for (host, exposed, what) in cases {
+        let host = host.replace("{d}", &d);
+        let config = format!(
+            "[gateway]\nevents = \"{}\"\n[plugins]\ndir = \"{d}/plugins\"\n{}\n\
+             [plugins.p]\npath = \"{d}/p.wasm\"\n\
+             allow_dirs = [{{ host = \"{host}\", guest = \"/x\", mode = \"rw\" }}]\n",
+            if exposed.contains("events") {
+                format!("{d}/work/events.jsonl")
+            } else {
+                format!("{d}/events.jsonl")
+            },
+            if exposed.contains("cache") {
+                format!("cache_dir = \"{d}/work/cache\"")
+            } else {
+                format!("cache_dir = \"{d}/cache\"")
+            },
+        );
+        let (code, out) = check(&dir, &config);
+        assert_eq!(code, Some(1), "{exposed}: {out}");
+        assert!(
+            out.contains(&format!("{d}/{exposed}")) && out.contains(what),
+            "{exposed}: {out}"
+        );
+        let allowed = config.replace("mode = \"rw\"", "mode = \"rw\", allow_gateway_files = true");
+        let (code, out) = check(&dir, &allowed);
+        assert_eq!(code, Some(0), "{exposed} allowed: {out}");
+    }
+    // A plugin's own file, named by path.
+    let config = format!(
+        "[plugins.p]\npath = \"{d}/work/p.wasm\"\n\
+         allow_dirs = [{{ host = \"{d}/work\", guest = \"/x\", mode = \"rw\" }}]\n"
+    );
+    let (code, out) = check(&dir, &config);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("plugin `p`'s component"), "{out}");
+}
+
+/// Cache entries written by another cache, or crafted to pass the old checksum, are not
+/// loaded: the plugin is compiled again and served. A cache folder others may write is not
+/// used at all.
+#[test]
+fn a_poisoned_compile_cache_is_refused_and_the_plugin_recompiled() {
+    let setup = setup().file("echo.wasm", fixture("echo"));
+    let shared = TestDir::new("poison");
+    let config = setup.write(&shared.path);
+    let mut first = setup.spawn(&config, TestDir::new("cold"));
+    first_list(&mut first);
+    assert_eq!(
+        wait_event(&mut first, "plugin.loaded", "echo")["cached"],
+        false
+    );
+    drop(first);
+
+    // Craft: keep each entry's length and header, change the code, as an attacker with
+    // write access to the folder would (the old format's sha256 would have matched this).
+    let cache = shared.join("cache");
+    let mut entries = 0;
+    for entry in std::fs::read_dir(&cache).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "cwasm") {
+            let mut bytes = std::fs::read(&path).unwrap();
+            let n = bytes.len();
+            bytes[n - 100..].fill(0xcc);
+            std::fs::write(&path, bytes).unwrap();
+            entries += 1;
+        }
+    }
+    assert!(entries > 0, "no cache entry was written");
+    let mut second = setup.spawn(&config, TestDir::new("crafted"));
+    first_list(&mut second);
+    assert_eq!(
+        wait_event(&mut second, "plugin.loaded", "echo")["cached"],
+        false
+    );
+    assert_eq!(
+        text(&call_ok(&mut second, "echo__echo", json!({"text": "ok"}))),
+        "ok"
+    );
+    let stderr = second.stderr();
+    assert!(stderr.contains("is not one this cache wrote"), "{stderr}");
+    drop(second);
+
+    // A folder others may write: not used, said once, plugins still served.
+    std::fs::set_permissions(&cache, PermissionsExt::from_mode(0o777)).unwrap();
+    let mut third = setup.spawn(&config, TestDir::new("open"));
+    first_list(&mut third);
+    assert_eq!(
+        wait_event(&mut third, "plugin.loaded", "echo")["cached"],
+        false
+    );
+    assert_eq!(
+        text(&call_ok(&mut third, "echo__echo", json!({"text": "ok"}))),
+        "ok"
+    );
+    let stderr = third.stderr();
+    assert!(
+        stderr.contains("is not used") && stderr.contains("writable by group or others"),
+        "{stderr}"
+    );
+}
+
+/// A grant pinned to a sha256 goes to that code only: other code under the plugin's name is
+/// not loaded, and says why. Unpinned, a folder file that takes a table's grants by its name
+/// is named in a warning.
+#[test]
+fn a_pinned_grant_goes_only_to_the_code_it_names() {
+    let minimal = fixture("minimal");
+    let pin = sha256_hex(&minimal);
+    let table = |pin: &str| {
+        format!(
+            "[plugins.granted]\nsha256 = \"{pin}\"\nallow_dirs = [{{ host = \"{{dir}}/data\", guest = \"/data\" }}]"
+        )
+    };
+    // The file in the folder is not the pinned code.
+    let (mut client, names) = setup()
+        .file("granted.wasm", fixture("echo"))
+        .file("echo.wasm", fixture("echo"))
+        .folder("data")
+        .plugins(&table(&pin))
+        .start();
+    assert!(has(&names, "echo__echo"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("granted__")),
+        "{names:?}"
+    );
+    let status = backend(&mut client, "granted");
+    assert_eq!(status["status"], "failed", "{status}");
+    let reason = status["last_error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("not the {pin} its config pins")),
+        "{status}"
+    );
+    drop(client);
+
+    // The pinned code itself is served.
+    let (mut client, names) = setup()
+        .file("granted.wasm", minimal)
+        .folder("data")
+        .plugins(&table(&pin))
+        .start();
+    assert!(has(&names, "granted__echo"), "{names:?}");
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "granted__echo",
+            json!({"text": "pinned"})
+        )),
+        "pinned"
+    );
+
+    // No pin: served, with a warning that the name alone carries the grants.
+    let (client, names) = setup()
+        .file("granted.wasm", fixture("minimal"))
+        .folder("data")
+        .plugins("[plugins.granted]\nallow_dirs = [{ host = \"{dir}/data\", guest = \"/data\" }]")
+        .start();
+    assert!(has(&names, "granted__echo"), "{names:?}");
+    let stderr = client.stderr();
+    assert!(
+        stderr.contains("takes the grants of [plugins.granted] by its file name alone"),
+        "{stderr}"
+    );
+}
+
+/// Outbound HTTP: a user name in the address, an address written as a number (which a
+/// wildcard must not match), and names or wildcards that lead to the gateway's own machine
+/// are refused before any connection; an address the grant lists is reached. A refusal is
+/// logged with scheme, host and port only.
+#[test]
+fn outbound_http_reaches_only_what_the_grant_lists() {
+    let server = HttpServer::start();
+    let port = server.port;
+    let (mut client, _) = setup()
+        .file("listed.wasm", fixture("hostile"))
+        .file("wild.wasm", fixture("hostile"))
+        .file("open.wasm", fixture("hostile"))
+        .plugins(&format!(
+            "[plugins.listed]\nallow_hosts = [\"127.0.0.1:{port}\", \"*.0.0.1\"]\n\
+             [plugins.wild]\nallow_hosts = [\"*\"]\n\
+             [plugins.open]\nallow_hosts = [\"localhost:{port}\"]\nallow_private_addresses = true"
+        ))
+        .start();
+    let get = |client: &mut _, plugin: &str, url: String| {
+        crate::harness::Client::call(client, &format!("{plugin}__http"), json!({"url": url}))
+    };
+    let refused = [
+        (
+            "listed",
+            format!("http://user:pw@127.0.0.1:{port}/?token=SECRET1"),
+        ),
+        ("listed", format!("http://0x7f.0.0.2:{port}/")),
+        ("listed", format!("http://2130706434:{port}/")),
+        ("wild", format!("http://127.0.0.1:{port}/?token=SECRET2")),
+        ("wild", format!("http://0177.0.0.1:{port}/")),
+        ("wild", format!("http://localhost:{port}/")),
+        ("wild", format!("http://169.254.169.254/latest/meta-data/")),
+    ];
+    for (plugin, url) in &refused {
+        let result = get(&mut client, plugin, url.clone());
+        assert_eq!(result["isError"], json!(true), "{plugin} {url}: {result}");
+    }
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        0,
+        "a refused request reached the server"
+    );
+    // Listed, in any spelling of the address.
+    for url in [
+        format!("http://127.0.0.1:{port}/a"),
+        format!("http://2130706433:{port}/b"),
+        format!("http://0x7f.0.0.1:{port}/c"),
+    ] {
+        let result = get(&mut client, "listed", url.clone());
+        assert_eq!(result["structuredContent"]["body"], PAGE, "{url}: {result}");
+    }
+    // A name that leads to loopback, with private addresses allowed for the plugin.
+    let result = get(&mut client, "open", format!("http://localhost:{port}/d"));
+    assert_eq!(result["structuredContent"]["body"], PAGE, "{result}");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 4);
+
+    let stderr = client.stderr();
+    assert!(
+        !stderr.contains("SECRET"),
+        "a refused URL's query was logged:\n{stderr}"
+    );
+    assert!(stderr.contains("http://127.0.0.1:"), "{stderr}");
+    let message = call_failed(
+        &mut client,
+        "wild__http",
+        json!({"url": format!("http://localhost:{port}/")}),
+    );
+    assert!(
+        message.contains("loopback, link-local or private"),
+        "{message}"
+    );
+}

@@ -25,6 +25,8 @@
 //! - `--endless-cursor`     end every list page with `nextCursor` "again", whatever was asked
 //! - `--ignore-cancel`      let calls run on after `notifications/cancelled` (still sending
 //!   their progress), as some servers do
+//! - `--stop-reading-after N` stop reading stdin (and keep running) once the N-th
+//!   `tools/call` is answered
 //! - `--stderr-junk`        at each `tools/call`, write to stderr bytes that are not UTF-8,
 //!   a 1 MiB line and terminal escapes (a server that crashes if its stderr stops being read)
 //! - `--tokio-stdio`        read and write through tokio's `stdin()`/`stdout()`, which hand
@@ -83,6 +85,7 @@ struct Config {
     ignore_cancel: bool,
     tokio_stdio: bool,
     stderr_junk: bool,
+    stop_reading_after: Option<u64>,
 }
 
 impl Config {
@@ -113,6 +116,7 @@ impl Config {
                 "--ignore-cancel" => config.ignore_cancel = true,
                 "--tokio-stdio" => config.tokio_stdio = true,
                 "--stderr-junk" => config.stderr_junk = true,
+                "--stop-reading-after" => config.stop_reading_after = Some(parse(&flag, value()?)?),
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -252,6 +256,12 @@ async fn read_loop(server: &Arc<Server>, input: impl AsyncRead + Unpin) {
         let text = line.trim_ascii();
         if !text.is_empty() {
             server.on_line(text);
+        }
+        if server.config.stop_reading_after.is_some()
+            && server.config.stop_reading_after <= Some(server.tool_calls.load(Relaxed))
+        {
+            eprintln!("mcp_example_server: no longer reading stdin, as asked");
+            std::future::pending::<()>().await;
         }
     }
 }

@@ -50,6 +50,11 @@ pub enum BackendError {
     NotAnObject { server: String, result: String },
     #[error("server `{server}` did not answer within {} ms", .timeout.as_millis())]
     Timeout { server: String, timeout: Duration },
+    #[error(
+        "server `{server}` is not reading its stdin ({} MiB waiting for it); the request was not sent",
+        .backlog >> 20
+    )]
+    NotReading { server: String, backlog: usize },
 }
 
 impl BackendError {
@@ -64,6 +69,7 @@ impl BackendError {
                 )),
             },
             BackendError::Unavailable { server, .. }
+            | BackendError::NotReading { server, .. }
             | BackendError::Crashed { server }
             | BackendError::Stopped { server } => {
                 RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string())

@@ -5,6 +5,7 @@
 //! - `config`: the file schemas, validation, and the model the rest reads.
 //! - `protocol`: the JSON-RPC 2.0 envelope, error codes, version negotiation.
 //! - `transport`: how clients reach the gateway (`stdio`).
+//! - `outbox`: bounded queues of lines to a client's stdout or a server's stdin, and their writer.
 //! - `session`: one client: lifecycle, requests in flight, requests to the client.
 //! - `router`: the catalog snapshot, method dispatch, name and token rewriting.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
@@ -35,6 +36,7 @@ pub mod file_events;
 pub mod gateway;
 pub mod memory;
 pub mod nesting;
+pub mod outbox;
 pub mod plugin;
 pub mod protocol;
 pub mod reload;

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::gateway::Gateway;
+use crate::outbox::Outbox;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
 use crate::telemetry::events::new_trace_id;
 
@@ -61,7 +62,7 @@ struct Forwarded {
 pub struct Session {
     pub id: u64,
     pub gateway: Arc<Gateway>,
-    out: mpsc::UnboundedSender<String>,
+    out: Outbox,
     client: Mutex<ClientState>,
     /// Client requests in flight, by [`request_key`] of their id.
     in_flight: Mutex<HashMap<String, InFlight>>,
@@ -96,7 +97,7 @@ static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 impl Session {
     /// `out` receives every line to send to the client, in order.
-    pub fn new(gateway: Arc<Gateway>, out: mpsc::UnboundedSender<String>) -> Arc<Session> {
+    pub fn new(gateway: Arc<Gateway>, out: Outbox) -> Arc<Session> {
         let session = Arc::new(Session {
             id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
             gateway,
@@ -115,11 +116,17 @@ impl Session {
     }
 
     pub fn send(&self, message: Value) {
-        self.send_line(message.to_string());
+        // A notification to a client that stopped reading is dropped (and counted); answers
+        // and requests always queue, and the reader stops taking requests meanwhile.
+        if message.get("id").is_none() {
+            self.out.send_or_drop(message.to_string());
+        } else {
+            self.out.send(message.to_string());
+        }
     }
 
     fn send_line(&self, line: String) {
-        let _ = self.out.send(line);
+        self.out.send(line);
     }
 
     /// Sends a notification once the client is past `initialize`.
@@ -451,21 +458,53 @@ impl Session {
     ) -> Result<Value, RpcError> {
         let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
-        self.forwarded.lock().unwrap().insert(
-            id,
-            Forwarded {
-                server: server.to_string(),
-                server_request_id,
-                reply,
-            },
-        );
+        {
+            let mut forwarded = self.forwarded.lock().unwrap();
+            if forwarded.len() >= MAX_FORWARDED {
+                return Err(RpcError::new(
+                    protocol::BACKEND_UNAVAILABLE,
+                    format!(
+                        "the client has {MAX_FORWARDED} requests from servers still unanswered; \
+                         {method} was not sent to it"
+                    ),
+                ));
+            }
+            forwarded.insert(
+                id,
+                Forwarded {
+                    server: server.to_string(),
+                    server_request_id,
+                    reply,
+                },
+            );
+        }
         self.send(protocol::request(json!(format!("wg-{id}")), method, params));
-        answer.await.unwrap_or_else(|_| {
-            Err(RpcError::new(
-                protocol::INTERNAL_ERROR,
-                "the client went away",
-            ))
-        })
+        // A client that never answers: the server's call would time out anyway, and the
+        // entry would stay for the session's life.
+        let limit = self.gateway.config.load().gateway.timeout;
+        match tokio::time::timeout(limit, answer).await {
+            Ok(answer) => answer.unwrap_or_else(|_| {
+                Err(RpcError::new(
+                    protocol::INTERNAL_ERROR,
+                    "the client went away",
+                ))
+            }),
+            Err(_) => {
+                if self.forwarded.lock().unwrap().remove(&id).is_some() {
+                    self.send(protocol::notification(
+                        "notifications/cancelled",
+                        Some(json!({"requestId": format!("wg-{id}"), "reason": "timed out"})),
+                    ));
+                }
+                Err(RpcError::new(
+                    protocol::REQUEST_TIMEOUT,
+                    format!(
+                        "the client did not answer {method} within {} ms",
+                        limit.as_millis()
+                    ),
+                ))
+            }
+        }
     }
 
     fn client_answered(&self, id: &Value, result: Result<Value, RpcError>) {
@@ -498,6 +537,9 @@ impl Session {
         }
     }
 }
+
+/// Requests from servers one client may have unanswered at once.
+const MAX_FORWARDED: usize = 64;
 
 /// Polls a request's future once here, on the reader's turn, and spawns a task for it only
 /// if it waits. Most requests end in that poll (a plugin call on a ready instance, a list

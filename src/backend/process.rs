@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::BufReader;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::ServerConfig;
+use crate::outbox::{Outbox, outbox, write_lines};
 use crate::protocol::{self, Message, RpcError};
 use crate::telemetry::events::{EventLog, Status};
 use crate::transport::lines::{self, Line};
@@ -79,7 +80,7 @@ type AnswerSender = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
 #[derive(Debug)]
 struct Connection {
     server: String,
-    writer: mpsc::UnboundedSender<String>,
+    writer: Outbox,
     pending: Mutex<HashMap<u64, AnswerSender>>,
     next_id: AtomicU64,
     closed: AtomicBool,
@@ -88,8 +89,9 @@ struct Connection {
 }
 
 impl Connection {
+    /// Sends a notification; dropped (and counted) when the server stopped reading.
     fn send(&self, message: Value) {
-        let _ = self.writer.send(message.to_string());
+        self.writer.send_or_drop(message.to_string());
     }
 
     /// Sends a request and waits for its answer, read into a `Value`.
@@ -128,12 +130,20 @@ impl Connection {
                 stopped => stopped,
             });
         }
+        if self.writer.is_full() {
+            self.pending.lock().unwrap().remove(&id);
+            return Err(BackendError::NotReading {
+                server: self.server.clone(),
+                backlog: self.writer.backlog(),
+            });
+        }
         let mut guard = PendingGuard {
             connection: self,
             id,
             done: false,
         };
-        self.send(protocol::request(id.into(), method, params));
+        self.writer
+            .send(protocol::request(id.into(), method, params).to_string());
         let outcome = tokio::time::timeout(timeout, rx).await;
         guard.done = outcome.is_ok();
         match outcome {
@@ -495,7 +505,7 @@ impl ProcessBackend {
             json!({"pid": pid, "command": config.command}),
         );
 
-        let (writer_tx, writer_rx) = mpsc::unbounded_channel();
+        let (writer_tx, writer_rx) = outbox(format!("server `{name}`"));
         let connection = Arc::new(Connection {
             server: name.clone(),
             writer: writer_tx,
@@ -725,7 +735,7 @@ impl ProcessBackend {
         let grace = self.shutdown_grace;
         // Closing stdin is the polite way to ask an MCP server to leave.
         connection.close();
-        let _ = connection.writer.send(String::new());
+        connection.writer.close();
         drop(child.stdin.take());
         if tokio::time::timeout(grace, child.wait()).await.is_ok() {
             return;
@@ -882,34 +892,6 @@ async fn list_all(
 }
 
 /// Owns the child's stdin; an empty string means "close".
-async fn write_lines(stdin: tokio::process::ChildStdin, mut rx: mpsc::UnboundedReceiver<String>) {
-    let mut out = BufWriter::new(stdin);
-    while let Some(line) = rx.recv().await {
-        if line.is_empty() {
-            break;
-        }
-        if out.write_all(line.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err() {
-            break;
-        }
-        // Write everything that is queued before one flush: fewer syscalls under load.
-        let mut closing = false;
-        while let Ok(next) = rx.try_recv() {
-            if next.is_empty() {
-                closing = true;
-                break;
-            }
-            if out.write_all(next.as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err()
-            {
-                return;
-            }
-        }
-        if out.flush().await.is_err() || closing {
-            break;
-        }
-    }
-    let _ = out.shutdown().await;
-}
-
 async fn read_lines(
     connection: Arc<Connection>,
     stdout: tokio::process::ChildStdout,

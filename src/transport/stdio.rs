@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use super::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::gateway::Gateway;
+use crate::outbox::{outbox, write_lines};
 use crate::session::Session;
 
 /// How long the answers already queued may take to go out once the client closed stdin
@@ -27,7 +27,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out_tx, out_rx) = mpsc::unbounded_channel();
+    let (out_tx, out_rx) = outbox("the client");
     let writer = tokio::spawn(write_lines(output, out_rx));
     let session = Session::new(gateway, out_tx.clone());
     let mut reader = BufReader::with_capacity(64 * 1024, input);
@@ -35,6 +35,14 @@ where
     tokio::pin!(stop);
     let stopped = loop {
         reuse(&mut line);
+        // A client that does not read its answers gets no more requests read until it does.
+        if out_tx.is_full() {
+            tokio::select! {
+                biased;
+                _ = &mut stop => break true,
+                () = out_tx.room() => {}
+            }
+        }
         let read = tokio::select! {
             biased;
             _ = &mut stop => break true,
@@ -70,7 +78,7 @@ where
     if stopped {
         // Out go the lines already queued, whole, to a client that reads within
         // `shutdown_grace`; answers still being worked on are dropped.
-        let _ = out_tx.send(String::new());
+        out_tx.close();
         writer_grace = grace;
     } else {
         // Answers still in flight get `shutdown_grace` once the client closed stdin: a
@@ -110,63 +118,4 @@ pub fn std_streams() -> (
         _ => Box::new(tokio::io::stdout()),
     };
     (input, output)
-}
-
-/// Writes each line it receives until every sender is gone, or until an empty line (which
-/// no message is): the gateway stopping, after the lines before it.
-async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut rx: mpsc::UnboundedReceiver<String>) {
-    let mut out = BufWriter::with_capacity(64 * 1024, output);
-    while let Some(mut line) = rx.recv().await {
-        // Everything already queued goes out with one flush.
-        loop {
-            if line.is_empty() {
-                let _ = out.flush().await;
-                return;
-            }
-            if write_line(&mut out, &line).await.is_err() {
-                return;
-            }
-            match rx.try_recv() {
-                Ok(next) => line = next,
-                Err(_) => break,
-            }
-        }
-        if out.flush().await.is_err() {
-            return;
-        }
-        crate::memory::note_activity();
-    }
-}
-
-async fn write_line<W: AsyncWrite + Unpin>(
-    out: &mut BufWriter<W>,
-    line: &str,
-) -> std::io::Result<()> {
-    out.write_all(line.as_bytes()).await?;
-    out.write_all(b"\n").await
-}
-
-#[cfg(test)]
-mod tests {
-    use tokio::io::AsyncReadExt;
-
-    use super::write_lines;
-
-    /// At a stop, the lines queued before it go out whole, even to a client that reads
-    /// slowly; nothing after it is written.
-    #[tokio::test]
-    async fn a_stop_writes_what_was_queued_whole() {
-        let (client, gateway) = tokio::io::duplex(1024);
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let big = "x".repeat(100_000);
-        tx.send(big.clone()).unwrap();
-        tx.send(String::new()).unwrap();
-        tx.send("after the stop".into()).unwrap();
-        let writer = tokio::spawn(write_lines(gateway, rx));
-        let mut read = String::new();
-        let mut client = client;
-        client.read_to_string(&mut read).await.unwrap();
-        writer.await.unwrap();
-        assert_eq!(read, format!("{big}\n"));
-    }
 }

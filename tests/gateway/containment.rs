@@ -175,3 +175,152 @@ fn a_server_writing_junk_to_stderr_keeps_serving() {
         "a line of the log is longer than the cut"
     );
 }
+
+/// A server that stops reading its stdin: what the gateway queues for it is bounded, calls
+/// past that fail at once saying why (not at their timeout), and another server goes on.
+#[test]
+fn a_server_that_stops_reading_its_stdin_is_not_fed_without_end() {
+    let mut client = config()
+        .example_with(
+            "deaf",
+            &["--stop-reading-after", "1"],
+            &["timeout = \"60s\""],
+        )
+        .example("ex", &[])
+        .start_initialized();
+    assert_eq!(
+        text(&client.call("deaf__echo", json!({"text": "heard"}))),
+        "heard"
+    );
+    // 1 MiB a call: the pipe holds 64 KiB, the gateway's queue 16 MiB, then it refuses.
+    let big = "b".repeat(1 << 20);
+    let mut ids = Vec::new();
+    for _ in 0..24 {
+        ids.push(client.send_request(
+            "tools/call",
+            json!({"name": "deaf__echo", "arguments": {"text": big}}),
+        ));
+    }
+    let refused = crate::harness::eventually(TIMEOUT, "a call refused at once", || {
+        ids.iter()
+            .find_map(|id| client.try_response(id, Duration::from_millis(10)))
+    });
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is not reading its stdin"), "{refused}");
+    assert_eq!(refused["error"]["code"], -32000, "{refused}");
+    assert_eq!(
+        text(&client.call("ex__echo", json!({"text": "other"}))),
+        "other"
+    );
+    let rss = client.rss();
+    assert!(rss < 400 << 20, "the gateway holds {} MiB", rss >> 20);
+}
+
+/// A client that never answers a server's sampling request: the request times out (the
+/// client is told it is cancelled) and the server gets an error, not a wait without end.
+#[test]
+fn a_client_that_never_answers_a_server_request_times_it_out() {
+    let mut client = config()
+        .gateway(r#"timeout = "1s""#)
+        .example_with("ex", &[], &["timeout = \"30s\""])
+        .start_initialized();
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "ex__sample", "arguments": {"prompt": "hi"}}),
+    );
+    let asked = client.next_client_request(TIMEOUT);
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    // Not answered.
+    let cancelled = client.next_notification("notifications/cancelled", TIMEOUT);
+    assert_eq!(cancelled["params"]["requestId"], asked["id"], "{cancelled}");
+    let response = client.wait_response(&id, TIMEOUT);
+    let result = &response["result"];
+    assert_eq!(result["isError"], true, "{response}");
+    assert!(
+        text(result).contains("did not answer sampling/createMessage"),
+        "{response}"
+    );
+}
+
+/// A client that stops reading its stdout: the gateway stops reading its requests once 16 MiB
+/// of answers wait for it, instead of holding every answer it could make; when the client
+/// reads again, every answer arrives.
+#[test]
+fn a_client_that_stops_reading_is_not_answered_without_end() {
+    use std::io::{BufRead, Write};
+    use std::process::{Command, Stdio};
+    let dir = TestDir::new("deaf-client");
+    let path = dir.write(
+        "gateway.toml",
+        &config().example("ex", &[]).render(&dir.path),
+    );
+    let mut child = Command::new(crate::harness::wasmgate())
+        .args(["serve", "--config", path.to_str().unwrap()])
+        .env("WASMGATE_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("stderr.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let rss = |pid: u32| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            << 10
+    };
+    let send = |stdin: &mut std::process::ChildStdin, message: serde_json::Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}),
+    );
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let small = json!({"name": "ex__big", "arguments": {"bytes": 10}});
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": small}),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let before = rss(child.id());
+    const CALLS: u64 = 48;
+    for id in 0..CALLS {
+        let big = json!({"name": "ex__big", "arguments": {"bytes": 1 << 20}});
+        send(
+            &mut stdin,
+            json!({"jsonrpc": "2.0", "id": 100 + id, "method": "tools/call", "params": big}),
+        );
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let grown = rss(child.id()).saturating_sub(before);
+    // Unbounded, the 48 answers (48 MiB) would all be held.
+    assert!(grown < 36 << 20, "the gateway grew by {} MiB", grown >> 20);
+
+    let stdout = child.stdout.take().unwrap();
+    let mut answered = std::collections::BTreeSet::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let message: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(id) = message["id"].as_u64().filter(|id| *id >= 100) {
+            assert!(message["result"]["content"][0]["text"].is_string(), "{id}");
+            answered.insert(id);
+            if answered.len() as u64 == CALLS {
+                break;
+            }
+        }
+    }
+    assert_eq!(answered.len() as u64, CALLS);
+    drop(stdin);
+    let _ = child.wait();
+}

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{Notify, mpsc};
@@ -26,6 +27,9 @@ struct State {
     queued: AtomicUsize,
     dropped: AtomicU64,
     room: Notify,
+    created: Instant,
+    /// When the writer last took a line, in ms since `created`.
+    taken_at: AtomicU64,
 }
 
 /// The writing side, for [`write_lines`].
@@ -42,6 +46,8 @@ pub fn outbox(peer: impl Into<String>) -> (Outbox, Inbox) {
         queued: AtomicUsize::new(0),
         dropped: AtomicU64::new(0),
         room: Notify::new(),
+        created: Instant::now(),
+        taken_at: AtomicU64::new(0),
     });
     (
         Outbox {
@@ -107,6 +113,16 @@ impl Outbox {
         }
     }
 
+    /// How long since the writer last took a line while lines wait: a peer that reads slowly
+    /// keeps this short, one that stopped reading lets it grow.
+    pub fn stalled_for(&self) -> Duration {
+        if self.backlog() == 0 {
+            return Duration::ZERO;
+        }
+        let taken = Duration::from_millis(self.state.taken_at.load(Ordering::Relaxed));
+        self.state.created.elapsed().saturating_sub(taken)
+    }
+
     /// Asks the writer to stop after the lines queued before this one.
     pub fn close(&self) {
         let _ = self.tx.send(String::new());
@@ -127,6 +143,8 @@ impl Inbox {
     }
 
     fn taken(&self, line: &str) {
+        let now = self.state.created.elapsed().as_millis() as u64;
+        self.state.taken_at.store(now, Ordering::Relaxed);
         let before = self.state.queued.fetch_sub(line.len(), Ordering::Relaxed);
         if before > BUDGET && before - line.len() <= BUDGET {
             self.state.room.notify_waiters();

@@ -73,6 +73,9 @@ impl Responder {
     }
 }
 
+/// How long a server may take no line from a full queue before it counts as not reading.
+const STDIN_STALL: Duration = Duration::from_secs(2);
+
 /// Where the answer to a request in flight goes: the result as JSON text, or the error.
 type AnswerSender = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
 
@@ -130,12 +133,18 @@ impl Connection {
                 stopped => stopped,
             });
         }
-        if self.writer.is_full() {
-            self.pending.lock().unwrap().remove(&id);
-            return Err(BackendError::NotReading {
-                server: self.server.clone(),
-                backlog: self.writer.backlog(),
-            });
+        // Over budget: wait while the server reads, slowly or not; fail at once when it
+        // stopped reading.
+        let started = tokio::time::Instant::now();
+        while self.writer.is_full() {
+            if self.writer.stalled_for() >= STDIN_STALL || started.elapsed() >= timeout {
+                self.pending.lock().unwrap().remove(&id);
+                return Err(BackendError::NotReading {
+                    server: self.server.clone(),
+                    backlog: self.writer.backlog(),
+                });
+            }
+            let _ = tokio::time::timeout(STDIN_STALL / 4, self.writer.room()).await;
         }
         let mut guard = PendingGuard {
             connection: self,

@@ -122,6 +122,7 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
             cache_dir: validate::default_cache_dir(env),
             bundled: true,
             limits: PluginLimits::default(),
+            compile_timeout: super::model::DEFAULT_COMPILE_TIMEOUT,
             plugins: Default::default(),
         },
         source: None,

@@ -150,10 +150,16 @@ pub struct PluginsConfig {
     pub bundled: bool,
     /// Limits for plugins that set none of their own.
     pub limits: PluginLimits,
+    /// How long compiling one component may take before it is refused (default 180 s).
+    pub compile_timeout: Duration,
     /// `[plugins.NAME]` entries: a plugin at an explicit path, or grants and limits for
     /// a plugin found in `dir` under that name.
     pub plugins: BTreeMap<String, PluginConfig>,
 }
+
+/// [`PluginsConfig::compile_timeout`]'s default: CPython's 35 MB compile on two busy cores
+/// stays well inside it.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginLimits {

@@ -151,6 +151,7 @@ pub struct Plugins {
     pub memory: Option<u64>,
     pub timeout: Option<Duration>,
     pub fuel: Option<u64>,
+    pub compile_timeout: Option<Duration>,
     pub entries: BTreeMap<String, PluginEntry>,
 }
 
@@ -163,6 +164,7 @@ pub const PLUGINS_KEYS: &[&str] = &[
     "memory",
     "timeout",
     "fuel",
+    "compile_timeout",
 ];
 
 /// `[plugins.NAME]`.
@@ -478,11 +480,13 @@ impl Item<'_> {
             ("memory", Scalar::Int(n)) => p.memory = Some(positive_int(n, "a memory limit")?),
             ("timeout", Scalar::Str(s)) => p.timeout = Some(positive_duration(s)?),
             ("timeout", Scalar::Int(n)) => return Err(duration_needs_unit(n)),
+            ("compile_timeout", Scalar::Str(s)) => p.compile_timeout = Some(positive_duration(s)?),
+            ("compile_timeout", Scalar::Int(n)) => return Err(duration_needs_unit(n)),
             ("fuel", Scalar::Int(n)) => p.fuel = Some(positive_int(n, "fuel")?),
             ("dir" | "cache_dir", _) => return Err(wrong("a path (a string)")),
             ("watch" | "bundled", _) => return Err(wrong("true or false")),
             ("memory", _) => return Err(wrong("a size like \"64MiB\"")),
-            ("timeout", _) => return Err(wrong("a duration like \"10s\"")),
+            ("timeout" | "compile_timeout", _) => return Err(wrong("a duration like \"10s\"")),
             ("fuel", _) => return Err(wrong("an integer, like fuel = 1000000")),
             _ => {
                 return Err(format!(

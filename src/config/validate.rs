@@ -676,6 +676,7 @@ impl<'a> Ctx<'a> {
             cache_dir,
             bundled,
             limits: defaults,
+            compile_timeout: raw.compile_timeout.unwrap_or(DEFAULT_COMPILE_TIMEOUT),
             plugins,
         }
     }

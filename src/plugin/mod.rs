@@ -194,6 +194,9 @@ const MAX_TOOLS: usize = 1000;
 /// How long `list-tools` may take when a version is validated, at most.
 const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The largest component file read: CPython's is ~40 MB.
+const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
 /// Instances kept free of calls so that loads and reloads can always validate.
 const RESERVED_INSTANCES: u32 = 4;
 
@@ -527,6 +530,11 @@ pub struct PluginHost {
     shut_down: AtomicBool,
     /// Keep ready instances (see `pool`); on by default.
     ready_pool: AtomicBool,
+    /// `compile_timeout` of the config now.
+    compile_limit: StdMutex<Duration>,
+    /// Digests of components whose compiling outran the limit: refused until the file
+    /// changes, so that each rescan does not start another compile of the same bytes.
+    compile_refused: StdMutex<BTreeSet<String>>,
     this: Weak<PluginHost>,
 }
 
@@ -592,6 +600,8 @@ impl PluginHost {
             }),
             shut_down: AtomicBool::new(false),
             ready_pool: AtomicBool::new(true),
+            compile_limit: StdMutex::new(config.compile_timeout),
+            compile_refused: StdMutex::default(),
             this: this.clone(),
         });
         Ok(host)
@@ -618,6 +628,7 @@ impl PluginHost {
         }
         // Files may have changed while nobody watched them: read them all again.
         let reread = config.watch && !control.config.watch;
+        *lock(&self.compile_limit) = config.compile_timeout;
         control.config = config.clone();
         self.apply(&mut control, reread).await;
         self.rewatch(&mut control);
@@ -1042,14 +1053,21 @@ impl PluginHost {
                 break;
             }
             let busy = self.ticker.busy();
-            let made = match version.code.pre.instantiate_async(&mut store).await {
-                Ok(instance) if version.code.big_runtime => instance
-                    .wasmgate_plugin_tool()
-                    .call_list_tools(&mut store)
-                    .await
-                    .map(|_| instance),
-                other => other,
+            // The epoch deadline stops guest code; this stops a guest blocked in a host call,
+            // so that a stuck warm-up frees its slot and the pool refills.
+            let warm_up = async {
+                match version.code.pre.instantiate_async(&mut store).await {
+                    Ok(instance) if version.code.big_runtime => instance
+                        .wasmgate_plugin_tool()
+                        .call_list_tools(&mut store)
+                        .await
+                        .map(|_| instance),
+                    other => other,
+                }
             };
+            let made = tokio::time::timeout(limits.timeout + TIMEOUT_GRACE, warm_up)
+                .await
+                .unwrap_or_else(|_| Err(wasmtime::Error::msg("the warm-up outran the time limit")));
             drop(busy);
             match made {
                 Ok(instance) => version.pool.put(pool::Ready {
@@ -1241,10 +1259,23 @@ impl PluginHost {
     ) -> Result<Option<(Arc<Code>, Option<u64>)>, String> {
         let what = format!("plugin `{name}` ({})", source.describe());
         let bytes: Arc<[u8]> = match source {
-            Source::File(path) => tokio::fs::read(path)
-                .await
-                .map_err(|e| format!("{what}: cannot read the file: {e}"))?
-                .into(),
+            Source::File(path) => {
+                let size = tokio::fs::metadata(path)
+                    .await
+                    .map_err(|e| format!("{what}: cannot read the file: {e}"))?
+                    .len();
+                if size > MAX_COMPONENT_BYTES {
+                    return Err(format!(
+                        "{what}: is {} MiB; a plugin may be at most {} MiB",
+                        size >> 20,
+                        MAX_COMPONENT_BYTES >> 20
+                    ));
+                }
+                tokio::fs::read(path)
+                    .await
+                    .map_err(|e| format!("{what}: cannot read the file: {e}"))?
+                    .into()
+            }
             Source::Bundled(bytes) => Arc::from(*bytes),
         };
         check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
@@ -1261,6 +1292,17 @@ impl PluginHost {
         if existing.is_some_and(|old| old.code.digest == digest) {
             return Ok(None);
         }
+        let compile_limit = *lock(&self.compile_limit);
+        let refused = || {
+            format!(
+                "{what}: compiling it took longer than {} (compile_timeout in [plugins]); \
+                 refused until the file changes",
+                humantime::format_duration(compile_limit)
+            )
+        };
+        if lock(&self.compile_refused).contains(&digest) {
+            return Err(refused());
+        }
 
         let engine = self.engine.clone();
         let host = self
@@ -1269,7 +1311,7 @@ impl PluginHost {
             .ok_or_else(|| format!("{what}: the host is shutting down"))?;
         let digest2 = digest.clone();
         let label = name.clone();
-        let (component, compile_ms) = tokio::task::spawn_blocking(move || {
+        let compiling = tokio::task::spawn_blocking(move || {
             let cache = host.cache.as_ref();
             if let Some(component) = cache.and_then(|c| c.load(&engine, &digest2)) {
                 return Ok((component, None));
@@ -1286,10 +1328,16 @@ impl PluginHost {
                 None => Component::new(&engine, &bytes)?,
             };
             Ok::<_, wasmtime::Error>((component, Some(ms(started))))
-        })
-        .await
-        .map_err(|e| format!("{what}: compilation panicked: {e}"))?
-        .map_err(|e| format!("{what}: is not a valid component: {}", limits::chain(&e)))?;
+        });
+        // A compile cannot be stopped: past the limit it is left to finish on its thread
+        // and its result dropped, while reloads and config edits go on.
+        let Ok(compiled) = tokio::time::timeout(compile_limit, compiling).await else {
+            lock(&self.compile_refused).insert(digest);
+            return Err(refused());
+        };
+        let (component, compile_ms) = compiled
+            .map_err(|e| format!("{what}: compilation panicked: {e}"))?
+            .map_err(|e| format!("{what}: is not a valid component: {}", limits::chain(&e)))?;
 
         let pre = self.linker.instantiate_pre(&component).map_err(|e| {
             format!(

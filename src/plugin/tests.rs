@@ -73,6 +73,7 @@ fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
         cache_dir: None,
         bundled: false,
         limits: PluginLimits::default(),
+        compile_timeout: crate::config::DEFAULT_COMPILE_TIMEOUT,
         plugins: entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
     }
 }

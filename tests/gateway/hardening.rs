@@ -385,3 +385,48 @@ fn outbound_http_reaches_only_what_the_grant_lists() {
         "{message}"
     );
 }
+
+/// A component over the size cap, or one whose compiling outruns `compile_timeout`, is
+/// refused, saying which; the second is not compiled again until its file changes, however
+/// often the folder is looked at.
+#[test]
+fn a_component_too_big_or_too_slow_to_compile_is_refused() {
+    let (mut client, names) = setup()
+        .plugins("compile_timeout = \"1ms\"")
+        .file("echo.wasm", fixture("echo"))
+        .start();
+    assert!(!names.iter().any(|n| n.starts_with("echo__")), "{names:?}");
+    let huge = crate::plugins::plugin_dir(&client).join("huge.wasm");
+    let file = std::fs::File::create(&huge).unwrap();
+    file.set_len(300 << 20).unwrap(); // sparse: no disk, no memory
+    drop(file);
+    let status = crate::harness::eventually(LOAD, "huge to be refused", || {
+        let status = backend(&mut client, "huge");
+        (status["status"] == "failed").then_some(status)
+    });
+    let reason = status["last_error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("is 300 MiB; a plugin may be at most 256 MiB"),
+        "{status}"
+    );
+    let echo = backend(&mut client, "echo");
+    let reason = echo["last_error"].as_str().unwrap_or_default();
+    assert!(reason.contains("compile_timeout"), "{echo}");
+    assert!(reason.contains("refused until the file changes"), "{echo}");
+    // Another look at the folder (a new file) compiles nothing of echo's again.
+    std::fs::write(
+        crate::plugins::plugin_dir(&client).join("other.wasm"),
+        fixture("minimal"),
+    )
+    .unwrap();
+    crate::harness::eventually(LOAD, "other to be looked at", || {
+        let status = backend(&mut client, "other");
+        (status["status"] == "failed").then_some(())
+    });
+    let compiles = client.stderr().matches("compiling plugin echo").count();
+    assert_eq!(compiles, 1, "{}", client.stderr());
+    // The gateway's own tools serve throughout.
+    assert!(client.status()["backends"].is_object());
+}
+
+const LOAD: Duration = crate::plugins::LOAD_TIMEOUT;

@@ -63,6 +63,7 @@ const PLUGIN_WIT: &str = include_str!("../wit/plugin.wit");
 
 pub fn run(cli: Cli) -> ExitCode {
     let command = cli.command.unwrap_or(Command::Serve);
+    crate::descriptors::raise();
     if let Command::Wit = command {
         use std::io::Write;
         return match std::io::stdout().write_all(PLUGIN_WIT.as_bytes()) {

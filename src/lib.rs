@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - `cli`: the commands (`serve`, `check`, `tools`, `call`) and exit codes.
+//! - `descriptors`: the open-file limit, raised at start and shared with plugins.
 //! - `config`: the file schemas, validation, and the model the rest reads.
 //! - `protocol`: the JSON-RPC 2.0 envelope, error codes, version negotiation.
 //! - `transport`: how clients reach the gateway (`stdio`).
@@ -32,6 +33,7 @@ pub mod backend;
 pub mod builtin;
 pub mod cli;
 pub mod config;
+pub mod descriptors;
 pub mod file_events;
 pub mod gateway;
 pub mod memory;

@@ -788,6 +788,24 @@ fn spawn(config: &ServerConfig) -> std::io::Result<Child> {
     if let Some(cwd) = &config.cwd {
         command.current_dir(cwd);
     }
+    // A server gets the open-file limit the gateway was started with, not the one it raised
+    // for itself: some programs still use select(), which breaks past descriptor 1023.
+    if let Some(soft) = crate::descriptors::original_soft_limit() {
+        // SAFETY: between fork and exec only async-signal-safe calls: getrlimit, setrlimit.
+        unsafe {
+            command.pre_exec(move || {
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur != soft {
+                    limit.rlim_cur = soft;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                }
+                Ok(())
+            });
+        }
+    }
     command.spawn()
 }
 

@@ -123,6 +123,7 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
             bundled: true,
             limits: PluginLimits::default(),
             compile_timeout: super::model::DEFAULT_COMPILE_TIMEOUT,
+            total_memory: validate::default_total_memory(),
             plugins: Default::default(),
         },
         source: None,

@@ -152,6 +152,9 @@ pub struct PluginsConfig {
     pub limits: PluginLimits,
     /// How long compiling one component may take before it is refused (default 180 s).
     pub compile_timeout: Duration,
+    /// Linear memory all live plugin instances may hold together (default half the
+    /// machine's memory).
+    pub total_memory: u64,
     /// `[plugins.NAME]` entries: a plugin at an explicit path, or grants and limits for
     /// a plugin found in `dir` under that name.
     pub plugins: BTreeMap<String, PluginConfig>,

@@ -152,6 +152,7 @@ pub struct Plugins {
     pub timeout: Option<Duration>,
     pub fuel: Option<u64>,
     pub compile_timeout: Option<Duration>,
+    pub total_memory: Option<u64>,
     pub entries: BTreeMap<String, PluginEntry>,
 }
 
@@ -165,6 +166,7 @@ pub const PLUGINS_KEYS: &[&str] = &[
     "timeout",
     "fuel",
     "compile_timeout",
+    "total_memory",
 ];
 
 /// `[plugins.NAME]`.
@@ -478,6 +480,13 @@ impl Item<'_> {
                 n => p.memory = Some(n),
             },
             ("memory", Scalar::Int(n)) => p.memory = Some(positive_int(n, "a memory limit")?),
+            ("total_memory", Scalar::Str(s)) => match parse_size(s)? {
+                0 => return Err(wrong("greater than zero")),
+                n => p.total_memory = Some(n),
+            },
+            ("total_memory", Scalar::Int(n)) => {
+                p.total_memory = Some(positive_int(n, "a memory limit")?)
+            }
             ("timeout", Scalar::Str(s)) => p.timeout = Some(positive_duration(s)?),
             ("timeout", Scalar::Int(n)) => return Err(duration_needs_unit(n)),
             ("compile_timeout", Scalar::Str(s)) => p.compile_timeout = Some(positive_duration(s)?),
@@ -485,7 +494,7 @@ impl Item<'_> {
             ("fuel", Scalar::Int(n)) => p.fuel = Some(positive_int(n, "fuel")?),
             ("dir" | "cache_dir", _) => return Err(wrong("a path (a string)")),
             ("watch" | "bundled", _) => return Err(wrong("true or false")),
-            ("memory", _) => return Err(wrong("a size like \"64MiB\"")),
+            ("memory" | "total_memory", _) => return Err(wrong("a size like \"64MiB\"")),
             ("timeout" | "compile_timeout", _) => return Err(wrong("a duration like \"10s\"")),
             ("fuel", _) => return Err(wrong("an integer, like fuel = 1000000")),
             _ => {

@@ -74,6 +74,21 @@ pub(crate) fn default_gateway() -> GatewayConfig {
     }
 }
 
+/// Half the machine's memory: `[plugins] total_memory` when the config sets none.
+pub(crate) fn default_total_memory() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (u64::try_from(pages), u64::try_from(page)) {
+        (Ok(pages), Ok(page)) if pages > 0 && page > 0 => pages * page / 2,
+        _ => 4 << 30,
+    }
+}
+
 /// `$XDG_CACHE_HOME/wasmgate`, else `$HOME/.cache/wasmgate`, else none.
 pub(crate) fn default_cache_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
     let absolute = |name: &str| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
@@ -677,6 +692,7 @@ impl<'a> Ctx<'a> {
             bundled,
             limits: defaults,
             compile_timeout: raw.compile_timeout.unwrap_or(DEFAULT_COMPILE_TIMEOUT),
+            total_memory: raw.total_memory.unwrap_or_else(default_total_memory),
             plugins,
         }
     }

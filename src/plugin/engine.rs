@@ -22,6 +22,19 @@ const MAX_UNUSED_WARM_SLOTS: u32 = 0;
 /// instances (main module, shim, fixup); a component built with the preview1 adapter
 /// has two memories and more instances.
 const MEMORIES_PER_COMPONENT: u32 = 4;
+
+/// The pool holds this many memory slots per instance; an instance takes as many units of
+/// the instance semaphores as it has memories, and at least this many.
+pub const SLOT_UNITS: u32 = 2;
+
+/// The units an instance of `component` takes: its memories, at least [`SLOT_UNITS`]; the
+/// most a component may have when they cannot be known before it runs.
+pub fn slot_units(component: &wasmtime::component::Component) -> u32 {
+    component
+        .resources_required()
+        .map_or(MEMORIES_PER_COMPONENT, |r| r.num_memories)
+        .max(SLOT_UNITS)
+}
 const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 
 pub fn build(fuel: bool) -> anyhow::Result<Engine> {
@@ -30,7 +43,7 @@ pub fn build(fuel: bool) -> anyhow::Result<Engine> {
         .total_core_instances(MAX_INSTANCES * CORE_INSTANCES_PER_COMPONENT)
         .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
         .max_memories_per_component(MEMORIES_PER_COMPONENT)
-        .total_memories(MAX_INSTANCES * 2)
+        .total_memories(MAX_INSTANCES * SLOT_UNITS)
         .total_tables(MAX_INSTANCES * CORE_INSTANCES_PER_COMPONENT)
         .total_stacks(MAX_INSTANCES)
         // The per-plugin limit is enforced by the store's limiter; the pool

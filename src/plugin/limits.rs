@@ -2,6 +2,8 @@
 //! that yields to the runtime every tick and traps once the time is up) and
 //! optional fuel; and the words that tell a client which limit stopped a call.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
@@ -10,30 +12,89 @@ use wasmtime::{ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 /// Host resources (streams, pollables, HTTP requests, open files) one instance may hold at
-/// once. Each lives in the gateway's memory, outside the plugin's memory limit: at
+/// once, at most. Each lives in the gateway's memory, outside the plugin's memory limit: at
 /// wasmtime's defaults (100,000 handles) a guest that kept every handle cost the gateway
-/// ~26 MB per call. A real plugin holds tens; this many is ~3 MB.
+/// ~26 MB per call. A real plugin holds tens; this many is ~3 MB. The descriptor limit may
+/// make it fewer ([`host_resources`]).
 pub const MAX_HOST_RESOURCES: usize = 10_000;
+
+/// Host resources one instance may hold here: [`MAX_HOST_RESOURCES`], or fewer where the
+/// open-file limit would let a plugin's calls take the gateway's descriptors.
+pub fn host_resources() -> usize {
+    static PER_INSTANCE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PER_INSTANCE.get_or_init(|| crate::descriptors::per_instance(MAX_HOST_RESOURCES))
+}
 
 /// Random bytes one `get-random-bytes` call may ask for (see `sandbox`).
 pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
-/// Memory accounting for one instance: the sum of all its linear memories.
+/// The linear memory of every live instance together, against `[plugins] total_memory`:
+/// each plugin's own limit times the instances that may run at once is far more than a
+/// machine has.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    used: AtomicU64,
+    total: AtomicU64,
+}
+
+impl MemoryBudget {
+    pub fn new(total: u64) -> MemoryBudget {
+        MemoryBudget {
+            used: AtomicU64::new(0),
+            total: AtomicU64::new(total),
+        }
+    }
+
+    pub fn set_total(&self, total: u64) {
+        self.total.store(total, Ordering::Relaxed);
+    }
+
+    /// Takes `bytes` if they fit; `Err(total)` otherwise.
+    fn take(&self, bytes: u64) -> Result<(), u64> {
+        let total = self.total.load(Ordering::Relaxed);
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&sum| sum <= total)
+            })
+            .map(drop)
+            .map_err(|_| total)
+    }
+
+    fn give(&self, bytes: u64) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// Memory accounting for one instance: the sum of all its linear memories, within its
+/// plugin's limit and the budget of all plugins together.
 pub struct MemoryLimiter {
     limit: u64,
     used: u64,
+    budget: Arc<MemoryBudget>,
     pub exceeded: bool,
 }
 
 impl MemoryLimiter {
-    pub fn new(limit: u64) -> Self {
+    pub fn new(limit: u64, budget: Arc<MemoryBudget>) -> Self {
         MemoryLimiter {
             limit,
             used: 0,
+            budget,
             exceeded: false,
         }
     }
 }
+
+impl Drop for MemoryLimiter {
+    fn drop(&mut self) {
+        self.budget.give(self.used);
+    }
+}
+
+/// The error a growth past the budget of all plugins raises.
+#[derive(Debug, thiserror::Error)]
+#[error("the plugins' total memory of {} is in use", mib(*.0))]
+pub struct TotalMemoryExceeded(pub u64);
 
 /// The error a denied growth raises; traps the guest at the `memory.grow`.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +114,9 @@ impl ResourceLimiter for MemoryLimiter {
             // A trap rather than `-1`: guests abort on a failed allocation
             // anyway, and this way the cause is certain.
             return Err(MemoryLimitExceeded(self.limit).into());
+        }
+        if let Err(total) = self.budget.take(grow) {
+            return Err(TotalMemoryExceeded(total).into());
         }
         self.used += grow;
         Ok(true)
@@ -130,6 +194,13 @@ pub fn describe_failure(
     timeout: Duration,
     stderr: &str,
 ) -> String {
+    if let Some(TotalMemoryExceeded(total)) = find::<TotalMemoryExceeded>(error) {
+        return format!(
+            "plugin `{plugin}` ran out of memory: the instances of all plugins together may \
+             hold {} (total_memory in [plugins]), and that is in use",
+            mib(*total)
+        );
+    }
     if memory_exceeded || find::<MemoryLimitExceeded>(error).is_some() {
         return format!(
             "plugin `{plugin}` ran out of memory (limit {})",
@@ -143,8 +214,9 @@ pub fn describe_failure(
         .is_some_and(|e| matches!(e, wasmtime::component::ResourceTableError::Full))
     {
         return format!(
-            "plugin `{plugin}` held more than {MAX_HOST_RESOURCES} host resources at once \
+            "plugin `{plugin}` held more than {} host resources at once \
              (streams, pollables, requests, open files: each handle the plugin keeps is one){}",
+            host_resources(),
             quoted(stderr)
         );
     }

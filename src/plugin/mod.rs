@@ -200,9 +200,16 @@ const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 /// Instances kept free of calls so that loads and reloads can always validate.
 const RESERVED_INSTANCES: u32 = 4;
 
-/// Instance slots the ready pools leave to calls: with many plugins in use, their ready
+/// Permits of the instance semaphores: [`engine::SLOT_UNITS`] per instance. An instance
+/// takes the units its memories need ([`Code::units`]), so that a component with several
+/// memories cannot leave other plugins' calls to fail with a pool error.
+const CALL_UNITS: usize =
+    ((engine::MAX_INSTANCES - RESERVED_INSTANCES) * engine::SLOT_UNITS) as usize;
+const PROBE_UNITS: usize = (RESERVED_INSTANCES * engine::SLOT_UNITS) as usize;
+
+/// Units the ready pools leave to calls: with many plugins in use, their ready
 /// instances could otherwise hold every slot while a call waits for one.
-const READY_HEADROOM: usize = (engine::MAX_INSTANCES / 2) as usize;
+const READY_HEADROOM: usize = (engine::MAX_INSTANCES / 2 * engine::SLOT_UNITS) as usize;
 
 /// Extra time the async timeout grants over the epoch deadline, which normally
 /// fires first; the async timeout catches guests blocked in host I/O.
@@ -318,6 +325,8 @@ struct Code {
     /// An interpreter inside (see `pool::BIG_RUNTIME`): each ready instance gets a
     /// `list-tools` call first, and a call starts inline only on a ready instance.
     big_runtime: bool,
+    /// Permits of the instance semaphores one instance takes: its memories' pool slots.
+    units: u32,
 }
 
 /// One loaded version of a plugin. Calls hold an `Arc` of the version they
@@ -535,6 +544,8 @@ pub struct PluginHost {
     /// Digests of components whose compiling outran the limit: refused until the file
     /// changes, so that each rescan does not start another compile of the same bytes.
     compile_refused: StdMutex<BTreeSet<String>>,
+    /// The linear memory of all live instances, against `total_memory`.
+    memory: Arc<limits::MemoryBudget>,
     this: Weak<PluginHost>,
 }
 
@@ -584,10 +595,8 @@ impl PluginHost {
             failed: StdMutex::default(),
             passed_over: StdMutex::default(),
             loading: StdMutex::default(),
-            instances: Arc::new(Semaphore::new(
-                (engine::MAX_INSTANCES - RESERVED_INSTANCES) as usize,
-            )),
-            probes: Arc::new(Semaphore::new(RESERVED_INSTANCES as usize)),
+            instances: Arc::new(Semaphore::new(CALL_UNITS)),
+            probes: Arc::new(Semaphore::new(PROBE_UNITS)),
             events,
             control: Mutex::new(Control {
                 config: config.clone(),
@@ -602,6 +611,7 @@ impl PluginHost {
             ready_pool: AtomicBool::new(true),
             compile_limit: StdMutex::new(config.compile_timeout),
             compile_refused: StdMutex::default(),
+            memory: Arc::new(limits::MemoryBudget::new(config.total_memory)),
             this: this.clone(),
         });
         Ok(host)
@@ -629,6 +639,7 @@ impl PluginHost {
         // Files may have changed while nobody watched them: read them all again.
         let reread = config.watch && !control.config.watch;
         *lock(&self.compile_limit) = config.compile_timeout;
+        self.memory.set_total(config.total_memory);
         control.config = config.clone();
         self.apply(&mut control, reread).await;
         self.rewatch(&mut control);
@@ -930,10 +941,11 @@ impl PluginHost {
             Instance::Make(slots) => {
                 // Waiting for a free slot counts against the call's time.
                 let left = timeout.saturating_sub(started.elapsed());
-                let permit = tokio::time::timeout(left, slots.acquire_owned())
-                    .await
-                    .map_err(|_| limits::no_instance_message(name, timeout))?
-                    .map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
+                let permit =
+                    tokio::time::timeout(left, slots.acquire_many_owned(version.code.units))
+                        .await
+                        .map_err(|_| limits::no_instance_message(name, timeout))?
+                        .map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
                 (self.new_store(version)?, None, permit)
             }
         };
@@ -975,7 +987,7 @@ impl PluginHost {
     }
 
     fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {
-        let state = StoreState::new(&version.name, &version.settings)
+        let state = StoreState::new(&version.name, &version.settings, &self.memory)
             .map_err(|e| format!("plugin `{}`: {e:#}", version.name))?;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.memory);
@@ -1042,7 +1054,11 @@ impl PluginHost {
             if self.instances.available_permits() <= READY_HEADROOM {
                 break;
             }
-            let Ok(permit) = self.instances.clone().try_acquire_owned() else {
+            let Ok(permit) = self
+                .instances
+                .clone()
+                .try_acquire_many_owned(version.code.units)
+            else {
                 break;
             };
             let Ok(mut store) = self.new_store(&version) else {
@@ -1339,6 +1355,7 @@ impl PluginHost {
             .map_err(|e| format!("{what}: compilation panicked: {e}"))?
             .map_err(|e| format!("{what}: is not a valid component: {}", limits::chain(&e)))?;
 
+        let units = engine::slot_units(&component);
         let pre = self.linker.instantiate_pre(&component).map_err(|e| {
             format!(
                 "{what}: imports something the host does not provide: {}",
@@ -1361,6 +1378,7 @@ impl PluginHost {
                 tools: Vec::new(),
                 output_schemas: HashMap::new(),
                 big_runtime: false,
+                units,
             }),
             settings.clone(),
         );
@@ -1437,6 +1455,7 @@ impl PluginHost {
                 tools,
                 output_schemas,
                 big_runtime,
+                units,
             }),
             compile_ms,
         )))

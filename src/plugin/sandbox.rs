@@ -17,7 +17,7 @@ use wasmtime_wasi_http::{
 
 use super::Settings;
 use super::host_impl::HostCtx;
-use super::limits::{Deadline, LimitState, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES, MemoryLimiter};
+use super::limits::{Deadline, LimitState, MAX_RANDOM_BYTES, MemoryBudget, MemoryLimiter};
 use super::outbound::HostAllowList;
 use crate::telemetry::budget::Budget;
 
@@ -46,7 +46,11 @@ const TAIL_KEPT: usize = 16;
 impl StoreState {
     /// The sandbox of one instance of `plugin`, from its grants. Fails only when
     /// a granted directory cannot be opened.
-    pub fn new(plugin: &Arc<str>, settings: &Arc<Settings>) -> anyhow::Result<StoreState> {
+    pub fn new(
+        plugin: &Arc<str>,
+        settings: &Arc<Settings>,
+        budget: &Arc<MemoryBudget>,
+    ) -> anyhow::Result<StoreState> {
         let mut wasi = WasiCtxBuilder::new();
         let stderr_tail = StderrTail::default();
         // One budget for every line the instance puts in the gateway's log.
@@ -94,7 +98,7 @@ impl StoreState {
         // took ~200 ms. Guests ask for a few bytes at a time (Python's os.urandom: 256).
         wasi.max_random_size(MAX_RANDOM_BYTES);
         let mut table = ResourceTable::new();
-        table.set_max_capacity(MAX_HOST_RESOURCES);
+        table.set_max_capacity(super::limits::host_resources());
         Ok(StoreState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
@@ -107,7 +111,7 @@ impl StoreState {
                 refused: Default::default(),
             },
             host: HostCtx::new(plugin.clone(), settings.config.clone(), log_budget),
-            memory: MemoryLimiter::new(settings.limits.memory),
+            memory: MemoryLimiter::new(settings.limits.memory, budget.clone()),
             deadline: Deadline::after(settings.limits.timeout),
             stderr_tail,
         })

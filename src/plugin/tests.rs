@@ -74,6 +74,7 @@ fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
         bundled: false,
         limits: PluginLimits::default(),
         compile_timeout: crate::config::DEFAULT_COMPILE_TIMEOUT,
+        total_memory: 8 << 30,
         plugins: entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
     }
 }
@@ -1003,7 +1004,7 @@ async fn measure() {
     let new_store = || {
         let mut store = Store::new(
             &host.engine,
-            StoreState::new(&version.name, &version.settings).unwrap(),
+            StoreState::new(&version.name, &version.settings, &host.memory).unwrap(),
         );
         store.limiter(|s| &mut s.memory);
         limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();

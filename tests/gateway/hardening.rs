@@ -430,3 +430,87 @@ fn a_component_too_big_or_too_slow_to_compile_is_refused() {
 }
 
 const LOAD: Duration = crate::plugins::LOAD_TIMEOUT;
+
+/// Plugins that open one file thousands of times, several calls at once, each get an error
+/// at their share of the descriptors while the gateway goes on opening what it needs
+/// (another plugin's granted file, a server's answer, a config reload).
+#[test]
+fn plugins_opening_files_without_end_leave_the_gateway_its_descriptors() {
+    let setup = setup()
+        .file("hostile.wasm", fixture("hostile"))
+        .file("echo.wasm", fixture("echo"))
+        .folder("data")
+        .plugins(
+            "[plugins.hostile]\nallow_dirs = [{ host = \"{dir}/data\", guest = \"/data\" }]\n\
+             [plugins.echo]\nallow_dirs = [{ host = \"{dir}/data\", guest = \"/data\" }]",
+        );
+    let dir = TestDir::new("descriptors");
+    let config = setup.write(&dir.path);
+    std::fs::write(dir.join("data/f.txt"), "contents").unwrap();
+    let mut client = setup.spawn(&config, dir);
+    first_list(&mut client);
+    // Calls that hold what they opened for a while, all at once.
+    let ids: Vec<_> = (0..4)
+        .map(|_| {
+            client.send_request(
+                "tools/call",
+                json!({"name": "hostile__open_many",
+                       "arguments": {"path": "/data/f.txt", "n": 1_000_000, "hold_ms": 3000}}),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Meanwhile: another plugin opens its files, and the gateway answers.
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__read",
+            json!({"path": "/data/f.txt"})
+        )),
+        "contents"
+    );
+    assert!(client.status()["backends"]["echo"].is_object());
+    for id in &ids {
+        let response = client.wait_response(id, crate::harness::TIMEOUT);
+        let result = &response["result"];
+        // Stopped at its share: an error result naming the limit, never the whole table.
+        let said = text(result).to_string();
+        assert_eq!(result["isError"], true, "{response}");
+        assert!(said.contains("host resources at once"), "{said}");
+    }
+    assert_eq!(
+        text(&call_ok(
+            &mut client,
+            "echo__read",
+            json!({"path": "/data/f.txt"})
+        )),
+        "contents"
+    );
+}
+
+/// One plugin's instances cannot take all the memory plugins may have together: a call that
+/// allocates without end is stopped at `total_memory` (below its own limit here), saying so,
+/// and what it held is free again for the next calls.
+#[test]
+fn the_plugins_together_stay_within_total_memory() {
+    let (mut client, _) = setup()
+        .plugins("total_memory = \"48MiB\"\nmemory = \"256MiB\"")
+        .file("faulty.wasm", fixture("faulty"))
+        .file("echo.wasm", fixture("echo"))
+        .start();
+    for _ in 0..2 {
+        let message = call_failed(&mut client, "faulty__hog", json!({}));
+        assert!(
+            message.contains("ran out of memory") && message.contains("total_memory"),
+            "{message}"
+        );
+        assert_eq!(
+            text(&call_ok(
+                &mut client,
+                "echo__echo",
+                json!({"text": "still"})
+            )),
+            "still"
+        );
+    }
+}

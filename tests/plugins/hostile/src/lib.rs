@@ -36,6 +36,8 @@ struct Url {
 struct OpenMany {
     path: String,
     n: u32,
+    #[serde(default)]
+    hold_ms: u64,
 }
 
 impl Guest for Hostile {
@@ -68,9 +70,10 @@ impl Guest for Hostile {
             ),
             tool(
                 "open_many",
-                "Opens the file at `path` `n` times, keeping every handle; returns how many \
-                 opened, and the first error.",
-                json!({"path": string("guest path"), "n": {"type": "integer", "minimum": 0}}),
+                "Opens the file at `path` `n` times, keeping every handle for `hold_ms`; \
+                 returns how many opened, and the first error.",
+                json!({"path": string("guest path"), "n": {"type": "integer", "minimum": 0},
+                       "hold_ms": {"type": "integer", "minimum": 0}}),
                 &["path", "n"],
             ),
         ]
@@ -97,7 +100,7 @@ impl Guest for Hostile {
             }
             "http" => structured(&http::get(&args::<Url>(a)?.url, 100_000)?),
             "open_many" => {
-                let OpenMany { path, n } = args(a)?;
+                let OpenMany { path, n, hold_ms } = args(a)?;
                 let mut kept = Vec::new();
                 let mut first_error = None;
                 for _ in 0..n {
@@ -109,6 +112,7 @@ impl Guest for Hostile {
                         }
                     }
                 }
+                std::thread::sleep(std::time::Duration::from_millis(hold_ms));
                 structured(&json!({"opened": kept.len(), "error": first_error}))
             }
             _ => Err(unknown_tool(&name)),

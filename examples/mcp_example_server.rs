@@ -27,6 +27,9 @@
 //!   their progress), as some servers do
 //! - `--stop-reading-after N` stop reading stdin (and keep running) once the N-th
 //!   `tools/call` is answered
+//! - `--items N`            also list prompts `prompt_0`.., resources `example://gen/0`..
+//!   and templates `example://gen/{id}/0`.. (N of each)
+//! - `--ignore-term`        ignore SIGTERM, and stay after stdin closes (only SIGKILL stops it)
 //! - `--stderr-junk`        at each `tools/call`, write to stderr bytes that are not UTF-8,
 //!   a 1 MiB line and terminal escapes (a server that crashes if its stderr stops being read)
 //! - `--tokio-stdio`        read and write through tokio's `stdin()`/`stdout()`, which hand
@@ -86,6 +89,8 @@ struct Config {
     tokio_stdio: bool,
     stderr_junk: bool,
     stop_reading_after: Option<u64>,
+    items: usize,
+    ignore_term: bool,
 }
 
 impl Config {
@@ -117,6 +122,8 @@ impl Config {
                 "--tokio-stdio" => config.tokio_stdio = true,
                 "--stderr-junk" => config.stderr_junk = true,
                 "--stop-reading-after" => config.stop_reading_after = Some(parse(&flag, value()?)?),
+                "--items" => config.items = parse(&flag, value()?)?,
+                "--ignore-term" => config.ignore_term = true,
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -189,6 +196,8 @@ struct Server {
     generated_tools: Vec<Value>,
     late_tool: Value,
     late_tool_added: AtomicBool,
+    /// Set by `notify_changed` with `what`: a prompt and a resource more.
+    late_items: AtomicBool,
     tool_calls: AtomicU64,
     log_level: AtomicU8,
     subscriptions: Mutex<HashSet<String>>,
@@ -204,6 +213,10 @@ fn main() {
         eprintln!("mcp_example_server: {error}");
         std::process::exit(2);
     });
+    if config.ignore_term {
+        // SAFETY: setting a signal's disposition to ignore has no other effect.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    }
     if config.exit_at_start {
         eprintln!("mcp_example_server: exiting at start, as --exit-at-start asks");
         std::process::exit(3);
@@ -235,6 +248,10 @@ async fn run(config: Config) {
     eprintln!("mcp_example_server {}: ready", config.name);
     let server = Arc::new(Server::new(config, out));
     read_loop(&server, input).await;
+    if server.config.ignore_term {
+        eprintln!("mcp_example_server: stdin closed; staying, as --ignore-term asks");
+        std::future::pending::<()>().await;
+    }
     // The client closed stdin: write what is queued and leave, like a well-behaved server.
     let _ = server.out.send(Output::Exit(0));
     let _ = writer.await;
@@ -319,6 +336,7 @@ impl Server {
             generated_tools,
             late_tool,
             late_tool_added: AtomicBool::new(false),
+            late_items: AtomicBool::new(false),
             tool_calls: AtomicU64::new(0),
             log_level: AtomicU8::new(0), // debug: everything, until logging/setLevel
             subscriptions: Mutex::new(HashSet::new()),
@@ -386,6 +404,13 @@ impl Server {
     }
 
     fn on_notification(&self, method: &str, params: &Value) {
+        // Said on stderr, where the gateway's log (and so a test) sees it.
+        if method == "notifications/cancelled" {
+            eprintln!(
+                "mcp_example_server {}: received {method} {params}",
+                self.config.name
+            );
+        }
         // Other notifications (initialized, roots/list_changed, progress) need nothing from us.
         if method == "notifications/cancelled" && !self.config.ignore_cancel {
             let key = params["requestId"].to_string();
@@ -443,9 +468,20 @@ impl Server {
                     .collect();
                 self.paginate(&tools, params, "tools")
             }
-            "resources/list" => self.paginate(&resources(), params, "resources"),
+            "resources/list" => {
+                let mut all = resources();
+                all.extend((0..self.config.items).map(
+                    |i| json!({"uri": format!("example://gen/{i}"), "name": format!("gen_{i}")}),
+                ));
+                if self.late_items.load(Relaxed) {
+                    all.push(json!({"uri": "example://static/late", "name": "late"}));
+                }
+                self.paginate(&all, params, "resources")
+            }
             "resources/templates/list" => {
-                self.paginate(&resource_templates(), params, "resourceTemplates")
+                let mut all = resource_templates();
+                all.extend((0..self.config.items).map(|i| json!({"uriTemplate": format!("example://gen/{{id}}/{i}"), "name": format!("gen_{i}")})));
+                self.paginate(&all, params, "resourceTemplates")
             }
             "resources/read" => self.read_resource(string(params, "uri")?),
             "resources/subscribe" => {
@@ -462,7 +498,14 @@ impl Server {
                     .remove(string(params, "uri")?);
                 Ok(json!({}))
             }
-            "prompts/list" => self.paginate(&prompts(), params, "prompts"),
+            "prompts/list" => {
+                let mut all = prompts();
+                all.extend((0..self.config.items).map(|i| json!({"name": format!("prompt_{i}")})));
+                if self.late_items.load(Relaxed) {
+                    all.push(json!({"name": "late_prompt"}));
+                }
+                self.paginate(&all, params, "prompts")
+            }
             "prompts/get" => get_prompt(params),
             "completion/complete" => complete(params),
             "logging/setLevel" => {
@@ -550,8 +593,16 @@ impl Server {
                 Ok(text_result("logged"))
             }
             "notify_changed" => {
-                self.late_tool_added.store(true, Relaxed);
-                self.notify("notifications/tools/list_changed", json!({}));
+                match args.get("what").and_then(Value::as_str) {
+                    Some(what @ ("prompts" | "resources")) => {
+                        self.late_items.store(true, Relaxed);
+                        self.notify(&format!("notifications/{what}/list_changed"), json!({}));
+                    }
+                    _ => {
+                        self.late_tool_added.store(true, Relaxed);
+                        self.notify("notifications/tools/list_changed", json!({}));
+                    }
+                }
                 Ok(text_result("changed"))
             }
             "update_resource" => {
@@ -597,6 +648,20 @@ impl Server {
                     "messages": [{"role": "user", "content": text}],
                     "maxTokens": 100,
                 });
+                // A server that gives up on its own request: it tells the client so.
+                if let Some(ms) = args.get("cancel_after_ms").and_then(Value::as_u64) {
+                    let id = self.next_request_id.fetch_add(1, Relaxed);
+                    let method = "sampling/createMessage";
+                    self.send(
+                        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": request}),
+                    );
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    self.notify(
+                        "notifications/cancelled",
+                        json!({"requestId": id, "reason": "gave up"}),
+                    );
+                    return Ok(text_result("gave up"));
+                }
                 let reply = self.ask_client("sampling/createMessage", request).await;
                 reply.map(|result| {
                     result["content"]["text"]
@@ -768,6 +833,7 @@ fn base_tools() -> Vec<Value> {
     add["annotations"] = json!({"readOnlyHint": true});
     add["_meta"] = json!({"example/extra": 1});
     add["x-custom"] = json!({"keep": true});
+    add["icons"] = json!([{"src": "data:image/png;base64,iVBORw0KGgo=", "mimeType": "image/png", "sizes": ["16x16"]}]);
     let log = json!({"level": {"type": "string", "enum": LOG_LEVELS}, "message": string,
         "progress_token": string, "ignore_level": {"type": "boolean"}});
     vec![
@@ -777,10 +843,11 @@ fn base_tools() -> Vec<Value> {
         tool("fail", "Returns a tool error", none.clone(), &[]),
         tool("error", "Answers a JSON-RPC error", json!({"code": {"type": "integer"}}), &[]),
         tool("log", "Sends a log notification", log, &["level", "message"]),
-        tool("sample", "Asks the client to sample", json!({"prompt": string}), &["prompt"]),
+        tool("sample", "Asks the client to sample", json!({"prompt": string, "cancel_after_ms": count}), &["prompt"]),
         tool("elicit", "Asks the client to elicit", json!({"message": string}), &["message"]),
         tool("roots", "Asks the client for its roots", none.clone(), &[]),
-        tool("notify_changed", "Adds late_tool", none.clone(), &[]),
+        tool("notify_changed", "Adds late_tool (or, with what, a prompt or resource)",
+            json!({"what": {"type": "string", "enum": ["tools", "prompts", "resources"]}}), &[]),
         tool("update_resource", "Notifies uri's subscribers", json!({"uri": string}), &["uri"]),
         tool("big", "Returns that many bytes of text", json!({"bytes": count}), &["bytes"]),
         tool("hang", "Never answers", none.clone(), &[]),

@@ -85,6 +85,14 @@ impl MemoryLimiter {
     }
 }
 
+impl MemoryLimiter {
+    /// Gives the instance's memory back to the budget of all plugins: its call is over, and
+    /// the store, kept a moment to be reset off the I/O thread, never runs guest code again.
+    pub fn release(&mut self) {
+        self.budget.give(std::mem::take(&mut self.used));
+    }
+}
+
 impl Drop for MemoryLimiter {
     fn drop(&mut self) {
         self.budget.give(self.used);

@@ -982,6 +982,7 @@ impl PluginHost {
         };
         // The refill that follows the call resets the store, on a plugin thread and
         // after the answer: a Python store's reset writes megabytes.
+        store.data_mut().memory.release();
         version.pool.throw_away((store, _permit));
         outcome
     }

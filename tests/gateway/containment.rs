@@ -242,17 +242,23 @@ fn a_client_that_never_answers_a_server_request_times_it_out() {
     );
 }
 
-/// A client that stops reading its stdout: the gateway stops reading its requests once 16 MiB
-/// of answers wait for it, instead of holding every answer it could make; when the client
-/// reads again, every answer arrives.
+/// A client that stops reading its stdout: once 16 MiB of answers wait for it, the gateway
+/// reads no more of its requests (instead of making every answer it is asked for); when the
+/// client reads again, every answer arrives. Each request is sent once the one before it is
+/// answered (the events file says when), so the count does not depend on the machine's load.
 #[test]
 fn a_client_that_stops_reading_is_not_answered_without_end() {
     use std::io::{BufRead, Write};
     use std::process::{Command, Stdio};
     let dir = TestDir::new("deaf-client");
+    let events = dir.join("events.jsonl");
+    let gateway = format!("events = {:?}", events.to_str().unwrap());
     let path = dir.write(
         "gateway.toml",
-        &config().example("ex", &[]).render(&dir.path),
+        &config()
+            .gateway(&gateway)
+            .example("ex", &[])
+            .render(&dir.path),
     );
     let mut child = Command::new(crate::harness::wasmgate())
         .args(["serve", "--config", path.to_str().unwrap()])
@@ -263,19 +269,16 @@ fn a_client_that_stops_reading_is_not_answered_without_end() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let rss = |pid: u32| -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        line.split_whitespace()
-            .nth(1)
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-            << 10
-    };
     let send = |stdin: &mut std::process::ChildStdin, message: serde_json::Value| {
         writeln!(stdin, "{message}").unwrap();
         stdin.flush().unwrap();
+    };
+    let answered = || {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"tool.called\"") && l.contains("ex__big"))
+            .count()
     };
     send(
         &mut stdin,
@@ -287,40 +290,44 @@ fn a_client_that_stops_reading_is_not_answered_without_end() {
         &mut stdin,
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     );
-    let small = json!({"name": "ex__big", "arguments": {"bytes": 10}});
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": small}),
-    );
-    std::thread::sleep(Duration::from_secs(3));
-    let before = rss(child.id());
-    const CALLS: u64 = 48;
+    const CALLS: usize = 48;
+    let mut stalled_at = None;
     for id in 0..CALLS {
         let big = json!({"name": "ex__big", "arguments": {"bytes": 1 << 20}});
         send(
             &mut stdin,
             json!({"jsonrpc": "2.0", "id": 100 + id, "method": "tools/call", "params": big}),
         );
-        std::thread::sleep(Duration::from_millis(40));
+        if stalled_at.is_none() {
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            while answered() <= id && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if answered() <= id {
+                stalled_at = Some(answered());
+            }
+        }
     }
-    std::thread::sleep(Duration::from_secs(1));
-    let grown = rss(child.id()).saturating_sub(before);
-    // Unbounded, the 48 answers (48 MiB) would all be held.
-    assert!(grown < 36 << 20, "the gateway grew by {} MiB", grown >> 20);
+    let stalled_at = stalled_at.expect("every request was read and answered: nothing held back");
+    // 16 MiB of 1 MiB answers, and the one that crossed the line.
+    assert!(
+        stalled_at <= 20,
+        "{stalled_at} answers made for a client that reads none"
+    );
 
     let stdout = child.stdout.take().unwrap();
-    let mut answered = std::collections::BTreeSet::new();
+    let mut ids = std::collections::BTreeSet::new();
     for line in std::io::BufReader::new(stdout).lines() {
         let message: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
         if let Some(id) = message["id"].as_u64().filter(|id| *id >= 100) {
             assert!(message["result"]["content"][0]["text"].is_string(), "{id}");
-            answered.insert(id);
-            if answered.len() as u64 == CALLS {
+            ids.insert(id);
+            if ids.len() == CALLS {
                 break;
             }
         }
     }
-    assert_eq!(answered.len() as u64, CALLS);
+    assert_eq!(ids.len(), CALLS);
     drop(stdin);
     let _ = child.wait();
 }

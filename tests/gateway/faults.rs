@@ -222,7 +222,7 @@ fn a_thousand_calls_in_flight() {
 }
 
 /// The example servers' pids, asked through the gateway.
-fn server_pids(client: &mut Client, servers: &[&str]) -> Vec<u32> {
+pub(crate) fn server_pids(client: &mut Client, servers: &[&str]) -> Vec<u32> {
     servers
         .iter()
         .map(|s| {
@@ -284,7 +284,7 @@ fn restarted(client: &mut Client, server: &str) -> Value {
     })
 }
 
-fn assert_gone(pids: &[u32]) {
+pub(crate) fn assert_gone(pids: &[u32]) {
     for pid in pids {
         eventually(
             Duration::from_secs(5),

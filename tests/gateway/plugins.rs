@@ -286,7 +286,11 @@ fn wait_list_change(
 
 /// The tool names once they satisfy `want`, waiting for `notifications/tools/list_changed`
 /// while they do not.
-fn wait_tools(client: &mut Client, what: &str, want: impl Fn(&[String]) -> bool) -> Vec<String> {
+pub(crate) fn wait_tools(
+    client: &mut Client,
+    what: &str,
+    want: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
     let deadline = Instant::now() + LOAD_TIMEOUT;
     loop {
         let names = client.tool_names();
@@ -802,8 +806,10 @@ fn limits_stop_a_plugin_and_the_gateway_keeps_serving() {
         json!({"q": "What is the weather in Paris tomorrow?"}),
     );
     assert_eq!(text(&result), "checked", "{result}");
+    // Bounded steps: seconds at worst on a loaded machine, not the minutes or more the
+    // pattern takes unbounded.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(20),
         "the check took {:?}",
         started.elapsed()
     );
@@ -2002,20 +2008,15 @@ fn a_plugin_flooded_with_slow_calls_leaves_instances_to_the_others() {
         })
         .collect();
     client.result("ping", json!({}));
-    let started = Instant::now();
-    assert_eq!(
-        text(&call_ok(
-            &mut client,
-            "other__echo",
-            json!({"text": "not starved"})
-        )),
-        "not starved"
+    // Answered before any of the second-long calls ends: it did not wait for an instance.
+    let other = client.send_request(
+        "tools/call",
+        json!({"name": "other__echo", "arguments": {"text": "not starved"}}),
     );
-    assert!(
-        started.elapsed() < Duration::from_millis(900),
-        "{:?}",
-        started.elapsed()
-    );
+    let (before, answer) = client.until_response(&other, TIMEOUT);
+    assert_eq!(text(&answer["result"]), "not starved");
+    let slow_answered = before.iter().filter(|m| ids.contains(&m["id"])).count();
+    assert_eq!(slow_answered, 0, "other waited for slow calls to end");
     let texts: Vec<String> = ids
         .iter()
         .map(|id| text(&client.wait_response(id, TIMEOUT)["result"]).to_string())

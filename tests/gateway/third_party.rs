@@ -24,7 +24,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The server's command, or `None` after reporting the skip; under CI, a missing one fails.
-fn require(what: &str, found: Option<PathBuf>, how: &str) -> Option<PathBuf> {
+pub(crate) fn require(what: &str, found: Option<PathBuf>, how: &str) -> Option<PathBuf> {
     if found.is_some() {
         return found;
     }
@@ -36,7 +36,7 @@ fn require(what: &str, found: Option<PathBuf>, how: &str) -> Option<PathBuf> {
     None
 }
 
-fn time_server() -> Option<PathBuf> {
+pub(crate) fn time_server() -> Option<PathBuf> {
     let found = std::env::var_os("WASMGATE_TIME_SERVER")
         .map(PathBuf::from)
         .filter(|p| is_executable(p))
@@ -237,4 +237,57 @@ fn everything_server_sampling() {
     let response = client.wait_response(&id, TIMEOUT);
     let result: &Value = &response["result"];
     assert!(text(result).contains("four, says the client"), "{response}");
+}
+
+/// The official Python SDK's client (it comes with mcp-server-time) through the gateway: the
+/// handshake, lists, a call with progress, a sampling request answered by its callback,
+/// logging, an error result, a JSON-RPC error, resources and prompts, as a client built on
+/// the SDK sees them (tests/gateway/fixtures/sdk_client.py).
+#[test]
+fn the_python_sdk_client_sees_a_whole_session() {
+    let Some(time) = time_server() else { return };
+    let python = time.with_file_name("python");
+    let python = require(
+        "the MCP Python SDK",
+        Some(python).filter(|p| is_executable(p)),
+        "pip install mcp",
+    )
+    .expect("found with mcp-server-time");
+    let dir = crate::harness::TestDir::new("sdk");
+    let config = dir.write(
+        "gateway.toml",
+        &config().example("ex", &[]).render(&dir.path),
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/sdk_client.py");
+    let output = std::process::Command::new(&python)
+        .arg(&script)
+        .arg(crate::harness::wasmgate())
+        .arg(&config)
+        .env_remove("WASMGATE_CONFIG")
+        .output()
+        .expect("run the SDK client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    assert_eq!(seen["server"], "wasmgate");
+    let tools = seen["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("ex__echo")) && tools.contains(&json!("gateway_status")));
+    assert_eq!(seen["echo"], "via the sdk");
+    assert_eq!(seen["slow"], "slept 300 ms");
+    assert_eq!(seen["progress"], json!([1.0, 2.0, 3.0]));
+    assert_eq!(seen["sampled"], json!(["hello"]));
+    assert_eq!(seen["sample"], "sampled: hello");
+    assert_eq!(seen["fail_is_error"], true);
+    assert_eq!(seen["error"], "example error");
+    assert_eq!(seen["logs"], json!(["careful"]));
+    assert_eq!(
+        seen["resources"],
+        json!(["example://static/blob", "example://static/hello"])
+    );
+    assert_eq!(seen["read"], "hello from example");
+    assert_eq!(seen["prompt"], "Hello, Ada!");
 }

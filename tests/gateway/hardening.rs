@@ -184,6 +184,11 @@ fn a_read_write_grant_over_the_gateways_own_files_is_refused() {
     let (code, out) = check(&dir, &config);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("plugin `p`'s component"), "{out}");
+    // A plugin folder others may write: said, since a file dropped there is served.
+    std::fs::set_permissions(dir.join("plugins"), PermissionsExt::from_mode(0o777)).unwrap();
+    let (code, out) = check(&dir, &format!("[plugins]\ndir = \"{d}/plugins\"\n"));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("is writable by group or others"), "{out}");
 }
 
 /// Cache entries written by another cache, or crafted to pass the old checksum, are not

@@ -14,7 +14,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
 use wasmgate::gateway::Gateway;
 use wasmgate::session::Session;
 
@@ -86,7 +85,7 @@ async fn measure(plugin: PathBuf, kinds: &[(&str, &str)], rounds: usize, calls: 
     let config = wasmgate::config::load_with_plugin_files(None, &[plugin]).expect("config");
     let gateway = Gateway::start(config);
     gateway.wait_for_start(true).await;
-    let (out, mut answers) = mpsc::unbounded_channel();
+    let (out, mut answers) = wasmgate::pipe::outbox::outbox("the bench");
     let session = Session::new(gateway.clone(), out);
     session.handle_line(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"session_cpu","version":"0"}}}"#);
     answers.recv().await.expect("initialize answered");
@@ -115,8 +114,8 @@ async fn measure(plugin: PathBuf, kinds: &[(&str, &str)], rounds: usize, calls: 
                 // An answer not queued in the request's first poll comes from a task (a
                 // plugin call that made its own instance, say): wait for it.
                 let answer = match answers.try_recv() {
-                    Ok(answer) => answer,
-                    Err(_) => answers.recv().await.expect("an answer"),
+                    Some(answer) => answer,
+                    None => answers.recv().await.expect("an answer"),
                 };
                 spent += started.elapsed();
                 if !answer.contains(r#""result""#) || answer.contains(r#""isError":true"#) {

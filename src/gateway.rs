@@ -485,7 +485,7 @@ impl Gateway {
             return;
         }
         let bundled = if plugins.bundled {
-            crate::plugin::bundled::BUNDLED_PLUGINS
+            crate::bundled::BUNDLED_PLUGINS
         } else {
             &[]
         };

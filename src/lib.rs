@@ -6,13 +6,14 @@
 //! - `config`: the file schemas, validation, and the model the rest reads.
 //! - `protocol`: the JSON-RPC 2.0 envelope, error codes, version negotiation.
 //! - `transport`: how clients reach the gateway (`stdio`).
-//! - `outbox`: bounded queues of lines to a client's stdout or a server's stdin, and their writer.
+//! - `pipe`: newline-delimited JSON-RPC over pipes: bounded line reading, bounded outgoing queues.
 //! - `session`: one client: lifecycle, requests in flight, requests to the client.
 //! - `router`: the catalog snapshot, method dispatch, name and token rewriting.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
 //! - `backend`: where tools live: subprocess MCP servers (`backend::process`).
 //! - `plugin`: the WASM plugin host: wasmtime engine, sandbox, limits, cache, hot reload.
 //! - `schema`: JSON Schema checks (tool arguments, plugin schemas and structured output).
+//! - `bundled`: the shipped plugins' components, compiled into the binary by `build.rs`.
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
 //! - `reload`: config file watching.
 //! - `telemetry`: logging to stderr and the event log.
@@ -31,6 +32,7 @@
 
 pub mod backend;
 pub mod builtin;
+pub mod bundled;
 pub mod cli;
 pub mod config;
 pub mod descriptors;
@@ -38,7 +40,7 @@ pub mod file_events;
 pub mod gateway;
 pub mod memory;
 pub mod nesting;
-pub mod outbox;
+pub mod pipe;
 pub mod plugin;
 pub mod protocol;
 pub mod reload;

@@ -622,7 +622,7 @@ impl Gateway {
         tool: &str,
         arguments: Value,
     ) -> Result<Value, RpcError> {
-        let (out, _discarded) = crate::outbox::outbox("nobody");
+        let (out, _discarded) = crate::pipe::outbox::outbox("nobody");
         let session = crate::session::Session::new(self.clone(), out);
         let context = RequestContext {
             trace_id: crate::telemetry::events::new_trace_id(),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::gateway::Gateway;
-use crate::outbox::Outbox;
+use crate::pipe::outbox::Outbox;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
 use crate::telemetry::events::new_trace_id;
 

@@ -18,10 +18,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::ServerConfig;
-use crate::outbox::{Outbox, outbox, write_lines};
+use crate::pipe::lines::{self, Line};
+use crate::pipe::outbox::{Outbox, outbox, write_lines};
 use crate::protocol::{self, Message, RpcError};
 use crate::telemetry::events::{EventLog, Status};
-use crate::transport::lines::{self, Line};
 
 /// What the gateway offers to forward to its servers. Servers are shared and start
 /// before any client connects, so this is what the gateway can do, not what a client can.

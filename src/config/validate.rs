@@ -961,7 +961,7 @@ pub fn namespace_for(name: &str) -> String {
 
 /// Whether `name` is one of the plugins built into this binary.
 pub(crate) fn is_bundled(name: &str) -> bool {
-    crate::plugin::bundled::BUNDLED_PLUGINS
+    crate::bundled::BUNDLED_PLUGINS
         .iter()
         .any(|(bundled, _)| *bundled == name)
 }

@@ -6,7 +6,6 @@
 //! compiled `Component` and `InstancePre`; per call one `Store`.
 
 mod bindings;
-pub mod bundled;
 mod cache;
 mod convert;
 mod engine;

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
-use super::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::gateway::Gateway;
-use crate::outbox::{outbox, write_lines};
+use crate::pipe::lines::{Line, MAX_MESSAGE, read_line, reuse};
+use crate::pipe::outbox::{outbox, write_lines};
 use crate::session::Session;
 
 /// How long the answers already queued may take to go out once the client closed stdin

@@ -130,13 +130,15 @@ impl Outbox {
 }
 
 impl Inbox {
-    async fn recv(&mut self) -> Option<String> {
+    /// The next line, once the writer side queued one; `None` when every sender is gone.
+    pub async fn recv(&mut self) -> Option<String> {
         let line = self.rx.recv().await?;
         self.taken(&line);
         Some(line)
     }
 
-    fn try_recv(&mut self) -> Option<String> {
+    /// The next line if one is queued now.
+    pub fn try_recv(&mut self) -> Option<String> {
         let line = self.rx.try_recv().ok()?;
         self.taken(&line);
         Some(line)

@@ -11,37 +11,6 @@ use crate::gateway::Gateway;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
 
-pub fn tool_definitions() -> Vec<Value> {
-    vec![
-        json!({
-            "name": "gateway_status",
-            "title": "Gateway status",
-            "description": "Status of the wasmgate gateway and of every backend (servers and plugins): state, namespace, tool counts, restarts, last error.",
-            "inputSchema": {"type": "object", "properties": {}, "required": [], "additionalProperties": false},
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
-        }),
-        json!({
-            "name": "get_events",
-            "title": "Gateway events",
-            "description": "Query the gateway's event log (newest first): backend lifecycle, tool calls, catalog and config changes.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "trace_id": {"type": "string", "description": "Only events of this trace"},
-                    "event_type": {"type": "string", "description": "e.g. tool.called, backend.crashed, plugin.reloaded"},
-                    "status": {"type": "string", "enum": ["success", "failure", "pending"]},
-                    "since": {"type": "string", "description": "RFC 3339 timestamp: only events at or after it"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 10000, "default": 100}
-                },
-                "required": [],
-                // A misspelt filter must not quietly return every event.
-                "additionalProperties": false
-            },
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
-        }),
-    ]
-}
-
 pub fn call(gateway: &Gateway, tool: &str, arguments: &Value) -> Result<Value, RpcError> {
     let payload = match tool {
         "gateway_status" => status(gateway),

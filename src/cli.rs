@@ -230,7 +230,7 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     let builtin = gateway
         .catalog()
         .tool(tool)
-        .is_some_and(|route| matches!(route.target, crate::router::catalog::Target::Builtin));
+        .is_some_and(|route| matches!(route.target, crate::catalog::Target::Builtin));
     if builtin {
         // `gateway_status` and `get_events` report on the backends: after their start, so
         // that `wasmgate call gateway_status` can serve as a health check.

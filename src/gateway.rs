@@ -13,11 +13,11 @@ use tokio::sync::mpsc;
 
 use crate::backend::process::ProcessBackend;
 use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered, ListKind};
+use crate::catalog::{Catalog, Source, Target};
 use crate::config::Config;
+use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol::{self, RpcError};
-use crate::router::catalog::{Catalog, Source, Target};
-use crate::session::Session;
 use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
 
@@ -33,14 +33,14 @@ pub struct Gateway {
     plugins: ArcSwapOption<PluginHost>,
     /// True while the plugin host is still loading (the first lists wait for it).
     plugins_loading: tokio::sync::watch::Sender<bool>,
-    sessions: Mutex<Vec<Weak<Session>>>,
+    sessions: Mutex<Vec<Weak<ClientPeer>>>,
     /// Gateway progress token -> the server it was given to, the session and the token its
     /// client chose.
     progress: Mutex<HashMap<String, ProgressRoute>>,
     /// Every server present at start has left `Starting` and the catalog shows it.
     startup_settled: std::sync::atomic::AtomicBool,
     /// URI -> sessions subscribed to it.
-    subscriptions: Mutex<HashMap<String, Vec<Weak<Session>>>>,
+    subscriptions: Mutex<HashMap<String, Vec<Weak<ClientPeer>>>>,
     /// URI -> the server a subscription to it went to (told again when it restarts).
     subscribed_through: Mutex<HashMap<String, String>>,
     /// The last level a client set with `logging/setLevel`, which every server gets.
@@ -180,13 +180,13 @@ impl Gateway {
         *self.plugins_loading.borrow()
     }
 
-    pub fn register_session(&self, session: &Arc<Session>) {
+    pub fn register_peer(&self, session: &Arc<ClientPeer>) {
         let mut sessions = self.sessions.lock().unwrap();
         sessions.retain(|s| s.strong_count() > 0);
         sessions.push(Arc::downgrade(session));
     }
 
-    fn live_sessions(&self) -> Vec<Arc<Session>> {
+    fn live_sessions(&self) -> Vec<Arc<ClientPeer>> {
         self.sessions
             .lock()
             .unwrap()
@@ -268,7 +268,7 @@ impl Gateway {
         ));
         let next = Catalog::build(
             &config.gateway.separator,
-            crate::builtin::tool_definitions(),
+            crate::catalog::builtin_tools::definitions(),
             &sources,
         );
         let previous = self.catalog.load_full();
@@ -323,7 +323,7 @@ impl Gateway {
     pub fn register_progress(
         &self,
         server: &str,
-        session: &Arc<Session>,
+        session: &Arc<ClientPeer>,
         token: Value,
     ) -> ProgressMapping<'_> {
         let ours = format!("wg-{}", uuid::Uuid::new_v4().simple());
@@ -343,7 +343,7 @@ impl Gateway {
 
     /// Records `session`'s subscription to `uri` on `server`; once per session, however
     /// often it asks. `false` when it was subscribed already.
-    pub fn subscribe(&self, session: &Arc<Session>, uri: &str, server: &str) -> bool {
+    pub fn subscribe(&self, session: &Arc<ClientPeer>, uri: &str, server: &str) -> bool {
         self.subscribed_through
             .lock()
             .unwrap()
@@ -390,7 +390,7 @@ impl Gateway {
     }
 
     /// Returns true when no session is subscribed to `uri` any more.
-    pub fn unsubscribe(&self, session: &Arc<Session>, uri: &str) -> bool {
+    pub fn unsubscribe(&self, session: &Arc<ClientPeer>, uri: &str) -> bool {
         let mut subs = self.subscriptions.lock().unwrap();
         let Some(list) = subs.get_mut(uri) else {
             return true;
@@ -426,7 +426,7 @@ impl Gateway {
             let kept = next
                 .servers
                 .get(name)
-                .filter(|new| !new.disabled && crate::reload::same_process(old, new));
+                .filter(|new| !new.disabled && old.starts_same_process(new));
             let mut backends = self.backends.lock().unwrap();
             match kept {
                 Some(new) => {
@@ -545,7 +545,7 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
 /// Where a server's progress for one request goes, and what it sent so far.
 struct ProgressRoute {
     server: String,
-    session: Weak<Session>,
+    session: Weak<ClientPeer>,
     original: Value,
     /// The last `progress` passed on: MCP requires it to increase.
     last: Option<f64>,
@@ -823,7 +823,13 @@ impl Gateway {
             ));
         };
         session
-            .request_client(server, server_request_id, method, params)
+            .request_client(
+                server,
+                server_request_id,
+                method,
+                params,
+                self.config.load().gateway.timeout,
+            )
             .await
     }
 }

@@ -7,8 +7,12 @@
 //! - `protocol`: the JSON-RPC 2.0 envelope, error codes, version negotiation.
 //! - `transport`: how clients reach the gateway (`stdio`).
 //! - `pipe`: newline-delimited JSON-RPC over pipes: bounded line reading, bounded outgoing queues.
-//! - `session`: one client: lifecycle, requests in flight, requests to the client.
-//! - `router`: the catalog snapshot, method dispatch, name and token rewriting.
+//! - `session`: one client: lifecycle, requests in flight.
+//! - `peer`: what the gateway holds of a client: sending to it, what it negotiated, requests
+//!   forwarded to it.
+//! - `catalog`: the snapshot of every backend's tools, prompts and resources under their
+//!   served names, and where each name routes.
+//! - `router`: method dispatch over the catalog, name and token rewriting.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
 //! - `backend`: where tools live: subprocess MCP servers (`backend::process`).
 //! - `plugin`: the WASM plugin host: wasmtime engine, sandbox, limits, cache, hot reload.
@@ -33,6 +37,7 @@
 pub mod backend;
 pub mod builtin;
 pub mod bundled;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod descriptors;
@@ -40,6 +45,7 @@ pub mod file_events;
 pub mod gateway;
 pub mod memory;
 pub mod nesting;
+pub mod peer;
 pub mod pipe;
 pub mod plugin;
 pub mod protocol;

@@ -10,23 +10,12 @@ use notify::{RecursiveMode, Watcher};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::config::{self, ServerConfig};
+use crate::config;
 use crate::gateway::Gateway;
 use crate::telemetry::events::Status;
 
 /// Quiet time after the last file event before the config is read.
 const DEBOUNCE: Duration = Duration::from_millis(150);
-
-/// True when a running server's process can serve the new entry: what starts the process
-/// is unchanged. Everything else (tool filters, timeouts, namespace) is applied to it live,
-/// so that editing a filter does not kill the calls in flight.
-pub fn same_process(old: &ServerConfig, new: &ServerConfig) -> bool {
-    old.command == new.command
-        && old.args == new.args
-        && old.env == new.env
-        && old.inherit_env == new.inherit_env
-        && old.cwd == new.cwd
-}
 
 /// Watches `path` until the returned watcher is dropped.
 /// `plugin_files` (`--plugin`) are added to each new version of the config, as at start.

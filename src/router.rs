@@ -1,10 +1,6 @@
 //! Dispatch of MCP methods: finds the backend in the catalog snapshot, rewrites what
 //! must be rewritten (names, progress tokens, cursors) and passes the rest untouched.
 
-pub mod catalog;
-pub mod names;
-pub mod uri_template;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,12 +8,19 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::process::ProcessBackend;
 use crate::backend::{BackendError, BackendState};
+use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
+use crate::peer::ClientPeer;
 use crate::plugin::PluginCallError;
 use crate::protocol::{self, Reply, RpcError};
-use crate::session::RequestContext;
 use crate::telemetry::events::{CallFields, Status};
-use catalog::Target;
+
+/// State of one request: what the stateless protocol versions carry in `_meta` instead of the session.
+pub struct RequestContext {
+    pub trace_id: String,
+    /// The client that asked.
+    pub peer: Arc<ClientPeer>,
+}
 
 /// A call to a server or plugin, recorded as a `tool.called` event once it ends: by its
 /// outcome, or (dropped unended) as cancelled, so the events agree with the call counts.
@@ -166,7 +169,7 @@ impl Gateway {
         self.wait_for_startup().await;
         // After the start-up wait (this answer holds what joined meanwhile) and before
         // the catalog is read: a change from here on is announced to the client.
-        context.session.mark_listed(method);
+        context.peer.mark_listed(method);
         let catalog = self.catalog();
         let items = pick(&catalog);
         let page_size = self.config.load().gateway.page_size.max(1);
@@ -286,7 +289,7 @@ impl Gateway {
         let host = self.plugin_host().ok_or_else(unavailable)?;
         // Progress goes straight to the asking session: no backend id to map.
         let progress = progress_token(params).map(|token| {
-            let session = Arc::downgrade(&context.session);
+            let session = Arc::downgrade(&context.peer);
             let token = token.clone();
             let sink: crate::plugin::ProgressSink = Arc::new(move |progress, total, message| {
                 let Some(session) = session.upgrade() else {
@@ -337,7 +340,7 @@ impl Gateway {
         let Some(token) = progress_token(&params).cloned() else {
             return (params, None);
         };
-        let mapping = self.register_progress(server, &context.session, token);
+        let mapping = self.register_progress(server, &context.peer, token);
         params["_meta"]["progressToken"] = Value::String(mapping.token.clone());
         (params, Some(mapping))
     }
@@ -466,15 +469,15 @@ impl Gateway {
             "resources/subscribe" => {
                 // Recorded before it is sent, so no update in between is missed; dropped
                 // if the server refuses it, so that a restart does not send it again.
-                let added = self.subscribe(&context.session, &uri, target.server());
+                let added = self.subscribe(&context.peer, &uri, target.server());
                 let answer = self.forward(context, &target, method, params).await;
                 if answer.is_err() && added {
-                    self.unsubscribe(&context.session, &uri);
+                    self.unsubscribe(&context.peer, &uri);
                 }
                 return answer;
             }
             "resources/unsubscribe" => {
-                if !self.unsubscribe(&context.session, &uri) {
+                if !self.unsubscribe(&context.peer, &uri) {
                     // Another session still wants updates: keep the server's subscription.
                     return Ok(json!({}).into());
                 }
@@ -537,7 +540,7 @@ impl Gateway {
             )));
         };
         // Plugins log to the session that set a level (see `plugin_log_sink`).
-        context.session.set_log_level(rank);
+        context.peer.set_log_level(rank);
         self.set_server_log_level(level);
         let mut forwards = Vec::new();
         for backend in self
@@ -567,8 +570,8 @@ impl Gateway {
 /// A plugin's `host.log` lines, as `notifications/message` to the calling session once its
 /// client has asked for messages with `logging/setLevel` (at that level or above).
 fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plugin::LogSink> {
-    context.session.log_level()?;
-    let session = Arc::downgrade(&context.session);
+    context.peer.log_level()?;
+    let session = Arc::downgrade(&context.peer);
     let logger = plugin.to_string();
     Some(Arc::new(move |level: &'static str, message: &str| {
         if let Some(session) = session.upgrade() {
@@ -597,7 +600,7 @@ fn required_string(params: &Value, method: &str, key: &str) -> Result<String, Rp
 /// Invalid arguments as the client's protocol version has them: a tool error result the
 /// model reads (2025-11-25 on), or error -32602 (before).
 fn argument_error(context: &RequestContext, error: RpcError) -> Result<Reply, RpcError> {
-    if context.session.argument_errors_are_results() {
+    if context.peer.argument_errors_are_results() {
         Ok(Reply::from(protocol::error_result(error.message)))
     } else {
         Err(error)
@@ -616,17 +619,17 @@ fn decode_cursor(cursor: &Value) -> Option<usize> {
 }
 
 impl Gateway {
-    /// One tool call outside any client session (the `call` command).
+    /// One tool call outside any client session (the `call` command): through the same
+    /// dispatch, for a peer that no notification reaches.
     pub async fn call_once(
         self: &std::sync::Arc<Self>,
         tool: &str,
         arguments: Value,
     ) -> Result<Value, RpcError> {
-        let (out, _discarded) = crate::pipe::outbox::outbox("nobody");
-        let session = crate::session::Session::new(self.clone(), out);
+        let (out, _nobody) = crate::pipe::outbox::outbox("nobody");
         let context = RequestContext {
             trace_id: crate::telemetry::events::new_trace_id(),
-            session,
+            peer: Arc::new(crate::peer::ClientPeer::new(out)),
         };
         self.call_tool(&context, json!({"name": tool, "arguments": arguments}))
             .await

@@ -1,33 +1,20 @@
-//! One client connection, whatever the transport: the MCP lifecycle, version
-//! negotiation, requests in flight (for cancellation) and requests the gateway sends
-//! to the client. Per-request state lives in `RequestContext`, apart from the session's.
+//! One client connection, whatever the transport: the MCP lifecycle, version negotiation,
+//! and requests in flight (for cancellation). What the gateway holds of the client is its
+//! `peer::ClientPeer`; per-request state lives in `RequestContext`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::gateway::Gateway;
+use crate::peer::ClientPeer;
 use crate::pipe::outbox::Outbox;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
+use crate::router::RequestContext;
 use crate::telemetry::events::new_trace_id;
-
-/// What a client said about itself at `initialize`.
-#[derive(Debug, Clone, Default)]
-struct ClientState {
-    initialized: bool,
-    protocol_version: String,
-    capabilities: Value,
-    info: Value,
-}
-
-/// State of one request: what the stateless protocol versions carry in `_meta` instead of the session.
-pub struct RequestContext {
-    pub trace_id: String,
-    pub session: Arc<Session>,
-}
 
 /// A client request in flight: the switch that cancels it, and which request it is (an id
 /// may be used again once its request ended, while the task of the old one still winds down).
@@ -52,150 +39,39 @@ enum BatchEntry {
     Running(Value, tokio::task::JoinHandle<Outcome>),
 }
 
-/// A request the gateway forwarded to the client on a server's behalf.
-struct Forwarded {
-    server: String,
-    server_request_id: Value,
-    reply: oneshot::Sender<Result<Value, RpcError>>,
-}
-
 pub struct Session {
-    pub id: u64,
     pub gateway: Arc<Gateway>,
-    out: Outbox,
-    client: Mutex<ClientState>,
+    /// What the gateway holds of this client.
+    pub peer: Arc<ClientPeer>,
     /// Client requests in flight, by [`request_key`] of their id.
     in_flight: Mutex<HashMap<String, InFlight>>,
     next_serial: AtomicU64,
-    forwarded: Mutex<HashMap<u64, Forwarded>>,
-    next_request_id: AtomicU64,
     /// Woken whenever a request in flight ends, for the drain after the client left.
     request_ended: tokio::sync::Notify,
-    /// The client's `logging/setLevel`, as a rank from debug (0) to emergency (7);
-    /// `NO_LOG_LEVEL` until it sets one.
-    log_level: AtomicU8,
-    /// Which lists the client has asked for ([`list_bit`]): a list change is announced
-    /// only to a client that holds a list it makes stale.
-    listed: AtomicU8,
 }
-
-const NO_LOG_LEVEL: u8 = u8::MAX;
-
-/// The bit of [`Session::listed`] for a list request or its change notification.
-fn list_bit(method: &str) -> Option<u8> {
-    match method {
-        "tools/list" | "notifications/tools/list_changed" => Some(1),
-        "prompts/list" | "notifications/prompts/list_changed" => Some(2),
-        "resources/list" | "resources/templates/list" | "notifications/resources/list_changed" => {
-            Some(4)
-        }
-        _ => None,
-    }
-}
-
-static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
 
 impl Session {
     /// `out` receives every line to send to the client, in order.
     pub fn new(gateway: Arc<Gateway>, out: Outbox) -> Arc<Session> {
-        let session = Arc::new(Session {
-            id: NEXT_SESSION.fetch_add(1, Ordering::Relaxed),
+        let peer = Arc::new(ClientPeer::new(out));
+        gateway.register_peer(&peer);
+        Arc::new(Session {
             gateway,
-            out,
-            client: Mutex::new(ClientState::default()),
+            peer,
             in_flight: Mutex::new(HashMap::new()),
             next_serial: AtomicU64::new(0),
-            forwarded: Mutex::new(HashMap::new()),
-            next_request_id: AtomicU64::new(1),
             request_ended: tokio::sync::Notify::new(),
-            log_level: AtomicU8::new(NO_LOG_LEVEL),
-            listed: AtomicU8::new(0),
-        });
-        session.gateway.register_session(&session);
-        session
+        })
     }
 
+    /// Sends a message to the client (answers and requests always; notifications unless it
+    /// stopped reading).
     pub fn send(&self, message: Value) {
-        // A notification to a client that stopped reading is dropped (and counted); answers
-        // and requests always queue, and the reader stops taking requests meanwhile.
-        if message.get("id").is_none() {
-            self.out.send_or_drop(message.to_string());
-        } else {
-            self.out.send(message.to_string());
-        }
+        self.peer.send(message);
     }
 
     fn send_line(&self, line: String) {
-        self.out.send(line);
-    }
-
-    /// Sends a notification once the client is past `initialize`.
-    pub fn notify(&self, method: &str, params: Option<Value>) {
-        if self.client.lock().unwrap().initialized {
-            self.send(protocol::notification(method, params));
-        }
-    }
-
-    /// Sends `notifications/{tools,prompts,resources}/list_changed`, if the client has
-    /// listed what changed. A client that lists later gets the new list anyway; before its
-    /// first list (while plugins load at start-up, say) the notice would only make it list twice.
-    pub fn notify_list_changed(&self, method: &str) {
-        let listed = self.listed.load(Ordering::Acquire);
-        if list_bit(method).is_none_or(|bit| listed & bit != 0) {
-            self.notify(method, None);
-        }
-    }
-
-    /// The client is about to read a list (`method`): changes to it are announced from now on.
-    pub fn mark_listed(&self, method: &str) {
-        if let Some(bit) = list_bit(method) {
-            self.listed.fetch_or(bit, Ordering::AcqRel);
-        }
-    }
-
-    pub fn set_log_level(&self, rank: u8) {
-        self.log_level.store(rank, Ordering::Relaxed);
-    }
-
-    /// The rank of the client's `logging/setLevel`, if it set one.
-    pub fn log_level(&self) -> Option<u8> {
-        Some(self.log_level.load(Ordering::Relaxed)).filter(|&r| r != NO_LOG_LEVEL)
-    }
-
-    /// Whether the level the client set admits a message at `level`; `unset`: the answer
-    /// when it set none.
-    pub fn admits_log(&self, level: &str, unset: bool) -> bool {
-        let rank = protocol::log_rank(level);
-        match self.log_level() {
-            Some(min) => rank >= Some(min),
-            None => unset,
-        }
-    }
-
-    /// Sends `notifications/message` if the client's level admits `level`; `unset`: whether
-    /// a client that set no level gets it.
-    pub fn log(&self, level: &str, logger: &str, data: &str, unset: bool) {
-        if self.admits_log(level, unset) {
-            self.notify(
-                "notifications/message",
-                Some(json!({"level": level, "logger": logger, "data": data})),
-            );
-        }
-    }
-
-    /// Whether this client gets a tool's invalid arguments as a tool error result (its
-    /// protocol version is 2025-11-25 or later), not as error -32602.
-    pub fn argument_errors_are_results(&self) -> bool {
-        protocol::argument_errors_are_results(&self.client.lock().unwrap().protocol_version)
-    }
-
-    pub fn client_has(&self, capability: &str) -> bool {
-        self.client
-            .lock()
-            .unwrap()
-            .capabilities
-            .get(capability)
-            .is_some_and(|c| !c.is_null())
+        self.peer.send_line(line);
     }
 
     /// Resolves when no request is in flight, or at `deadline`.
@@ -236,13 +112,12 @@ impl Session {
     /// Batches are refused whole in a session at a version without them: one error, id null,
     /// since no single request of the batch is answered.
     fn batch_refused(&self) -> Option<RpcError> {
-        let client = self.client.lock().unwrap();
-        (client.initialized && !protocol::batching_allowed(&client.protocol_version)).then(|| {
+        let version = self.peer.protocol_version();
+        (self.peer.is_initialized() && !protocol::batching_allowed(&version)).then(|| {
             RpcError::new(
                 protocol::INVALID_REQUEST,
                 format!(
-                    "Invalid Request: JSON-RPC batching was removed in MCP 2025-06-18 and this session uses {}; send each message on its own line",
-                    client.protocol_version
+                    "Invalid Request: JSON-RPC batching was removed in MCP 2025-06-18 and this session uses {version}; send each message on its own line"
                 ),
             )
         })
@@ -266,7 +141,7 @@ impl Session {
                 }
             },
             Message::Notification { method, params } => self.notification(&method, params),
-            Message::Response { id, result } => self.client_answered(&id, result),
+            Message::Response { id, result } => self.peer.client_answered(&id, result),
         }
     }
 
@@ -386,24 +261,18 @@ impl Session {
     fn initialize(&self, params: Option<Value>) -> Result<Value, RpcError> {
         let (requested, capabilities, info) = initialize_params(params.as_ref())?;
         let version = protocol::negotiate_version(Some(requested));
+        if let Err(before) = self
+            .peer
+            .initialized(version, capabilities.clone(), info.clone())
         {
-            let mut client = self.client.lock().unwrap();
-            // Renegotiating mid-session would change the rules under requests in flight.
-            if client.initialized {
-                return Err(RpcError::new(
-                    protocol::INVALID_REQUEST,
-                    format!(
-                        "Invalid Request: already initialized (protocol version {}); initialize is sent once per session",
-                        client.protocol_version
-                    ),
-                ));
-            }
-            client.initialized = true;
-            client.protocol_version = version.to_string();
-            client.capabilities = capabilities.clone();
-            client.info = info.clone();
+            return Err(RpcError::new(
+                protocol::INVALID_REQUEST,
+                format!(
+                    "Invalid Request: already initialized (protocol version {before}); initialize is sent once per session"
+                ),
+            ));
         }
-        tracing::info!(session = self.id, client = %info, version, "client initialized");
+        tracing::info!(session = %self.peer.id, client = %info, version, "client initialized");
         Ok(self.gateway.initialize_result(version))
     }
 
@@ -412,7 +281,7 @@ impl Session {
         method: &str,
         params: Option<Value>,
     ) -> Result<Reply, RpcError> {
-        if method != "ping" && !self.client.lock().unwrap().initialized {
+        if method != "ping" && !self.peer.is_initialized() {
             return Err(RpcError::new(
                 protocol::NOT_INITIALIZED,
                 format!("Server not initialized: send `initialize` before `{method}`"),
@@ -421,7 +290,7 @@ impl Session {
         check_progress_token(params.as_ref())?;
         let context = RequestContext {
             trace_id: new_trace_id(),
-            session: self.clone(),
+            peer: self.peer.clone(),
         };
         self.gateway.dispatch(&context, method, params).await
     }
@@ -447,99 +316,7 @@ impl Session {
             _ => tracing::debug!(method, "client notification ignored"),
         }
     }
-
-    /// Sends a request to the client on behalf of `server` and waits for the answer.
-    pub async fn request_client(
-        &self,
-        server: &str,
-        server_request_id: Value,
-        method: &str,
-        params: Option<Value>,
-    ) -> Result<Value, RpcError> {
-        let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
-        let (reply, answer) = oneshot::channel();
-        {
-            let mut forwarded = self.forwarded.lock().unwrap();
-            if forwarded.len() >= MAX_FORWARDED {
-                return Err(RpcError::new(
-                    protocol::BACKEND_UNAVAILABLE,
-                    format!(
-                        "the client has {MAX_FORWARDED} requests from servers still unanswered; \
-                         {method} was not sent to it"
-                    ),
-                ));
-            }
-            forwarded.insert(
-                id,
-                Forwarded {
-                    server: server.to_string(),
-                    server_request_id,
-                    reply,
-                },
-            );
-        }
-        self.send(protocol::request(json!(format!("wg-{id}")), method, params));
-        // A client that never answers: the server's call would time out anyway, and the
-        // entry would stay for the session's life.
-        let limit = self.gateway.config.load().gateway.timeout;
-        match tokio::time::timeout(limit, answer).await {
-            Ok(answer) => answer.unwrap_or_else(|_| {
-                Err(RpcError::new(
-                    protocol::INTERNAL_ERROR,
-                    "the client went away",
-                ))
-            }),
-            Err(_) => {
-                if self.forwarded.lock().unwrap().remove(&id).is_some() {
-                    self.send(protocol::notification(
-                        "notifications/cancelled",
-                        Some(json!({"requestId": format!("wg-{id}"), "reason": "timed out"})),
-                    ));
-                }
-                Err(RpcError::new(
-                    protocol::REQUEST_TIMEOUT,
-                    format!(
-                        "the client did not answer {method} within {} ms",
-                        limit.as_millis()
-                    ),
-                ))
-            }
-        }
-    }
-
-    fn client_answered(&self, id: &Value, result: Result<Value, RpcError>) {
-        let Some(n) = id
-            .as_str()
-            .and_then(|s| s.strip_prefix("wg-"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            tracing::debug!(%id, "answer to no request of ours");
-            return;
-        };
-        if let Some(forwarded) = self.forwarded.lock().unwrap().remove(&n) {
-            let _ = forwarded.reply.send(result);
-        }
-    }
-
-    /// The server `server` cancelled its request `request_id`: pass that on if it came through here.
-    pub fn cancel_forwarded(&self, server: &str, request_id: &Value) {
-        let mut forwarded = self.forwarded.lock().unwrap();
-        let found = forwarded
-            .iter()
-            .find(|(_, f)| f.server == server && &f.server_request_id == request_id)
-            .map(|(id, _)| *id);
-        if let Some(id) = found {
-            forwarded.remove(&id);
-            self.send(protocol::notification(
-                "notifications/cancelled",
-                Some(json!({"requestId": format!("wg-{id}")})),
-            ));
-        }
-    }
 }
-
-/// Requests from servers one client may have unanswered at once.
-const MAX_FORWARDED: usize = 64;
 
 /// Polls a request's future once here, on the reader's turn, and spawns a task for it only
 /// if it waits. Most requests end in that poll (a plugin call on a ready instance, a list

@@ -81,6 +81,19 @@ pub struct ServerConfig {
     pub disabled: bool,
 }
 
+impl ServerConfig {
+    /// True when a running server's process can serve the `new` entry: what starts the
+    /// process is unchanged. Everything else (tool filters, timeouts, namespace) is applied
+    /// to it live, so that editing a filter does not kill the calls in flight.
+    pub fn starts_same_process(&self, new: &ServerConfig) -> bool {
+        self.command == new.command
+            && self.args == new.args
+            && self.env == new.env
+            && self.inherit_env == new.inherit_env
+            && self.cwd == new.cwd
+    }
+}
+
 /// Allow and deny globs over a backend's own tool names. Deny wins.
 #[derive(Debug, Clone, Default)]
 pub struct ToolFilter {

@@ -2,18 +2,21 @@
 //! Immutable once built; the gateway swaps in a new one (one pointer store) whenever a
 //! backend's lists change, so calls never wait on a lock.
 
+pub mod builtin_tools;
+pub mod names;
+pub mod uri_template;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::names;
-use super::uri_template::UriTemplate;
 use crate::backend::Discovered;
 use crate::backend::process::ProcessBackend;
 use crate::config::ToolFilter;
 use crate::schema::Patterns;
+use uri_template::UriTemplate;
 
 /// Where a request goes.
 #[derive(Clone)]

@@ -1,0 +1,279 @@
+//! The gateway's handle on one client, whatever the transport: how to send it messages,
+//! what it negotiated, the log level and lists it asked for, and the requests forwarded to it
+//! on a server's behalf. A session makes one; the gateway, router and backends hold it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::pipe::outbox::Outbox;
+use crate::protocol::{self, RpcError};
+
+/// What a client said about itself at `initialize`.
+#[derive(Debug, Clone, Default)]
+struct ClientState {
+    initialized: bool,
+    protocol_version: String,
+    capabilities: Value,
+    info: Value,
+}
+
+/// A request the gateway forwarded to the client on a server's behalf.
+struct Forwarded {
+    server: String,
+    server_request_id: Value,
+    reply: oneshot::Sender<Result<Value, RpcError>>,
+}
+
+pub struct ClientPeer {
+    /// Unguessable: the HTTP front will look sessions up by it.
+    pub id: String,
+    out: Outbox,
+    client: Mutex<ClientState>,
+    forwarded: Mutex<HashMap<u64, Forwarded>>,
+    next_request_id: AtomicU64,
+    /// The client's `logging/setLevel`, as a rank from debug (0) to emergency (7);
+    /// `NO_LOG_LEVEL` until it sets one.
+    log_level: AtomicU8,
+    /// Which lists the client has asked for ([`list_bit`]): a list change is announced
+    /// only to a client that holds a list it makes stale.
+    listed: AtomicU8,
+}
+
+const NO_LOG_LEVEL: u8 = u8::MAX;
+
+/// The bit of [`Session::listed`] for a list request or its change notification.
+fn list_bit(method: &str) -> Option<u8> {
+    match method {
+        "tools/list" | "notifications/tools/list_changed" => Some(1),
+        "prompts/list" | "notifications/prompts/list_changed" => Some(2),
+        "resources/list" | "resources/templates/list" | "notifications/resources/list_changed" => {
+            Some(4)
+        }
+        _ => None,
+    }
+}
+
+/// Requests from servers one client may have unanswered at once.
+const MAX_FORWARDED: usize = 64;
+
+impl ClientPeer {
+    /// `out` receives every line to send to the client, in order.
+    pub fn new(out: Outbox) -> ClientPeer {
+        ClientPeer {
+            id: uuid::Uuid::new_v4().to_string(),
+            out,
+            client: Mutex::new(ClientState::default()),
+            forwarded: Mutex::new(HashMap::new()),
+            next_request_id: AtomicU64::new(1),
+            log_level: AtomicU8::new(NO_LOG_LEVEL),
+            listed: AtomicU8::new(0),
+        }
+    }
+
+    /// Records what `initialize` negotiated; `Err` with the version already in force when
+    /// the client initialized before.
+    pub fn initialized(
+        &self,
+        version: &str,
+        capabilities: Value,
+        info: Value,
+    ) -> Result<(), String> {
+        let mut client = self.client.lock().unwrap();
+        // Renegotiating mid-session would change the rules under requests in flight.
+        if client.initialized {
+            return Err(client.protocol_version.clone());
+        }
+        client.initialized = true;
+        client.protocol_version = version.to_string();
+        client.capabilities = capabilities;
+        client.info = info;
+        Ok(())
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.client.lock().unwrap().initialized
+    }
+
+    /// The protocol version negotiated; empty before `initialize`.
+    pub fn protocol_version(&self) -> String {
+        self.client.lock().unwrap().protocol_version.clone()
+    }
+
+    pub fn send(&self, message: Value) {
+        // A notification to a client that stopped reading is dropped (and counted); answers
+        // and requests always queue, and the reader stops taking requests meanwhile.
+        if message.get("id").is_none() {
+            self.out.send_or_drop(message.to_string());
+        } else {
+            self.out.send(message.to_string());
+        }
+    }
+
+    pub fn send_line(&self, line: String) {
+        self.out.send(line);
+    }
+
+    /// Sends a notification once the client is past `initialize`.
+    pub fn notify(&self, method: &str, params: Option<Value>) {
+        if self.client.lock().unwrap().initialized {
+            self.send(protocol::notification(method, params));
+        }
+    }
+
+    /// Sends `notifications/{tools,prompts,resources}/list_changed`, if the client has
+    /// listed what changed. A client that lists later gets the new list anyway; before its
+    /// first list (while plugins load at start-up, say) the notice would only make it list twice.
+    pub fn notify_list_changed(&self, method: &str) {
+        let listed = self.listed.load(Ordering::Acquire);
+        if list_bit(method).is_none_or(|bit| listed & bit != 0) {
+            self.notify(method, None);
+        }
+    }
+
+    /// The client is about to read a list (`method`): changes to it are announced from now on.
+    pub fn mark_listed(&self, method: &str) {
+        if let Some(bit) = list_bit(method) {
+            self.listed.fetch_or(bit, Ordering::AcqRel);
+        }
+    }
+
+    pub fn set_log_level(&self, rank: u8) {
+        self.log_level.store(rank, Ordering::Relaxed);
+    }
+
+    /// The rank of the client's `logging/setLevel`, if it set one.
+    pub fn log_level(&self) -> Option<u8> {
+        Some(self.log_level.load(Ordering::Relaxed)).filter(|&r| r != NO_LOG_LEVEL)
+    }
+
+    /// Whether the level the client set admits a message at `level`; `unset`: the answer
+    /// when it set none.
+    pub fn admits_log(&self, level: &str, unset: bool) -> bool {
+        let rank = protocol::log_rank(level);
+        match self.log_level() {
+            Some(min) => rank >= Some(min),
+            None => unset,
+        }
+    }
+
+    /// Sends `notifications/message` if the client's level admits `level`; `unset`: whether
+    /// a client that set no level gets it.
+    pub fn log(&self, level: &str, logger: &str, data: &str, unset: bool) {
+        if self.admits_log(level, unset) {
+            self.notify(
+                "notifications/message",
+                Some(json!({"level": level, "logger": logger, "data": data})),
+            );
+        }
+    }
+
+    /// Whether this client gets a tool's invalid arguments as a tool error result (its
+    /// protocol version is 2025-11-25 or later), not as error -32602.
+    pub fn argument_errors_are_results(&self) -> bool {
+        protocol::argument_errors_are_results(&self.client.lock().unwrap().protocol_version)
+    }
+
+    pub fn client_has(&self, capability: &str) -> bool {
+        self.client
+            .lock()
+            .unwrap()
+            .capabilities
+            .get(capability)
+            .is_some_and(|c| !c.is_null())
+    }
+
+    /// Sends a request to the client on behalf of `server` and waits for the answer.
+    pub async fn request_client(
+        &self,
+        server: &str,
+        server_request_id: Value,
+        method: &str,
+        params: Option<Value>,
+        limit: Duration,
+    ) -> Result<Value, RpcError> {
+        let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut forwarded = self.forwarded.lock().unwrap();
+            if forwarded.len() >= MAX_FORWARDED {
+                return Err(RpcError::new(
+                    protocol::BACKEND_UNAVAILABLE,
+                    format!(
+                        "the client has {MAX_FORWARDED} requests from servers still unanswered; \
+                         {method} was not sent to it"
+                    ),
+                ));
+            }
+            forwarded.insert(
+                id,
+                Forwarded {
+                    server: server.to_string(),
+                    server_request_id,
+                    reply,
+                },
+            );
+        }
+        self.send(protocol::request(json!(format!("wg-{id}")), method, params));
+        // A client that never answers: the server's call would time out anyway, and the
+        // entry would stay for the session's life.
+        match tokio::time::timeout(limit, answer).await {
+            Ok(answer) => answer.unwrap_or_else(|_| {
+                Err(RpcError::new(
+                    protocol::INTERNAL_ERROR,
+                    "the client went away",
+                ))
+            }),
+            Err(_) => {
+                if self.forwarded.lock().unwrap().remove(&id).is_some() {
+                    self.send(protocol::notification(
+                        "notifications/cancelled",
+                        Some(json!({"requestId": format!("wg-{id}"), "reason": "timed out"})),
+                    ));
+                }
+                Err(RpcError::new(
+                    protocol::REQUEST_TIMEOUT,
+                    format!(
+                        "the client did not answer {method} within {} ms",
+                        limit.as_millis()
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// The client's answer to a request forwarded to it.
+    pub fn client_answered(&self, id: &Value, result: Result<Value, RpcError>) {
+        let Some(n) = id
+            .as_str()
+            .and_then(|s| s.strip_prefix("wg-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            tracing::debug!(%id, "answer to no request of ours");
+            return;
+        };
+        if let Some(forwarded) = self.forwarded.lock().unwrap().remove(&n) {
+            let _ = forwarded.reply.send(result);
+        }
+    }
+
+    /// The server `server` cancelled its request `request_id`: pass that on if it came through here.
+    pub fn cancel_forwarded(&self, server: &str, request_id: &Value) {
+        let mut forwarded = self.forwarded.lock().unwrap();
+        let found = forwarded
+            .iter()
+            .find(|(_, f)| f.server == server && &f.server_request_id == request_id)
+            .map(|(id, _)| *id);
+        if let Some(id) = found {
+            forwarded.remove(&id);
+            self.send(protocol::notification(
+                "notifications/cancelled",
+                Some(json!({"requestId": format!("wg-{id}")})),
+            ));
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! The call path: a turn and an instance for the call, the call under its limits, and
+//! the result turned into MCP content.
+
+use super::*;
+
+impl PluginHost {
+    /// Runs one tool in a fresh instance. Traps, exhausted limits and timeouts
+    /// are results with `isError: true` that name the plugin and the limit.
+    pub async fn call(
+        &self,
+        plugin: &str,
+        tool: &str,
+        arguments: Value,
+        ctx: CallContext,
+    ) -> Result<convert::Reply, PluginCallError> {
+        let slot = self
+            .slots
+            .load()
+            .get(plugin)
+            .cloned()
+            .ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
+        let version = slot.current.load_full();
+        if !version.has_tool(tool) {
+            return Err(PluginCallError::UnknownTool {
+                plugin: plugin.into(),
+                tool: tool.into(),
+                said: None,
+            });
+        }
+        slot.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let arguments = arguments.to_string();
+        let limit = ctx.timeout.min(version.settings.limits.timeout);
+        let started = Instant::now();
+        // The wait for a turn counts against the call's time; no timer when there is one.
+        let turn = match slot.turns.clone().try_acquire_owned() {
+            Ok(turn) => Ok(turn),
+            Err(_) => tokio::time::timeout(limit, slot.turns.clone().acquire_owned())
+                .await
+                .map_err(|_| ())
+                .and_then(|t| t.map_err(|_| ())),
+        };
+        let Ok(turn) = turn else {
+            let turns = slot.turn_limit.load(Ordering::Relaxed);
+            let reason = limits::no_turn_message(plugin, limit, turns);
+            tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
+            slot.stats.failed(&reason);
+            return Ok(convert::error_result(reason).into());
+        };
+        let time = TimeLimit {
+            limit,
+            since: started,
+        };
+        let ready = version.pool.take();
+        let inline = version.may_run_inline(ready.is_some());
+        let task_tool = tool.to_string();
+        let outcome = self
+            .run(
+                version.clone(),
+                time,
+                host_impl::Sinks {
+                    progress: ctx.progress,
+                    log: ctx.log,
+                },
+                ready.map_or_else(|| Instance::Make(self.instances.clone()), Instance::Ready),
+                inline,
+                |store, plugin| {
+                    Box::pin(async move {
+                        plugin
+                            .wasmgate_plugin_tool()
+                            .call_call_tool(store, &task_tool, &arguments)
+                            .await
+                    })
+                },
+            )
+            .await;
+        // Refilled after the call, not beside it: on few cores a refill that
+        // starts first would hold the call up for a whole instantiation.
+        self.refill(&version);
+        let elapsed_us = started.elapsed().as_micros() as u64;
+        match outcome {
+            Ok(Ok(output)) => {
+                tracing::debug!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "plugin call done");
+                let schema = version.code.output_schemas.get(tool).cloned();
+                Ok(result_for_client(
+                    &slot,
+                    schema,
+                    plugin,
+                    tool,
+                    output,
+                    turn,
+                    time,
+                    &ctx.trace_id,
+                )
+                .await)
+            }
+            Ok(Err(CallError::UnknownTool(said))) => Err(PluginCallError::UnknownTool {
+                plugin: plugin.into(),
+                tool: tool.into(),
+                said: Some(cut_error(said)),
+            }),
+            Ok(Err(CallError::InvalidArguments(message))) => {
+                Err(PluginCallError::InvalidArguments {
+                    plugin: plugin.into(),
+                    tool: tool.into(),
+                    message: cut_error(message),
+                })
+            }
+            Ok(Err(CallError::Failed(message))) => {
+                Ok(convert::error_result(cut_error(message)).into())
+            }
+            Err(reason) => {
+                tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "{reason}");
+                slot.stats.failed(&reason);
+                Ok(convert::error_result(reason).into())
+            }
+        }
+    }
+}
+
+impl PluginHost {
+    /// Runs `f` on an instance of `version` — `ready` if given, else one made
+    /// now in a fresh store — armed with the call's limits. With `inline`, its first
+    /// poll happens here, on the caller's (I/O) thread, and what is left after it runs
+    /// on the plugin threads; without, all of it runs there (see
+    /// `Version::may_run_inline`). `Err` is the failure in words for the client.
+    pub(super) async fn run<R: Send + 'static>(
+        &self,
+        version: Arc<Version>,
+        time: TimeLimit,
+        sinks: host_impl::Sinks,
+        instance: Instance,
+        inline: bool,
+        f: impl for<'a> FnOnce(
+            &'a mut Store<StoreState>,
+            bindings::Plugin,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
+        > + Send
+        + 'static,
+    ) -> Result<R, String> {
+        let host = self
+            .this
+            .upgrade()
+            .ok_or("the plugin host is shutting down")?;
+        let started_on = inline.then(|| version.clone());
+        let mut task =
+            Box::pin(async move { host.run_here(&version, time, sinks, instance, f).await });
+        if let Some(version) = started_on {
+            let polled_at = Instant::now();
+            let first = std::future::poll_fn(|cx| {
+                let _context = self.workers.enter();
+                Poll::Ready(task.as_mut().poll(cx))
+            })
+            .await;
+            if let Poll::Ready(outcome) = first {
+                version.ended_inline();
+                return outcome;
+            }
+            // A guest that waits for host I/O leaves at once. One that computed until an
+            // epoch tick stopped it held the I/O thread for up to a tick; a tick that falls
+            // inside a short call stops it early, and does not count.
+            if polled_at.elapsed() >= engine::EPOCH_TICK / 2 {
+                version.polled_long();
+            }
+        }
+        self.workers.run(task).await.and_then(|outcome| outcome)
+    }
+
+    /// [`Self::run`] on the current thread. The used store goes to the version's pool,
+    /// for the refill that follows the call to drop.
+    pub(super) async fn run_here<R>(
+        &self,
+        version: &Version,
+        time: TimeLimit,
+        sinks: host_impl::Sinks,
+        instance: Instance,
+        f: impl for<'a> FnOnce(
+            &'a mut Store<StoreState>,
+            bindings::Plugin,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
+        >,
+    ) -> Result<R, String> {
+        let name = &*version.name;
+        let limits = &version.settings.limits;
+        let TimeLimit {
+            limit: timeout,
+            since: started,
+        } = time;
+        let (mut store, instance, _permit) = match instance {
+            Instance::Ready(ready) => (ready.store, Some(ready.instance), ready.permit),
+            Instance::Make(slots) => {
+                // Waiting for a free slot counts against the call's time.
+                let left = timeout.saturating_sub(started.elapsed());
+                let permit =
+                    tokio::time::timeout(left, slots.acquire_many_owned(version.code.units))
+                        .await
+                        .map_err(|_| limits::no_instance_message(name, timeout))?
+                        .map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
+                (self.new_store(version)?, None, permit)
+            }
+        };
+        // The limit the client reads in a message stays the whole `timeout`.
+        let remaining = timeout.saturating_sub(started.elapsed());
+        limits::arm(&mut store, remaining, self.fuel_enabled, limits.fuel)
+            .map_err(|e| limits::chain(&e))?;
+        store.data_mut().host.sinks = sinks;
+        let pre = version.code.pre.clone();
+        let busy = self.ticker.busy();
+        let result = tokio::time::timeout(remaining + TIMEOUT_GRACE, async {
+            let instance = match instance {
+                Some(instance) => instance,
+                None => pre.instantiate_async(&mut store).await?,
+            };
+            f(&mut store, instance).await
+        })
+        .await;
+        drop(busy);
+        store.data_mut().host.call_ended();
+        let data = store.data();
+        let outcome = match result {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(limits::describe_failure(
+                name,
+                &error,
+                data.memory.exceeded,
+                data.deadline.expired,
+                limits,
+                timeout,
+                &data.stderr_tail(),
+            )),
+            Err(_elapsed) => Err(limits::time_limit_message(name, timeout)),
+        };
+        // The refill that follows the call resets the store, on a plugin thread and
+        // after the answer: a Python store's reset writes megabytes.
+        store.data_mut().memory.release();
+        version.pool.throw_away((store, _permit));
+        outcome
+    }
+
+    pub(super) fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {
+        let state = StoreState::new(&version.name, &version.settings, &self.memory)
+            .map_err(|e| format!("plugin `{}`: {e:#}", version.name))?;
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.memory);
+        Ok(store)
+    }
+}
+
+/// The plugin's words in an unknown-tool error, unless they only repeat the tool's name.
+pub(super) fn said_of(said: &Option<String>, tool: &str) -> String {
+    match said {
+        Some(words) if !words.is_empty() && words != tool => {
+            format!(": it answered unknown-tool({words:?})")
+        }
+        _ => String::new(),
+    }
+}
+
+/// A call's output as the client gets it. A check against the plugin's own output schema
+/// may take long however small the result (a pattern can be slow on a short text), and a
+/// big result takes long to expand: those run on a blocking thread, within what is left of
+/// the call's time, holding the call's turn, so the I/O thread serves everyone else
+/// meanwhile and a plugin keeps no more of them running than its calls at once.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn result_for_client(
+    slot: &Slot,
+    schema: Option<Arc<convert::OutputSchema>>,
+    plugin: &str,
+    tool: &str,
+    output: bindings::ToolOutput,
+    turn: tokio::sync::OwnedSemaphorePermit,
+    time: TimeLimit,
+    trace_id: &str,
+) -> convert::Reply {
+    let bytes = match convert::result_size(plugin, tool, &output) {
+        Ok(bytes) => bytes,
+        Err(too_big) => return too_big.into(),
+    };
+    let checked = schema.is_some() && output.structured.is_some();
+    if !checked && bytes <= convert::INLINE_RESULT_BYTES {
+        return convert::output_to_mcp(plugin, tool, output, schema.as_deref());
+    }
+    let what = match checked {
+        true => "checked against the tool's output schema",
+        false => "made ready for the client",
+    };
+    let (name, tool_name) = (plugin.to_string(), tool.to_string());
+    let check = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        convert::output_to_mcp(&name, &tool_name, output, schema.as_deref())
+    });
+    let left = time.limit.saturating_sub(time.since.elapsed());
+    match tokio::time::timeout(left, check).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(panicked)) => convert::error_result(format!(
+            "plugin `{plugin}` tool `{tool}`: checking its result failed: {panicked}"
+        ))
+        .into(),
+        Err(_) => {
+            let reason = format!(
+                "{} while its result was {what}",
+                limits::time_limit_message(plugin, time.limit)
+            );
+            tracing::warn!(plugin, tool, trace_id, "{reason}");
+            slot.stats.failed(&reason);
+            convert::error_result(reason).into()
+        }
+    }
+}
+
+/// A plugin's error text, or a reason that quotes the plugin, cut to
+/// [`convert::MAX_ERROR_TEXT`] bytes: it reaches the client (escaped in messages), the
+/// log, the status and the events.
+pub(super) fn cut_error(text: String) -> String {
+    crate::protocol::cut_owned(text, convert::MAX_ERROR_TEXT)
+}

@@ -1,0 +1,454 @@
+//! Loading plugins: reading, compiling (or loading from the cache) and validating a
+//! version, installing it, and bringing the loaded set in line with the config.
+
+use super::*;
+
+impl PluginHost {
+    /// Brings the loaded set in line with `control.config`; `reread` hashes every file again
+    /// (after a time unwatched) instead of trusting an unchanged path.
+    pub(super) async fn apply(&self, control: &mut Control, reread: bool) {
+        let Desired {
+            plugins: desired,
+            passed_over,
+        } = desired_plugins(&control.config, control.bundled);
+        self.warn_passed_over(passed_over);
+        let current = self.slots.load_full();
+        lock(&self.failed).retain(|name, _| desired.contains_key(name));
+        for (name, entry) in &control.config.plugins {
+            if let (Some(path), false, false) =
+                (&entry.path, entry.disabled, desired.contains_key(name))
+            {
+                self.waiting_for_file(name, path);
+            }
+        }
+        for name in current.keys() {
+            if !desired.contains_key(name) {
+                self.unload(name);
+            }
+        }
+        // Big runtimes after the others: a compile spreads over every core (rayon), and a
+        // small plugin's compile queued behind CPython's waited for all of it (cold cache:
+        // 1 s alone, 10-30 s beside it). From the cache, the wait is the others' ~30 ms.
+        let (big, small): (Vec<_>, Vec<_>) = desired
+            .into_iter()
+            .partition(|(_, (source, _))| source.len().is_some_and(pool::is_big_runtime));
+        for wave in [small, big] {
+            let mut jobs = tokio::task::JoinSet::new();
+            for (name, (source, settings)) in wave {
+                let Some(host) = self.this.upgrade() else {
+                    return;
+                };
+                let existing = current.get(&name).map(|slot| slot.current.load_full());
+                jobs.spawn(async move {
+                    host.update(name, source, Arc::new(settings), existing, reread)
+                        .await
+                });
+            }
+            while jobs.join_next().await.is_some() {}
+        }
+        crate::memory::give_back();
+    }
+
+    /// Installs a new version that keeps the running code (only the settings or the
+    /// file's place changed), announced as a reload that compiled nothing.
+    pub(super) fn reuse_code(
+        &self,
+        name: String,
+        name_arc: Arc<str>,
+        source: Source,
+        old: &Version,
+        settings: Arc<Settings>,
+        started: Instant,
+    ) {
+        let version = Version::new(name_arc, source, old.code.clone(), settings);
+        let tools = version.tools.len();
+        self.install(&name, version);
+        self.emit(PluginEvent::Reloaded {
+            name,
+            tools,
+            compile_ms: None,
+            total_ms: ms(started),
+            new_code: false,
+        });
+    }
+
+    /// Loads `name` from `source`, or reloads it if `existing`: reuses the
+    /// compiled code when only settings changed, does nothing when neither
+    /// changed (`force_read` re-reads and re-hashes the file even then, as the
+    /// watcher does).
+    pub(super) async fn update(
+        &self,
+        name: String,
+        source: Source,
+        settings: Arc<Settings>,
+        existing: Option<Arc<Version>>,
+        force_read: bool,
+    ) {
+        let started = Instant::now();
+        let name_arc: Arc<str> = Arc::from(name.as_str());
+        if let Some(old) = &existing
+            && old.source.same_as(&source)
+            && !force_read
+        {
+            if old.settings.same_as(&settings) {
+                return;
+            }
+            self.reuse_code(name, name_arc, source, old, settings, started);
+            return;
+        }
+        // Shown as loading until it is installed or has failed (the end of this call).
+        let _loading = existing
+            .is_none()
+            .then(|| Loading::mark(&self.loading, &name, source.path()));
+        let loaded = self
+            .load_code(&name_arc, &source, &settings, existing.as_deref())
+            .await;
+        match loaded {
+            Ok(None) => {
+                // Same bytes as the running version: a refused version in between is moot.
+                if let Some(slot) = self.slots.load().get(&name) {
+                    slot.stats.set_reload_error(None);
+                }
+                if let Some(old) = existing
+                    .filter(|old| !old.settings.same_as(&settings) || !old.source.same_as(&source))
+                {
+                    self.reuse_code(name, name_arc, source, &old, settings, started);
+                }
+            }
+            Ok(Some((code, compile_ms))) => {
+                let version = Version::new(name_arc, source, code, settings);
+                let tools = version.tools.len();
+                let total_ms = ms(started);
+                tracing::info!(plugin = %name, tools, total_ms, "plugin {name} ready in {total_ms} ms");
+                self.install(&name, version);
+                self.emit(match existing {
+                    Some(_) => PluginEvent::Reloaded {
+                        name,
+                        tools,
+                        compile_ms,
+                        total_ms,
+                        new_code: true,
+                    },
+                    None => PluginEvent::Loaded {
+                        name,
+                        tools,
+                        compile_ms,
+                        total_ms,
+                    },
+                });
+            }
+            Err(reason) => {
+                // A reason may quote what the plugin said (a tool name, a schema): the log,
+                // the status and the events keep its start.
+                let reason = cut_error(reason);
+                match self.slots.load().get(&name).filter(|_| existing.is_some()) {
+                    Some(slot) => {
+                        tracing::error!(plugin = %name, "{reason}");
+                        slot.stats.set_reload_error(Some(reason.clone()));
+                        self.emit(PluginEvent::ReloadFailed { name, reason });
+                    }
+                    None => self.load_failed(name, source.path().map(Path::to_path_buf), reason),
+                }
+            }
+        }
+    }
+
+    /// Reads, compiles (or loads from the cache) and validates a plugin's code.
+    /// `Ok(None)`: the bytes are those of `existing`.
+    pub(super) async fn load_code(
+        &self,
+        name: &Arc<str>,
+        source: &Source,
+        settings: &Arc<Settings>,
+        existing: Option<&Version>,
+    ) -> Result<Option<(Arc<Code>, Option<u64>)>, String> {
+        let what = format!("plugin `{name}` ({})", source.describe());
+        let bytes: Arc<[u8]> = match source {
+            Source::File(path) => {
+                let size = tokio::fs::metadata(path)
+                    .await
+                    .map_err(|e| format!("{what}: cannot read the file: {e}"))?
+                    .len();
+                if size > MAX_COMPONENT_BYTES {
+                    return Err(format!(
+                        "{what}: is {} MiB; a plugin may be at most {} MiB",
+                        size >> 20,
+                        MAX_COMPONENT_BYTES >> 20
+                    ));
+                }
+                tokio::fs::read(path)
+                    .await
+                    .map_err(|e| format!("{what}: cannot read the file: {e}"))?
+                    .into()
+            }
+            Source::Bundled(bytes) => Arc::from(*bytes),
+        };
+        check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
+        let big_runtime = pool::is_big_runtime(bytes.len());
+        let digest = cache::hex(&Sha256::digest(&bytes));
+        if let Some(pin) = settings.sha256.as_deref()
+            && pin != digest
+        {
+            return Err(format!(
+                "{what}: its sha256 is {digest}, not the {pin} its config pins (sha256 in \
+                 [plugins.{name}]); not loaded, so its grants go to no other code"
+            ));
+        }
+        if existing.is_some_and(|old| old.code.digest == digest) {
+            return Ok(None);
+        }
+        let compile_limit = *lock(&self.compile_limit);
+        let refused = || {
+            format!(
+                "{what}: compiling it took longer than {} (compile_timeout in [plugins]); \
+                 refused until the file changes",
+                humantime::format_duration(compile_limit)
+            )
+        };
+        if lock(&self.compile_refused).contains(&digest) {
+            return Err(refused());
+        }
+
+        let engine = self.engine.clone();
+        let host = self
+            .this
+            .upgrade()
+            .ok_or_else(|| format!("{what}: the host is shutting down"))?;
+        let digest2 = digest.clone();
+        let label = name.clone();
+        let compiling = tokio::task::spawn_blocking(move || {
+            let cache = host.cache.as_ref();
+            if let Some(component) = cache.and_then(|c| c.load(&engine, &digest2)) {
+                return Ok((component, None));
+            }
+            tracing::info!(plugin = %label, "compiling plugin {label} ({} KB)…", bytes.len().div_ceil(1024));
+            let started = Instant::now();
+            let component = match cache {
+                Some(cache) => {
+                    let compiled = engine.precompile_component(&bytes)?;
+                    cache.store(&digest2, &compiled);
+                    // SAFETY: `compiled` was produced just now by this engine.
+                    unsafe { Component::deserialize(&engine, &compiled)? }
+                }
+                None => Component::new(&engine, &bytes)?,
+            };
+            Ok::<_, wasmtime::Error>((component, Some(ms(started))))
+        });
+        // A compile cannot be stopped: past the limit it is left to finish on its thread
+        // and its result dropped, while reloads and config edits go on.
+        let Ok(compiled) = tokio::time::timeout(compile_limit, compiling).await else {
+            lock(&self.compile_refused).insert(digest);
+            return Err(refused());
+        };
+        let (component, compile_ms) = compiled
+            .map_err(|e| format!("{what}: compilation panicked: {e}"))?
+            .map_err(|e| format!("{what}: is not a valid component: {}", limits::chain(&e)))?;
+
+        let units = engine::slot_units(&component);
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            format!(
+                "{what}: imports something the host does not provide: {}",
+                limits::chain(&e)
+            )
+        })?;
+        let pre = PluginPre::new(pre).map_err(|e| {
+            format!(
+                "{what}: does not implement the world wasmgate:plugin/plugin@0.1.0: {}",
+                limits::chain(&e)
+            )
+        })?;
+
+        let probe = Version::new(
+            name.clone(),
+            source.clone(),
+            Arc::new(Code {
+                digest: digest.clone(),
+                pre: pre.clone(),
+                tools: Vec::new(),
+                output_schemas: HashMap::new(),
+                big_runtime: false,
+                units,
+            }),
+            settings.clone(),
+        );
+        let time = TimeLimit {
+            limit: settings.limits.timeout.min(LIST_TOOLS_TIMEOUT),
+            since: Instant::now(),
+        };
+        let infos = self
+            .run(
+                Arc::new(probe),
+                time,
+                host_impl::Sinks::default(),
+                // Probes have slots of their own: a reload validates even while calls
+                // hold every other slot.
+                Instance::Make(self.probes.clone()),
+                false,
+                |store, plugin| {
+                    Box::pin(
+                        async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await },
+                    )
+                },
+            )
+            .await
+            .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
+        if infos.len() > MAX_TOOLS {
+            return Err(format!(
+                "{what}: list-tools returned {} tools; a plugin may have {MAX_TOOLS} at most",
+                infos.len()
+            ));
+        }
+        let listing = convert::listing_bytes(&infos);
+        if listing > convert::MAX_LISTING_BYTES {
+            return Err(format!(
+                "{what}: list-tools returned {listing} bytes of names, descriptions and \
+                 schemas; a plugin may list {} MiB at most",
+                convert::MAX_LISTING_BYTES >> 20
+            ));
+        }
+        // Compiling schemas takes time and memory: off the I/O thread.
+        let checked = tokio::task::spawn_blocking({
+            let what = what.clone();
+            move || {
+                let mut tools = Vec::with_capacity(infos.len());
+                let mut output_schemas = HashMap::new();
+                let mut seen = BTreeSet::new();
+                let mut patterns = 0;
+                for info in &infos {
+                    let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
+                    if !seen.insert(info.name.clone()) {
+                        return Err(format!("{what}: lists tool `{}` twice", info.name));
+                    }
+                    patterns += tool.patterns;
+                    if patterns > convert::MAX_PLUGIN_PATTERNS {
+                        return Err(format!(
+                            "{what}: its schemas have more than {} patterns in all",
+                            convert::MAX_PLUGIN_PATTERNS
+                        ));
+                    }
+                    if let Some(schema) = tool.output_schema {
+                        output_schemas.insert(info.name.clone(), schema);
+                    }
+                    tools.push(tool.mcp);
+                }
+                Ok((tools, output_schemas))
+            }
+        })
+        .await
+        .map_err(|e| format!("{what}: checking its tools failed: {e}"))?;
+        let (tools, output_schemas) = checked?;
+        Ok(Some((
+            Arc::new(Code {
+                digest,
+                pre,
+                tools,
+                output_schemas,
+                big_runtime,
+                units,
+            }),
+            compile_ms,
+        )))
+    }
+
+    pub(super) fn install(&self, name: &str, version: Version) {
+        let version = Arc::new(version);
+        self.forget_failure(name);
+        if let Some(slot) = self.slots.load().get(name) {
+            slot.set_turn_limit(turn_limit(&version.code));
+            // Calls in flight keep the old version; its spare instances go now.
+            self.discard(&slot.current.swap(version).pool);
+            slot.stats.set_reload_error(None);
+            return;
+        }
+        self.slots.rcu(|slots| {
+            let mut slots = BTreeMap::clone(slots);
+            slots.insert(name.to_string(), Arc::new(Slot::new(version.clone())));
+            slots
+        });
+    }
+
+    pub(super) fn unload(&self, name: &str) {
+        self.forget_failure(name);
+        let mut removed = None;
+        self.slots.rcu(|slots| {
+            let mut slots = BTreeMap::clone(slots);
+            removed = slots.remove(name);
+            slots
+        });
+        if let Some(slot) = removed {
+            self.discard(&slot.current.load().pool);
+            tracing::info!(plugin = %name, "plugin {name} unloaded");
+            self.emit(PluginEvent::Unloaded {
+                name: name.to_string(),
+            });
+        }
+    }
+
+    pub(super) fn emit(&self, event: PluginEvent) {
+        let _ = self.events.send(event);
+    }
+}
+
+/// The plugin files of `config` that cannot be plugins, by their first bytes (not a
+/// component, not WebAssembly, unreadable): `wasmgate check` reports them. Whether a
+/// component exports the plugin world takes a compile, which `wasmgate tools` does.
+pub fn check_plugin_files(config: &PluginsConfig) -> Vec<(String, PathBuf, String)> {
+    desired_plugins(config, &[])
+        .plugins
+        .into_iter()
+        .filter_map(|(name, (source, _))| {
+            let path = source.path()?.to_path_buf();
+            use std::io::Read;
+            let mut head = Vec::with_capacity(8);
+            let read = std::fs::File::open(&path).and_then(|f| f.take(8).read_to_end(&mut head));
+            let problem = match read {
+                Ok(_) => check_header(&head).err()?,
+                Err(e) => format!("cannot be read: {e}"),
+            };
+            Some((name, path, problem))
+        })
+        .collect()
+}
+
+/// Refuses what is not a component before wasmtime sees it, with a reason a
+/// plugin author can act on.
+pub(super) fn check_header(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err("is not a WebAssembly file".into());
+    }
+    // A core module has layer 0 (version 1); a component layer 1.
+    if bytes[6..8] == [0, 0] {
+        return Err(
+            "is a core WebAssembly module, not a component: build it for wasm32-wasip2 \
+                    (or wrap it with `wasm-tools component new`)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A plugin's entry among those loading, taken out when dropped.
+pub(super) struct Loading<'a> {
+    pub(super) loading: &'a StdMutex<BTreeMap<String, Option<PathBuf>>>,
+    pub(super) name: String,
+}
+
+impl<'a> Loading<'a> {
+    pub(super) fn mark(
+        loading: &'a StdMutex<BTreeMap<String, Option<PathBuf>>>,
+        name: &str,
+        path: Option<&Path>,
+    ) -> Loading<'a> {
+        lock(loading).insert(name.to_string(), path.map(Path::to_path_buf));
+        Loading {
+            loading,
+            name: name.to_string(),
+        }
+    }
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        lock(self.loading).remove(&self.name);
+    }
+}

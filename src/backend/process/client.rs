@@ -1,0 +1,206 @@
+//! The MCP client side of a server: the handshake, discovery of its lists with
+//! pagination, which of its tools clients can use, and what clients asked of it restored
+//! after a restart.
+
+use super::*;
+
+/// What the gateway offers to forward to its servers. Servers are shared and start
+/// before any client connects, so this is what the gateway can do, not what a client can.
+pub(super) fn client_capabilities() -> Value {
+    json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
+}
+
+impl ProcessBackend {
+    pub(super) async fn handshake(&self, connection: &Arc<Connection>) -> Result<(), String> {
+        let timeout = self.init_timeout;
+        let init = connection
+            .request(
+                "initialize",
+                Some(json!({
+                    "protocolVersion": protocol::LATEST_VERSION,
+                    "capabilities": client_capabilities(),
+                    "clientInfo": {"name": "wasmgate", "version": env!("CARGO_PKG_VERSION")},
+                })),
+                timeout,
+            )
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        connection.send(protocol::notification("notifications/initialized", None));
+        let version = init.get("protocolVersion").and_then(Value::as_str);
+        if !version.is_some_and(|v| protocol::SUPPORTED_VERSIONS.contains(&v)) {
+            tracing::warn!(server = %self.name, version, "the server answered initialize with a protocol version the gateway does not speak; going on as if it spoke the latest");
+        }
+        let mut discovered = Discovered {
+            protocol_version: init
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            server_info: init.get("serverInfo").cloned().unwrap_or(Value::Null),
+            capabilities: init
+                .get("capabilities")
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+            instructions: init
+                .get("instructions")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            ..Default::default()
+        };
+        let err = |e: BackendError| format!("discovery failed: {e}");
+        if discovered.has_capability("tools") {
+            discovered.tools = usable_tools(
+                &self.name,
+                list_all(connection, "tools/list", "tools", timeout)
+                    .await
+                    .map_err(err)?,
+            );
+        }
+        if discovered.has_capability("resources") {
+            discovered.resources = list_all(connection, "resources/list", "resources", timeout)
+                .await
+                .map_err(err)?;
+            // Templates are optional even for servers with resources.
+            discovered.resource_templates = list_all(
+                connection,
+                "resources/templates/list",
+                "resourceTemplates",
+                timeout,
+            )
+            .await
+            .unwrap_or_default();
+        }
+        if discovered.has_capability("prompts") {
+            discovered.prompts = list_all(connection, "prompts/list", "prompts", timeout)
+                .await
+                .map_err(err)?;
+        }
+        self.discovered.store(Arc::new(discovered));
+        Ok(())
+    }
+
+    /// A new process knows nothing of what the clients asked before: it gets the last log
+    /// level and the subscriptions again, before any call reaches it. A failure is logged,
+    /// and the server serves anyway.
+    pub(super) async fn restore_client_requests(&self, connection: &Arc<Connection>) {
+        let (reply, requests) = tokio::sync::oneshot::channel();
+        let event = BackendEvent::Handshaken {
+            server: self.name.clone(),
+            reply,
+        };
+        if self.to_gateway.send(event).is_err() {
+            return;
+        }
+        let Ok(Ok(requests)) = tokio::time::timeout(Duration::from_secs(5), requests).await else {
+            return;
+        };
+        let discovered = self.discovered();
+        let mut messages = Vec::new();
+        if let Some(level) = requests.log_level
+            && discovered.has_capability("logging")
+        {
+            messages.push(("logging/setLevel", json!({ "level": level })));
+        }
+        if discovered.capabilities["resources"]["subscribe"] == true {
+            for uri in requests.subscriptions {
+                messages.push(("resources/subscribe", json!({ "uri": uri })));
+            }
+        }
+        let timeout = self.init_timeout.min(Duration::from_secs(10));
+        for (method, params) in messages {
+            match connection
+                .request(method, Some(params.clone()), timeout)
+                .await
+            {
+                Ok(_) => {
+                    tracing::debug!(server = %self.name, %params, "{method} again after a start")
+                }
+                Err(err) => {
+                    tracing::warn!(server = %self.name, %params, "{method} again after a start failed: {err}")
+                }
+            }
+        }
+    }
+}
+
+/// The tools a client can take. MCP requires a string `name` and an `inputSchema` that is
+/// an object schema; clients built on the official SDKs refuse a whole `tools/list` with
+/// one tool that breaks this, so it would hide every other server's tools too. Such a
+/// tool is left out, with a warning; so is a second tool of the same name.
+pub(super) fn usable_tools(server: &str, tools: Vec<Value>) -> Vec<Value> {
+    let mut names = std::collections::HashSet::new();
+    tools
+        .into_iter()
+        .filter(|tool| {
+            let name = tool.get("name").and_then(Value::as_str);
+            let problem = match (name, tool.get("inputSchema")) {
+                (None | Some(""), _) => Some("it has no name"),
+                (Some(name), _) if !names.insert(name.to_string()) => {
+                    Some("a tool of that name came before it")
+                }
+                (_, Some(schema))
+                    if schema.get("type").and_then(Value::as_str) == Some("object") =>
+                {
+                    None
+                }
+                (_, None) => Some("it has no inputSchema"),
+                (_, Some(_)) => {
+                    Some("its inputSchema is not an object schema ({\"type\": \"object\", ...})")
+                }
+            };
+            if let Some(problem) = problem {
+                let shown: String = tool.to_string().chars().take(200).collect();
+                tracing::warn!(server, "tool left out: {problem}: {shown}");
+            } else if let Some(name) = name.filter(|n| !is_portable_tool_name(n)) {
+                // Served: the specification only advises, but some clients refuse such names.
+                tracing::warn!(server, "tool `{name}` has a name some clients refuse (MCP advises 1-128 of A-Z a-z 0-9 _ - .)");
+            }
+            problem.is_none()
+        })
+        .collect()
+}
+
+/// A tool name as MCP 2025-11-25 advises: 1 to 128 ASCII letters, digits, `_`, `-` or `.`.
+pub(super) fn is_portable_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+}
+
+/// Fetches every page of a list, following `nextCursor`.
+pub(super) async fn list_all(
+    connection: &Arc<Connection>,
+    method: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<Value>, BackendError> {
+    let server = &connection.server;
+    let mut items = Vec::new();
+    let mut cursor: Option<Value> = None;
+    let mut seen = std::collections::HashSet::new();
+    // Bounded, so that a server that always answers with a cursor cannot hold start-up forever.
+    for _ in 0..1000 {
+        let params = cursor.take().map(|c| json!({"cursor": c}));
+        let page = connection.request(method, params, timeout).await?;
+        match page.get(key) {
+            Some(Value::Array(list)) => items.extend(list.iter().cloned()),
+            None => {}
+            Some(other) => {
+                let shown: String = other.to_string().chars().take(100).collect();
+                tracing::warn!(server = %server, "{method}: `{key}` is not an array, nothing taken from it: {shown}");
+            }
+        }
+        match page.get("nextCursor") {
+            Some(c) if !c.is_null() => {
+                if !seen.insert(c.to_string()) {
+                    tracing::warn!(server = %server, cursor = %c, "{method}: the server gave a cursor it gave before; stopping there");
+                    break;
+                }
+                cursor = Some(c.clone());
+            }
+            _ => break,
+        }
+    }
+    Ok(items)
+}

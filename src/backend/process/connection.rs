@@ -1,0 +1,242 @@
+//! The live pipes of one child process: requests in flight matched to their answers
+//! by rewritten ids, and the reader of the server's stdout.
+
+use super::*;
+
+/// How long a server may take no line from a full queue before it counts as not reading.
+pub(super) const STDIN_STALL: Duration = Duration::from_secs(2);
+
+/// Where the answer to a request in flight goes: the result as JSON text, or the error.
+pub(super) type AnswerSender = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
+
+/// The live pipes of one child process.
+#[derive(Debug)]
+pub(super) struct Connection {
+    pub(super) server: String,
+    pub(super) writer: Outbox,
+    pub(super) pending: Mutex<HashMap<u64, AnswerSender>>,
+    pub(super) next_id: AtomicU64,
+    pub(super) closed: AtomicBool,
+    /// Set before the gateway stops the process, so that requests it cuts short say so.
+    pub(super) stopped: AtomicBool,
+}
+
+impl Connection {
+    /// Sends a notification; dropped (and counted) when the server stopped reading.
+    pub(super) fn send(&self, message: Value) {
+        self.writer.send_or_drop(message.to_string());
+    }
+
+    /// Sends a request and waits for its answer, read into a `Value`.
+    pub(super) async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, BackendError> {
+        let raw = self.request_raw(method, params, timeout).await?;
+        serde_json::from_str(raw.get()).map_err(|e| BackendError::Rpc {
+            server: self.server.clone(),
+            error: RpcError::new(protocol::INTERNAL_ERROR, format!("unreadable result: {e}")),
+        })
+    }
+
+    /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
+    /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
+    pub(super) async fn request_raw(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, BackendError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        if self.closed.load(Ordering::Acquire) {
+            self.pending.lock().unwrap().remove(&id);
+            // Gone before this request was sent: it never reached the process.
+            return Err(match self.gone() {
+                BackendError::Crashed { server } => BackendError::Unavailable {
+                    server,
+                    state: "not running (its process exited)",
+                },
+                stopped => stopped,
+            });
+        }
+        // Over budget: wait while the server reads, slowly or not; fail at once when it
+        // stopped reading.
+        let started = tokio::time::Instant::now();
+        while self.writer.is_full() {
+            if self.writer.stalled_for() >= STDIN_STALL || started.elapsed() >= timeout {
+                self.pending.lock().unwrap().remove(&id);
+                return Err(BackendError::NotReading {
+                    server: self.server.clone(),
+                    backlog: self.writer.backlog(),
+                });
+            }
+            let _ = tokio::time::timeout(STDIN_STALL / 4, self.writer.room()).await;
+        }
+        let mut guard = PendingGuard {
+            connection: self,
+            id,
+            done: false,
+        };
+        self.writer
+            .send(protocol::request(id.into(), method, params).to_string());
+        let outcome = tokio::time::timeout(timeout, rx).await;
+        guard.done = outcome.is_ok();
+        match outcome {
+            // Every MCP result is a JSON object; anything else would reach the client as it
+            // is, and clients drop such an answer (the call then hangs until their timeout).
+            Ok(Ok(Ok(result))) if !result.get().trim_start().starts_with('{') => {
+                Err(BackendError::NotAnObject {
+                    server: self.server.clone(),
+                    result: result.get().chars().take(100).collect(),
+                })
+            }
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(BackendError::Rpc {
+                server: self.server.clone(),
+                error,
+            }),
+            Ok(Err(_)) => Err(self.gone()),
+            Err(_) => Err(BackendError::Timeout {
+                server: self.server.clone(),
+                timeout,
+            }),
+        }
+    }
+
+    pub(super) fn complete(&self, id: u64, result: Result<Box<RawValue>, RpcError>) {
+        match self.pending.lock().unwrap().remove(&id) {
+            Some(tx) => {
+                let _ = tx.send(result);
+            }
+            // The answer to a request the stop cut short (`initialize`, when a one-shot
+            // command is done before a slow server is up): expected, no warning.
+            None if self.stopped.load(Ordering::Acquire) => {
+                tracing::debug!(server = %self.server, id, "an answer after the stop; ignored")
+            }
+            None => tracing::warn!(
+                server = %self.server,
+                id,
+                "an answer to no request waiting for one (a wrong id, a second answer, or after the request timed out); ignored"
+            ),
+        }
+    }
+
+    /// Why a request ended without an answer: the gateway stopped the server, or it died.
+    pub(super) fn gone(&self) -> BackendError {
+        let server = self.server.clone();
+        if self.stopped.load(Ordering::Acquire) {
+            BackendError::Stopped { server }
+        } else {
+            BackendError::Crashed { server }
+        }
+    }
+
+    /// Fails every request in flight at once: their senders drop.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.pending.lock().unwrap().clear();
+    }
+}
+
+pub(super) struct PendingGuard<'a> {
+    pub(super) connection: &'a Arc<Connection>,
+    pub(super) id: u64,
+    pub(super) done: bool,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self
+            .connection
+            .pending
+            .lock()
+            .unwrap()
+            .remove(&self.id)
+            .is_some()
+        {
+            self.connection.send(protocol::notification(
+                "notifications/cancelled",
+                Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
+            ));
+        }
+    }
+}
+
+/// Owns the child's stdin; an empty string means "close".
+pub(super) async fn read_lines(
+    connection: Arc<Connection>,
+    stdout: tokio::process::ChildStdout,
+    to_gateway: mpsc::UnboundedSender<BackendEvent>,
+) {
+    let server = connection.server.clone();
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut buffer = Vec::new();
+    loop {
+        lines::reuse(&mut buffer);
+        match lines::read_line(&mut reader, &mut buffer, lines::MAX_MESSAGE).await {
+            Ok(Line::Read) => {}
+            Ok(Line::End) => break,
+            Ok(Line::TooLong(len)) => {
+                tracing::warn!(server = %server, "skipped a line of {len} bytes or more (the limit is {} MiB); a request it answered will time out", lines::MAX_MESSAGE >> 20);
+                continue;
+            }
+            Err(err) => {
+                tracing::warn!(server = %server, "unreadable output: {err}");
+                break;
+            }
+        }
+        let line = String::from_utf8_lossy(&buffer);
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some((id, result)) = protocol::RawEnvelope::fast_response(line) {
+            connection.complete(id, Ok(result));
+            continue;
+        }
+        let message = serde_json::from_str::<Value>(line)
+            .map_err(|e| e.to_string())
+            .and_then(|v| protocol::parse_message(v).map_err(|e| e.message));
+        match message {
+            Ok(Message::Response { id, result }) => {
+                let Some(id) = id.as_u64() else { continue };
+                let result = result.and_then(|value| {
+                    serde_json::value::to_raw_value(&value)
+                        .map_err(|e| RpcError::new(protocol::INTERNAL_ERROR, e.to_string()))
+                });
+                connection.complete(id, result);
+            }
+            Ok(Message::Notification { method, params }) => {
+                let _ = to_gateway.send(BackendEvent::Notification {
+                    server: server.clone(),
+                    method,
+                    params,
+                });
+            }
+            Ok(Message::Request { id, method, params }) => {
+                let reply = Responder {
+                    connection: connection.clone(),
+                    id,
+                };
+                let _ = to_gateway.send(BackendEvent::Request {
+                    server: server.clone(),
+                    method,
+                    params,
+                    reply,
+                });
+            }
+            Err(reason) => {
+                let shown: String = line.chars().take(200).collect();
+                tracing::warn!(server = %server, "ignored a line that is not JSON-RPC ({reason}): {shown}");
+            }
+        }
+    }
+    connection.close();
+}

@@ -1,0 +1,330 @@
+//! `[plugins]` and `[plugins.NAME]`: the plugin folder, limits, grants and pins.
+
+use super::*;
+
+impl Ctx<'_> {
+    pub(super) fn plugins(&mut self, raw: raw::Plugins) -> PluginsConfig {
+        let p = "plugins";
+        let dir = raw
+            .dir
+            .as_deref()
+            .and_then(|d| self.path(d, &[p, "dir"], true));
+        if let Some(dir) = &dir
+            && !dir.is_dir()
+        {
+            self.warnings.push(format!(
+                "plugins.dir {} is not a directory (yet); plugins will be loaded when it appears",
+                dir.display()
+            ));
+        }
+        if let Some(dir) = &dir
+            && let Ok(meta) = std::fs::metadata(dir)
+            && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o022 != 0
+        {
+            self.warnings.push(format!(
+                "plugins.dir {} is writable by group or others: whoever can write there can \
+                 serve a plugin, and one named like a [plugins] table gets its grants (chmod \
+                 go-w it, or pin each granted plugin with sha256)",
+                dir.display()
+            ));
+        }
+        let cache_dir = match raw.cache_dir.as_deref() {
+            Some(c) => self.path(c, &[p, "cache_dir"], true),
+            None => default_cache_dir(self.env),
+        };
+        let defaults = PluginLimits {
+            memory: raw.memory.unwrap_or(PluginLimits::default().memory),
+            timeout: raw.timeout.unwrap_or(PluginLimits::default().timeout),
+            fuel: raw.fuel.or(PluginLimits::default().fuel),
+        };
+        let bundled = raw.bundled.unwrap_or(false);
+        let mut plugins = BTreeMap::new();
+        for (name, entry) in raw.entries {
+            if let Some(plugin) = self.plugin(&name, entry, dir.as_deref(), bundled, defaults) {
+                plugins.insert(name, plugin);
+            }
+        }
+        PluginsConfig {
+            dir,
+            watch: raw.watch.unwrap_or(true),
+            cache_dir,
+            bundled,
+            limits: defaults,
+            compile_timeout: raw.compile_timeout.unwrap_or(DEFAULT_COMPILE_TIMEOUT),
+            total_memory: raw.total_memory.unwrap_or_else(default_total_memory),
+            plugins,
+        }
+    }
+
+    pub(super) fn plugin(
+        &mut self,
+        name: &str,
+        raw: raw::PluginEntry,
+        dir: Option<&Path>,
+        bundled: bool,
+        defaults: PluginLimits,
+    ) -> Option<PluginConfig> {
+        let table = ["plugins", name];
+        let key = |k: &'static str| [table[0], table[1], k];
+        let strict = !raw.disabled;
+        let path = raw
+            .path
+            .as_deref()
+            .and_then(|path| self.path(path, &key("path"), strict));
+        // A table for a bundled plugin (with `bundled = true`), or for a file given with
+        // `--plugin`, gives it grants and limits.
+        let served_bundled = bundled && is_bundled(name);
+        let given = self.src.given_plugins.iter().any(|g| g == name);
+        match (raw.path.is_some(), dir) {
+            _ if given => {}
+            (false, None) if !served_bundled => self.error(
+                &table,
+                None,
+                format!(
+                    "plugin `{name}` has no path, and [plugins] sets no dir to find {name}.wasm in"
+                ),
+                format!(
+                    "set path = \"plugins/{name}.wasm\" here, or dir = \"plugins\" in [plugins]"
+                ),
+            ),
+            (false, Some(dir)) if !served_bundled && !raw.disabled => {
+                let file = dir.join(format!("{name}.wasm"));
+                if !file.is_file() {
+                    let hint = " (or is the table's name misspelt?)";
+                    self.warnings.push(plugin_file_warning(name, &file, hint));
+                }
+            }
+            _ => {}
+        }
+        if let Some(path) = &path
+            && !given
+            && !path.is_file()
+        {
+            self.warnings.push(plugin_file_warning(name, path, ""));
+        }
+        let namespace = self.namespace(name, raw.namespace, &table, "plugin");
+        let mut allow_dirs: Vec<DirGrant> = Vec::new();
+        for grant in raw.allow_dirs {
+            let Some(grant) = self.dir_grant(grant, &key("allow_dirs"), strict) else {
+                continue;
+            };
+            // Two grants at one guest path: one would hide the other.
+            if allow_dirs.iter().any(|g| g.guest == grant.guest) {
+                self.error(
+                    &key("allow_dirs"),
+                    Some(&grant.guest),
+                    format!("two grants share the guest path \"{}\"", grant.guest),
+                    "give each granted directory its own guest path",
+                );
+                continue;
+            }
+            allow_dirs.push(grant);
+        }
+        for var in &raw.allow_env {
+            if !valid_env_name(var) {
+                self.error(
+                    &key("allow_env"),
+                    Some(var),
+                    format!("\"{var}\" is not an environment variable name"),
+                    "write names like \"HOME\": letters, digits and _, not starting with a digit",
+                );
+            }
+        }
+        for host in &raw.allow_hosts {
+            match check_host(host) {
+                Ok(()) if host == "*" => self.warnings.push(format!(
+                    "plugin `{name}` may send HTTP requests to any host (allow_hosts = [\"*\"])"
+                )),
+                Ok(()) => {}
+                Err(why) => self.error(
+                    &key("allow_hosts"),
+                    Some(host),
+                    format!("\"{host}\" is not a host pattern: {why}"),
+                    "write a host name, optionally with a port or a leading *. (\"api.example.com\", \"localhost:8080\", \"*.example.org\")",
+                ),
+            }
+        }
+        let sha256 = raw.sha256.map(|pin| pin.to_ascii_lowercase());
+        if let Some(pin) = &sha256
+            && !(pin.len() == 64 && pin.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            self.error(
+                &key("sha256"),
+                Some(pin),
+                format!("\"{pin}\" is not a sha256 (64 hex digits)"),
+                "write the digest `sha256sum FILE` prints",
+            );
+        }
+        let mut config = BTreeMap::new();
+        for (k, v) in raw.config {
+            let value = self.expand(&v.0, &["plugins", name, "config", &k], strict);
+            config.insert(k, value);
+        }
+        let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &table);
+        Some(PluginConfig {
+            name: name.to_owned(),
+            path,
+            namespace,
+            limits: PluginLimits {
+                memory: raw.memory.map_or(defaults.memory, |b| b.0),
+                timeout: raw.timeout.map_or(defaults.timeout, |t| t.0),
+                fuel: raw.fuel.map(|f| f.0).or(defaults.fuel),
+            },
+            allow_dirs,
+            allow_env: raw.allow_env,
+            allow_hosts: raw.allow_hosts,
+            allow_private_addresses: raw.allow_private_addresses,
+            sha256,
+            config,
+            tool_filter,
+            disabled: raw.disabled,
+        })
+    }
+
+    pub(super) fn dir_grant(
+        &mut self,
+        raw: raw::DirGrant,
+        key: &[&str],
+        strict: bool,
+    ) -> Option<DirGrant> {
+        let host = self.path(&raw.host, key, strict)?;
+        let host = match host.canonicalize() {
+            Ok(host) if host.is_dir() => host,
+            Ok(_) => {
+                self.error(
+                    key,
+                    Some(&raw.host),
+                    format!("{} is not a directory", host.display()),
+                    "grant a directory",
+                );
+                return None;
+            }
+            Err(e) => {
+                self.error(
+                    key,
+                    Some(&raw.host),
+                    format!("cannot grant {}: {e}", host.display()),
+                    "create the directory, or fix host (relative paths are relative to the config file)",
+                );
+                return None;
+            }
+        };
+        let guest_ok = raw.guest.starts_with('/') && !raw.guest.split('/').any(|part| part == "..");
+        if !guest_ok {
+            self.error(
+                key,
+                Some(&raw.guest),
+                format!("guest path \"{}\" must be absolute, without ..", raw.guest),
+                "write where the plugin sees the directory, e.g. guest = \"/data\"",
+            );
+            return None;
+        }
+        Some(DirGrant {
+            host,
+            guest: raw.guest,
+            read_only: raw.mode == raw::DirMode::Ro,
+            expose_gateway_files: raw.allow_gateway_files,
+        })
+    }
+}
+
+/// The warning for a plugin file that is not a file: loaded when it appears (`if_missing`
+/// says what else may be wrong), unless something else (a folder, a device) is there.
+pub(crate) fn plugin_file_warning(name: &str, path: &Path, if_missing: &str) -> String {
+    if path.exists() {
+        format!(
+            "plugin `{name}`: {} is not a regular file; a plugin is a .wasm file",
+            path.display()
+        )
+    } else {
+        format!(
+            "plugin `{name}`: {} does not exist (yet); it will be loaded when it appears{if_missing}",
+            path.display()
+        )
+    }
+}
+
+pub(super) fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `name`, `name:port`, `*.suffix`, `[v6]:port`, or `*` for any host.
+pub(super) fn check_host(host: &str) -> Result<(), String> {
+    if host == "*" {
+        return Ok(());
+    }
+    if host.is_empty() {
+        return Err("it is empty".into());
+    }
+    if host.contains("://") {
+        return Err("leave out the scheme".into());
+    }
+    if host.contains('/') {
+        return Err("leave out the path".into());
+    }
+    let (name, port) = if let Some(v6) = host.strip_prefix('[') {
+        let (addr, rest) = v6
+            .split_once(']')
+            .ok_or("an IPv6 address needs its closing ]")?;
+        if addr.is_empty() || !addr.chars().all(|c| c.is_ascii_hexdigit() || c == ':') {
+            return Err("not an IPv6 address".into());
+        }
+        return match rest.strip_prefix(':') {
+            None if rest.is_empty() => Ok(()),
+            Some(port) if port.parse::<u16>().is_ok() => Ok(()),
+            _ => Err("the port must be a number up to 65535".into()),
+        };
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    };
+    if let Some(port) = port
+        && port.parse::<u16>().is_err()
+    {
+        return Err("the port must be a number up to 65535".into());
+    }
+    let name = name.strip_prefix("*.").unwrap_or(name);
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    {
+        return Err("a host name has letters, digits, - and . (and * only as a leading *.)".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns() {
+        for ok in [
+            "api.example.test",
+            "*.example.org",
+            "localhost:8080",
+            "[::1]:80",
+            "10.0.0.1",
+            "*",
+        ] {
+            assert_eq!(check_host(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "https://x.test",
+            "x.test/path",
+            "x.test:http",
+            "a*.test",
+            "",
+            "[::1",
+        ] {
+            assert!(check_host(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -3,7 +3,6 @@
 //! backend's lists change, so calls never wait on a lock.
 
 pub mod builtin_tools;
-pub mod names;
 pub mod uri_template;
 
 use std::collections::{BTreeSet, HashMap};
@@ -15,6 +14,7 @@ use serde_json::Value;
 use crate::backend::Discovered;
 use crate::backend::process::ProcessBackend;
 use crate::config::ToolFilter;
+use crate::names;
 use crate::schema::Patterns;
 use uri_template::UriTemplate;
 

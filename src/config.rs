@@ -12,12 +12,13 @@ mod raw;
 mod summary;
 mod validate;
 
+pub use crate::names::namespace_for;
 pub use commands::check_commands;
 pub use error::{ConfigError, Diagnostic};
 pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_env, process_env};
 pub use model::*;
 pub use plugin_files::load_with_plugin_files;
-pub use validate::{EnvLookup, namespace_for};
+pub use validate::EnvLookup;
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::load::{embedded_default, load_given, process_env};
 use super::model::{Config, PluginConfig};
-use super::validate::{namespace_for, valid_namespace};
+use crate::names::{namespace_for, valid_namespace};
 
 /// The config file, or the embedded default without one, with the `--plugin` files added:
 /// at start and at each change of the file.

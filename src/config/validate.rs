@@ -11,6 +11,7 @@ use globset::{Glob, GlobSetBuilder};
 use super::error::{ConfigError, Diagnostic, line_col, locate};
 use super::model::*;
 use super::raw;
+use crate::names::{namespace_for, valid_namespace};
 
 mod expand;
 mod plugins;
@@ -443,28 +444,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// The namespace a backend gets by default: its name, with every character clients
-/// refuse in a tool name made `_`.
-pub fn namespace_for(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// Whether `name` is one of the plugins built into this binary.
 pub(crate) fn is_bundled(name: &str) -> bool {
     crate::bundled::BUNDLED_PLUGINS
         .iter()
         .any(|(bundled, _)| *bundled == name)
-}
-
-pub(crate) fn valid_namespace(ns: &str) -> bool {
-    ns.chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }

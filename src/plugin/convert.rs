@@ -120,14 +120,6 @@ pub fn listing_bytes(infos: &[ToolInfo]) -> usize {
         .sum()
 }
 
-/// `[A-Za-z0-9_.-]{1,64}`, the rule of `tool-info.name`.
-pub fn valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
 /// A plugin's tool as the host keeps it.
 pub struct CheckedTool {
     /// The MCP `Tool` object, unprefixed name.
@@ -163,7 +155,7 @@ pub const INLINE_RESULT_BYTES: usize = 64 << 10;
 /// refuse, or a schema that is not an object schema that compiles (a broken input schema
 /// would refuse every call or check nothing).
 pub fn tool_to_mcp(info: &ToolInfo) -> Result<CheckedTool, String> {
-    if !valid_tool_name(&info.name) {
+    if !crate::names::follows_mcp_advice(&info.name, crate::names::PORTABLE_LEN) {
         return Err(format!(
             "tool name {:?} is not 1-64 characters of letters, digits, `_`, `-`, `.`",
             info.name
@@ -449,15 +441,6 @@ pub use crate::protocol::{Reply, error_result};
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tool_names() {
-        assert!(valid_tool_name("a.b-c_9"));
-        assert!(!valid_tool_name(""));
-        assert!(!valid_tool_name("a b"));
-        assert!(!valid_tool_name(&"x".repeat(65)));
-        assert!(!valid_tool_name("é"));
-    }
 
     #[test]
     fn schemas_must_be_objects() {

@@ -149,23 +149,16 @@ pub(super) fn usable_tools(server: &str, tools: Vec<Value>) -> Vec<Value> {
                 }
             };
             if let Some(problem) = problem {
-                let shown: String = tool.to_string().chars().take(200).collect();
+                let shown = tool.to_string();
+                let shown = crate::protocol::cut_short(&shown, 200);
                 tracing::warn!(server, "tool left out: {problem}: {shown}");
-            } else if let Some(name) = name.filter(|n| !is_portable_tool_name(n)) {
+            } else if let Some(name) = name.filter(|n| !crate::names::follows_mcp_advice(n, 128)) {
                 // Served: the specification only advises, but some clients refuse such names.
                 tracing::warn!(server, "tool `{name}` has a name some clients refuse (MCP advises 1-128 of A-Z a-z 0-9 _ - .)");
             }
             problem.is_none()
         })
         .collect()
-}
-
-/// A tool name as MCP 2025-11-25 advises: 1 to 128 ASCII letters, digits, `_`, `-` or `.`.
-pub(super) fn is_portable_tool_name(name: &str) -> bool {
-    (1..=128).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
 }
 
 /// Fetches every page of a list, following `nextCursor`.
@@ -187,7 +180,8 @@ pub(super) async fn list_all(
             Some(Value::Array(list)) => items.extend(list.iter().cloned()),
             None => {}
             Some(other) => {
-                let shown: String = other.to_string().chars().take(100).collect();
+                let shown = other.to_string();
+                let shown = crate::protocol::cut_short(&shown, 100);
                 tracing::warn!(server = %server, "{method}: `{key}` is not an array, nothing taken from it: {shown}");
             }
         }

@@ -233,7 +233,7 @@ pub(super) async fn read_lines(
                 });
             }
             Err(reason) => {
-                let shown: String = line.chars().take(200).collect();
+                let shown = crate::protocol::cut_short(&line, 200);
                 tracing::warn!(server = %server, "ignored a line that is not JSON-RPC ({reason}): {shown}");
             }
         }

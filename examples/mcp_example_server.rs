@@ -568,7 +568,10 @@ impl Server {
             })),
             "error" => Err(RpcError {
                 code: args.get("code").and_then(Value::as_i64).unwrap_or(-32099),
-                message: "example error".to_owned(),
+                message: args["message"]
+                    .as_str()
+                    .unwrap_or("example error")
+                    .to_owned(),
                 data: Some(json!({"detail": "x"})),
             }),
             "log" => {
@@ -841,7 +844,7 @@ fn base_tools() -> Vec<Value> {
         add,
         tool("slow", "Sleeps ms, with progress", json!({"ms": count, "announce": {"type": "boolean"}}), &["ms"]),
         tool("fail", "Returns a tool error", none.clone(), &[]),
-        tool("error", "Answers a JSON-RPC error", json!({"code": {"type": "integer"}}), &[]),
+        tool("error", "Answers a JSON-RPC error", json!({"code": {"type": "integer"}, "message": string}), &[]),
         tool("log", "Sends a log notification", log, &["level", "message"]),
         tool("sample", "Asks the client to sample", json!({"prompt": string, "cancel_after_ms": count}), &["prompt"]),
         tool("elicit", "Asks the client to elicit", json!({"message": string}), &["message"]),

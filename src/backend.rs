@@ -67,6 +67,7 @@ impl BackendError {
                 data: Some(Box::new(
                     json!({"server": server, "originalError": error.to_value()}),
                 )),
+                invalid_arguments: false,
             },
             BackendError::Unavailable { server, .. }
             | BackendError::NotReading { server, .. }

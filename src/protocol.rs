@@ -27,6 +27,10 @@ pub struct RpcError {
     pub message: String,
     /// Boxed: errors travel inside `Result`s, which stay small this way.
     pub data: Option<Box<Value>>,
+    /// Made by [`RpcError::invalid_arguments`]: the gateway found the tool's arguments
+    /// wrong, which a client at 2025-11-25 or later gets as a tool error result. Never
+    /// sent, never read from a server's error.
+    pub invalid_arguments: bool,
 }
 
 impl RpcError {
@@ -35,6 +39,7 @@ impl RpcError {
             code,
             message: message.into(),
             data: None,
+            invalid_arguments: false,
         }
     }
 
@@ -48,14 +53,12 @@ impl RpcError {
     }
 
     /// Arguments that do not fit the tool: -32602 before 2025-11-25, a tool error result
-    /// from then on (see [`argument_errors_are_results`]); [`Self::is_invalid_arguments`]
-    /// tells them from other -32602 errors by this wording.
+    /// from then on (see [`argument_errors_are_results`]).
     pub fn invalid_arguments(tool: &str, why: impl std::fmt::Display) -> Self {
-        Self::invalid_params(format!("{INVALID_ARGUMENTS}{tool}: {why}"))
-    }
-
-    pub fn is_invalid_arguments(&self) -> bool {
-        self.code == INVALID_PARAMS && self.message.starts_with(INVALID_ARGUMENTS)
+        RpcError {
+            invalid_arguments: true,
+            ..Self::invalid_params(format!("{INVALID_ARGUMENTS}{tool}: {why}"))
+        }
     }
 
     pub fn to_value(&self) -> Value {
@@ -81,6 +84,7 @@ impl RpcError {
                 .unwrap_or("error")
                 .to_string(),
             data: value.get("data").cloned().map(Box::new),
+            invalid_arguments: false,
         }
     }
 }

@@ -253,7 +253,7 @@ impl Gateway {
             }
         };
         let outcome = match outcome {
-            Err(error) if error.is_invalid_arguments() => argument_error(context, error),
+            Err(error) if error.invalid_arguments => argument_error(context, error),
             outcome => outcome,
         };
         let (status, error) = match &outcome {

@@ -294,3 +294,25 @@ fn a_renamed_plugin_file_is_served_under_its_new_name() {
         "renamed"
     );
 }
+
+/// A server's own -32602 error stays a JSON-RPC error for a 2025-11-25 client, whatever its
+/// wording: only the gateway's own argument check becomes a tool error result.
+#[test]
+fn a_servers_invalid_params_error_is_not_taken_for_the_gateways_argument_check() {
+    let mut client = crate::harness::config().example("ex", &[]).start();
+    client.initialize_with("2025-11-25", json!({}));
+    client.wait_ready();
+    let spoof = "Invalid arguments for tool ex__error: from the server";
+    let response = client.request(
+        "tools/call",
+        json!({"name": "ex__error", "arguments": {"code": -32602, "message": spoof}}),
+    );
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    assert_eq!(response["error"]["message"], spoof, "{response}");
+    // The gateway's own check of the same tool: a tool error result at this version.
+    let response = client.request(
+        "tools/call",
+        json!({"name": "ex__error", "arguments": {"code": "not a number"}}),
+    );
+    assert_eq!(response["result"]["isError"], true, "{response}");
+}

@@ -2,6 +2,10 @@
 //! and the error codes. Payloads stay `serde_json::Value` so that fields the gateway
 //! does not know pass through untouched.
 
+mod mcp;
+
+pub use mcp::*;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -453,34 +457,6 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
     msg
 }
 
-/// Protocol versions the gateway speaks, oldest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-pub const LATEST_VERSION: &str = "2025-11-25";
-
-/// The client's version if the gateway speaks it, else the latest (the client then decides).
-pub fn negotiate_version(requested: Option<&str>) -> &'static str {
-    requested
-        .and_then(|v| SUPPORTED_VERSIONS.iter().find(|s| **s == v).copied())
-        .unwrap_or(LATEST_VERSION)
-}
-
-/// MCP's log levels (`logging/setLevel`, `notifications/message`), least severe first.
-pub const LOG_LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
-
-/// Where `level` stands in [`LOG_LEVELS`]: a message at or above a client's level is sent.
-pub fn log_rank(level: &str) -> Option<u8> {
-    LOG_LEVELS.iter().position(|l| *l == level).map(|r| r as u8)
-}
-
 const INVALID_ARGUMENTS: &str = "Invalid arguments for tool ";
 
 /// `text` for a message, cut at `max` bytes (at a character's edge) with its full size
@@ -502,28 +478,6 @@ pub fn cut_owned(text: String, max: usize) -> String {
         return text;
     }
     cut_short(&text, max).into_owned()
-}
-
-/// A tool result that reports a failure to the model.
-pub fn error_result(text: impl Into<String>) -> Value {
-    json!({"content": [{"type": "text", "text": text.into()}], "isError": true})
-}
-
-/// The first version that answers a tool's invalid arguments with a tool error result
-/// (`isError: true`, which the model reads and can correct), not a JSON-RPC error.
-const ARGUMENT_ERRORS_AS_RESULTS: &str = "2025-11-25";
-
-/// Whether a session at `version` gets invalid arguments as a tool error result.
-pub fn argument_errors_are_results(version: &str) -> bool {
-    version >= ARGUMENT_ERRORS_AS_RESULTS
-}
-
-/// The first version without JSON-RPC batching (added in 2025-03-26, removed again here).
-const BATCHING_REMOVED: &str = "2025-06-18";
-
-/// Whether a session at `version` may send batches. Versions are dates, so they order as text.
-pub fn batching_allowed(version: &str) -> bool {
-    version < BATCHING_REMOVED
 }
 
 #[cfg(test)]

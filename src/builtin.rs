@@ -94,7 +94,7 @@ pub fn status(gateway: &Gateway) -> Value {
                 "restarts": backend.restarts(),
                 "last_error": backend.last_error(),
                 "pid": backend.pid(),
-                "command": server.command,
+                "command": server.stdio().command,
                 "protocol_version": discovered.protocol_version,
                 "server_info": discovered.server_info,
                 "timeout_ms": server.timeout.as_millis() as u64,

@@ -338,8 +338,8 @@ impl ProcessBackend {
     ) -> Result<(), String> {
         let name = &self.name;
         let config = self.config.load_full();
-        let mut child =
-            spawn(&config).map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
+        let mut child = spawn(&config)
+            .map_err(|e| format!("cannot start `{}`: {e}", config.stdio().command))?;
         let pid = child.id().unwrap_or(0);
         self.pid.store(pid, Ordering::Relaxed);
         let restarted = self.restarts() > 0;
@@ -347,7 +347,7 @@ impl ProcessBackend {
             "backend.started",
             name,
             Status::Pending,
-            json!({"pid": pid, "command": config.command}),
+            json!({"pid": pid, "command": config.stdio().command}),
         );
 
         let (writer_tx, writer_rx) = outbox(format!("server `{name}`"));

@@ -61,15 +61,8 @@ pub const BASE_ENV: &[&str] = &[
 pub struct ServerConfig {
     /// The key in `[servers.NAME]` / `mcpServers`.
     pub name: String,
-    pub command: String,
-    pub args: Vec<String>,
-    /// `args` before `${VAR}` expansion: what `check` prints, so that no secret is shown.
-    pub args_as_written: Vec<String>,
-    /// Extra environment for the child, `${VAR}` already expanded from the gateway's.
-    pub env: BTreeMap<String, String>,
-    /// Whether the child gets the gateway's whole environment, not only [`BASE_ENV`].
-    pub inherit_env: bool,
-    pub cwd: Option<PathBuf>,
+    /// How the gateway reaches it.
+    pub transport: ServerTransport,
     /// Prefix of this server's tools and prompts; "" means none. Defaults to `name`.
     pub namespace: String,
     /// Per-call timeout for this server (defaults to `gateway.timeout`).
@@ -81,16 +74,45 @@ pub struct ServerConfig {
     pub disabled: bool,
 }
 
+/// How the gateway reaches a server: a process it starts and speaks to over stdio (remote
+/// servers over HTTP are the next variant).
+#[derive(Debug, Clone)]
+pub enum ServerTransport {
+    Stdio(StdioCommand),
+}
+
+/// What starts a server's process.
+#[derive(Debug, Clone)]
+pub struct StdioCommand {
+    pub command: String,
+    pub args: Vec<String>,
+    /// `args` before `${VAR}` expansion: what `check` prints, so that no secret is shown.
+    pub args_as_written: Vec<String>,
+    /// Extra environment for the child, `${VAR}` already expanded from the gateway's.
+    pub env: BTreeMap<String, String>,
+    /// Whether the child gets the gateway's whole environment, not only [`BASE_ENV`].
+    pub inherit_env: bool,
+    pub cwd: Option<PathBuf>,
+}
+
 impl ServerConfig {
+    /// The command that starts the server's process.
+    pub fn stdio(&self) -> &StdioCommand {
+        match &self.transport {
+            ServerTransport::Stdio(command) => command,
+        }
+    }
+
     /// True when a running server's process can serve the `new` entry: what starts the
     /// process is unchanged. Everything else (tool filters, timeouts, namespace) is applied
     /// to it live, so that editing a filter does not kill the calls in flight.
     pub fn starts_same_process(&self, new: &ServerConfig) -> bool {
-        self.command == new.command
-            && self.args == new.args
-            && self.env == new.env
-            && self.inherit_env == new.inherit_env
-            && self.cwd == new.cwd
+        let (old, new) = (self.stdio(), new.stdio());
+        old.command == new.command
+            && old.args == new.args
+            && old.env == new.env
+            && old.inherit_env == new.inherit_env
+            && old.cwd == new.cwd
     }
 }
 

@@ -58,7 +58,7 @@ impl Config {
                 out,
                 "  {}{state}: {}",
                 s.name,
-                command_line(&s.command, &s.args_as_written)
+                command_line(&s.stdio().command, &s.stdio().args_as_written)
             )?;
             writeln!(
                 out,
@@ -74,11 +74,11 @@ impl Config {
                     .collect();
                 writeln!(out, "    tool timeouts: {}", per_tool.join(", "))?;
             }
-            if let Some(cwd) = &s.cwd {
+            if let Some(cwd) = &s.stdio().cwd {
                 writeln!(out, "    cwd {}", cwd.display())?;
             }
-            if !s.env.is_empty() {
-                let names: Vec<&str> = s.env.keys().map(String::as_str).collect();
+            if !s.stdio().env.is_empty() {
+                let names: Vec<&str> = s.stdio().env.keys().map(String::as_str).collect();
                 writeln!(out, "    env {}", names.join(", "))?;
             }
             write_filter(out, &s.tool_filter)?;

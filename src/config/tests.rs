@@ -134,12 +134,12 @@ fn full_toml_example_parses_to_the_expected_model() {
     let time = &config.servers["time"];
     assert_eq!(time.name, "time");
     assert_eq!(
-        (time.command.as_str(), time.args.as_slice()),
+        (time.stdio().command.as_str(), time.stdio().args.as_slice()),
         ("uvx", &["mcp-server-time".to_owned()][..])
     );
-    assert_eq!(time.env["TZ"], "UTC");
-    assert_eq!(time.env["TOKEN"], "s3cret");
-    assert_eq!(time.cwd.as_deref(), Some(&*base));
+    assert_eq!(time.stdio().env["TZ"], "UTC");
+    assert_eq!(time.stdio().env["TOKEN"], "s3cret");
+    assert_eq!(time.stdio().cwd.as_deref(), Some(&*base));
     assert_eq!(
         (time.namespace.as_str(), time.timeout),
         ("t", Duration::from_secs(30))
@@ -331,8 +331,8 @@ fn claude_desktop_json_with_client_keys_and_remote_entries() {
         ["filesystem", "git", "time"]
     );
     let fs = &config.servers["filesystem"];
-    assert_eq!(fs.args[2], "/home/ada/Desktop");
-    assert_eq!(fs.env["TOKEN"], "s3cret");
+    assert_eq!(fs.stdio().args[2], "/home/ada/Desktop");
+    assert_eq!(fs.stdio().env["TOKEN"], "s3cret");
     assert_eq!(fs.namespace, "filesystem");
     let git = &config.servers["git"];
     assert!(git.disabled);
@@ -596,9 +596,9 @@ env = { A = "${env:MY_TOKEN}", B = "${UNSET_ONE:-dflt}" }
 cwd = "${HOME}/work"
 "#;
     let s = toml(text, &base).unwrap().servers.remove("s").unwrap();
-    assert_eq!(s.command, "/home/ada/bin/server");
+    assert_eq!(s.stdio().command, "/home/ada/bin/server");
     assert_eq!(
-        s.args,
+        s.stdio().args,
         [
             "--token",
             "s3cret",
@@ -609,10 +609,10 @@ cwd = "${HOME}/work"
         ]
     );
     assert_eq!(
-        (s.env["A"].as_str(), s.env["B"].as_str()),
+        (s.stdio().env["A"].as_str(), s.stdio().env["B"].as_str()),
         ("s3cret", "dflt")
     );
-    assert_eq!(s.cwd.as_deref(), Some(Path::new("/home/ada/work")));
+    assert_eq!(s.stdio().cwd.as_deref(), Some(Path::new("/home/ada/work")));
 }
 
 #[test]
@@ -677,7 +677,7 @@ allow_dirs = [{ host = "plugins/./shared", guest = "/shared", mode = "rw" }, { h
         config.gateway.events_file,
         Some(base.join("logs/events.jsonl"))
     );
-    assert_eq!(config.servers["s"].cwd, Some(base.join("data")));
+    assert_eq!(config.servers["s"].stdio().cwd, Some(base.join("data")));
     assert_eq!(config.plugins.dir, Some(base.join("plugins")));
     assert_eq!(config.plugins.cache_dir, Some(base.join("cache")));
     assert_eq!(
@@ -726,7 +726,7 @@ fn load_picks_the_format_and_resolves_against_the_files_directory() {
     std::fs::write(base.join("gateway.conf"), "[servers.d]\ncommand = \"w\"\n").unwrap();
     let env = env_of(ENV);
     let a = load_with_env(&base.join("gw.toml"), &env).unwrap();
-    assert_eq!(a.servers["a"].cwd, Some(base.join("data")));
+    assert_eq!(a.servers["a"].stdio().cwd, Some(base.join("data")));
     assert_eq!(a.source, Some(base.join("gw.toml")));
     assert!(
         load_with_env(&base.join("mcp.json"), &env)

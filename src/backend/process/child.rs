@@ -53,6 +53,7 @@ impl ProcessBackend {
 }
 
 pub(super) fn spawn(config: &ServerConfig) -> std::io::Result<Child> {
+    let config = config.stdio();
     let mut command = Command::new(&config.command);
     if !config.inherit_env {
         command.env_clear();

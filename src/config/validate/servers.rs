@@ -162,12 +162,14 @@ impl Ctx<'_> {
         let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &[s, name]);
         Some(ServerConfig {
             name: name.to_owned(),
-            command,
-            args,
-            args_as_written: raw.args.clone(),
-            env,
-            inherit_env: raw.inherit_env,
-            cwd,
+            transport: ServerTransport::Stdio(StdioCommand {
+                command,
+                args,
+                args_as_written: raw.args.clone(),
+                env,
+                inherit_env: raw.inherit_env,
+                cwd,
+            }),
             namespace,
             timeout: raw.timeout.map_or(gateway.timeout, |t| t.0),
             tool_timeouts,

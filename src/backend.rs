@@ -3,7 +3,10 @@
 //! remote servers will join as a third variant.
 
 pub mod process;
+mod server;
 mod stderr;
+
+pub use server::Backend;
 
 use std::time::Duration;
 

@@ -68,7 +68,7 @@ pub fn status(gateway: &Gateway) -> Value {
     let tools_of =
         |plugin: bool, name: &str| tool_counts.get(&(plugin, name)).copied().unwrap_or(0);
     let mut backends = serde_json::Map::new();
-    for backend in gateway.process_backends() {
+    for backend in gateway.servers() {
         let discovered = backend.discovered();
         let server = backend.config();
         let state = backend.state();

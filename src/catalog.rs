@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::backend::Backend;
 use crate::backend::Discovered;
-use crate::backend::process::ProcessBackend;
 use crate::config::ToolFilter;
 use crate::names;
 use crate::schema::Patterns;
@@ -23,7 +23,7 @@ use uri_template::UriTemplate;
 pub enum Target {
     /// The gateway's own tools.
     Builtin,
-    Process(Arc<ProcessBackend>),
+    Server(Backend),
     Wasm(Arc<str>),
 }
 
@@ -32,7 +32,7 @@ impl Target {
     pub fn server(&self) -> &str {
         match self {
             Target::Builtin => "wasmgate",
-            Target::Process(p) => p.name(),
+            Target::Server(p) => p.name(),
             Target::Wasm(name) => name,
         }
     }
@@ -218,7 +218,7 @@ impl Catalog {
         for route in self.tool_routes.values() {
             let key = match &route.target {
                 Target::Builtin => continue,
-                Target::Process(p) => (false, p.name()),
+                Target::Server(p) => (false, p.name()),
                 Target::Wasm(name) => (true, &**name),
             };
             *counts.entry(key).or_default() += 1;

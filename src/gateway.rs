@@ -11,10 +11,12 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::backend::Backend;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered, ListKind};
 use crate::catalog::{Catalog, Source, Target};
 use crate::config::Config;
+use crate::config::ServerTransport;
 use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol::{self, RpcError};
@@ -24,7 +26,7 @@ use crate::telemetry::events::{EventLog, Status};
 pub struct Gateway {
     pub config: ArcSwap<Config>,
     pub events: Arc<EventLog>,
-    pub(crate) backends: Mutex<BTreeMap<String, Arc<ProcessBackend>>>,
+    pub(crate) backends: Mutex<BTreeMap<String, Backend>>,
     pub(crate) catalog: ArcSwap<Catalog>,
     /// Marked changed each time the catalog is swapped: what a call to a tool not yet
     /// known waits on.
@@ -97,20 +99,22 @@ impl Gateway {
 
     fn start_server(&self, server: crate::config::ServerConfig) {
         let name = server.name.clone();
-        let backend = ProcessBackend::start(
-            server,
-            &self.config.load().gateway,
-            self.events.clone(),
-            self.to_gateway.clone(),
-        );
+        let backend = match server.transport {
+            ServerTransport::Stdio(_) => Backend::Process(ProcessBackend::start(
+                server,
+                &self.config.load().gateway,
+                self.events.clone(),
+                self.to_gateway.clone(),
+            )),
+        };
         self.backends.lock().unwrap().insert(name, backend);
     }
 
-    pub fn backend(&self, name: &str) -> Option<Arc<ProcessBackend>> {
+    pub fn backend(&self, name: &str) -> Option<Backend> {
         self.backends.lock().unwrap().get(name).cloned()
     }
 
-    pub fn process_backends(&self) -> Vec<Arc<ProcessBackend>> {
+    pub fn servers(&self) -> Vec<Backend> {
         self.backends.lock().unwrap().values().cloned().collect()
     }
 
@@ -128,7 +132,7 @@ impl Gateway {
         if self.startup_settled.load(Ordering::Acquire) {
             return;
         }
-        let backends = self.process_backends();
+        let backends = self.servers();
         for backend in &backends {
             backend.wait_started(deadline).await;
         }
@@ -215,7 +219,7 @@ impl Gateway {
     pub fn rebuild_catalog_announcing(&self, new_code: bool) {
         let _one_at_a_time = self.rebuild.lock().unwrap();
         let config = self.config.load();
-        let backends = self.process_backends();
+        let backends = self.servers();
         let discovered: Vec<_> = backends.iter().map(|b| b.discovered()).collect();
         let server_configs: Vec<_> = backends.iter().map(|b| b.config()).collect();
         let timeouts: Vec<_> = backends
@@ -232,7 +236,7 @@ impl Gateway {
             .zip(&server_configs)
             .filter(|(((b, _), _), _)| b.state() != BackendState::Failed)
             .map(|(((b, d), t), c)| Source {
-                target: Target::Process(b.clone()),
+                target: Target::Server(b.clone()),
                 namespace: &c.namespace,
                 discovered: d,
                 filter: &c.tool_filter,
@@ -463,7 +467,7 @@ impl Gateway {
             .emit("gateway.stopping", "wasmgate", Status::Success, Value::Null);
         // In parallel: each server has its own grace period.
         let mut stops = tokio::task::JoinSet::new();
-        for backend in self.process_backends() {
+        for backend in self.servers() {
             stops.spawn(async move { backend.stop().await });
         }
         stops.join_all().await;

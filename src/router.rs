@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use crate::backend::process::ProcessBackend;
+use crate::backend::Backend;
 use crate::backend::{BackendError, BackendState};
 use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
@@ -65,7 +65,7 @@ impl Gateway {
     /// The answer to `initialize`: capabilities reflect what the backends offer.
     pub fn initialize_result(&self, version: &str) -> Value {
         let config = self.config.load();
-        let backends = self.process_backends();
+        let backends = self.servers();
         let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
         // Servers still starting may offer anything: promise what they might, since the
         // answer to `initialize` does not wait for them. So may a server that an edit of
@@ -242,7 +242,7 @@ impl Gateway {
         });
         let outcome = match &route.target {
             Target::Builtin => crate::builtin::call(self, &route.name, &arguments).map(Reply::from),
-            Target::Process(backend) => {
+            Target::Server(backend) => {
                 params["name"] = Value::String(route.name.clone());
                 self.forward_to_process(context, backend, "tools/call", params, route.timeout)
                     .await
@@ -353,7 +353,7 @@ impl Gateway {
         params: Value,
     ) -> Result<Reply, RpcError> {
         match target {
-            Target::Process(backend) => {
+            Target::Server(backend) => {
                 self.forward_to_process(context, backend, method, params, backend.timeout_for(None))
                     .await
             }
@@ -368,7 +368,7 @@ impl Gateway {
     async fn forward_to_process(
         &self,
         context: &RequestContext,
-        backend: &ProcessBackend,
+        backend: &Backend,
         method: &str,
         params: Value,
         timeout: Duration,
@@ -409,7 +409,7 @@ impl Gateway {
                     .strip_prefix(namespace)
                     .is_some_and(|rest| rest.starts_with(separator.as_str()))
         };
-        for backend in self.process_backends() {
+        for backend in self.servers() {
             let state = backend.state();
             if state != BackendState::Ready && under(&backend.config().namespace) {
                 let error = backend
@@ -441,11 +441,11 @@ impl Gateway {
         self.catalog().resource_target(uri).cloned().or_else(|| {
             // A URI no list mentions: if one server alone serves resources, it may still know it.
             let with_resources: Vec<_> = self
-                .process_backends()
+                .servers()
                 .into_iter()
                 .filter(|b| b.discovered().has_capability("resources"))
                 .collect();
-            (with_resources.len() == 1).then(|| Target::Process(with_resources[0].clone()))
+            (with_resources.len() == 1).then(|| Target::Server(with_resources[0].clone()))
         })
     }
 
@@ -544,7 +544,7 @@ impl Gateway {
         self.set_server_log_level(level);
         let mut forwards = Vec::new();
         for backend in self
-            .process_backends()
+            .servers()
             .into_iter()
             .filter(|b| b.discovered().has_capability("logging"))
         {

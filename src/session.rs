@@ -309,7 +309,7 @@ impl Session {
                 }
             }
             "notifications/roots/list_changed" => {
-                for backend in self.gateway.process_backends() {
+                for backend in self.gateway.servers() {
                     backend.notify(method, params.clone());
                 }
             }

@@ -36,7 +36,17 @@ type Outcome = Option<Result<Reply, RpcError>>;
 /// A member of a batch: answered at once, or running.
 enum BatchEntry {
     Answered(String),
-    Running(Value, tokio::task::JoinHandle<Outcome>),
+    Running(Value, tokio::task::JoinHandle<Option<String>>),
+}
+
+/// What [`Session::handle`] made of a message.
+pub enum Handled {
+    /// A notification, or the client's answer to a request of the gateway's.
+    Nothing,
+    /// The answer line to a request, ready now.
+    Answer(String),
+    /// A request running: its answer line, or `None` when the client cancelled it.
+    Running(std::pin::Pin<Box<dyn Future<Output = Option<String>> + Send>>),
 }
 
 pub struct Session {
@@ -123,25 +133,52 @@ impl Session {
         })
     }
 
-    fn handle_message(self: &Arc<Self>, message: Message) {
+    /// Takes one message from the client, whatever the transport: a notification or the
+    /// client's answer to a request of the gateway's is acted on, a request is registered in
+    /// flight at once (so a cancel finds it) and answered, now or by the future returned.
+    /// What the session sends on its own (progress, log messages, `list_changed`, requests
+    /// to the client) goes through its peer, not here.
+    pub fn handle(self: &Arc<Self>, message: Message) -> Handled {
         match message {
             Message::Request { id, method, params } if method == "initialize" => {
                 let answer = self.initialize(params).map(Reply::from);
-                self.send_line(protocol::response_line(&id, answer));
+                Handled::Answer(protocol::response_line(&id, answer))
             }
             Message::Request { id, method, params } => match self.begin(&id) {
-                Err(error) => self.send(protocol::error_response(id, &error)),
+                Err(error) => Handled::Answer(protocol::response_line(&id, Err(error))),
                 Ok(started) => {
                     let session = self.clone();
-                    run_or_spawn(async move {
-                        if let Some(answer) = session.run(started, &method, params).await {
-                            session.send_line(protocol::response_line(&id, answer));
-                        }
-                    });
+                    Handled::Running(Box::pin(async move {
+                        let answer = session.run(started, &method, params).await?;
+                        Some(protocol::response_line(&id, answer))
+                    }))
                 }
             },
-            Message::Notification { method, params } => self.notification(&method, params),
-            Message::Response { id, result } => self.peer.client_answered(&id, result),
+            Message::Notification { method, params } => {
+                self.notification(&method, params);
+                Handled::Nothing
+            }
+            Message::Response { id, result } => {
+                self.peer.client_answered(&id, result);
+                Handled::Nothing
+            }
+        }
+    }
+
+    /// [`Self::handle`] for a transport with one stream back (stdio): answers go to the peer's
+    /// queue as they come.
+    fn handle_message(self: &Arc<Self>, message: Message) {
+        match self.handle(message) {
+            Handled::Nothing => {}
+            Handled::Answer(line) => self.send_line(line),
+            Handled::Running(answer) => {
+                let session = self.clone();
+                run_or_spawn(async move {
+                    if let Some(line) = answer.await {
+                        session.send_line(line);
+                    }
+                });
+            }
         }
     }
 
@@ -165,21 +202,19 @@ impl Session {
                         Err(error),
                     )));
                 }
-                Ok(Message::Request { id, method, params }) => match self.begin(&id) {
-                    Err(error) => entries.push(BatchEntry::Answered(protocol::response_line(
-                        &id,
-                        Err(error),
-                    ))),
-                    Ok(started) => {
-                        let session = self.clone();
-                        let task =
-                            tokio::spawn(
-                                async move { session.run(started, &method, params).await },
-                            );
-                        entries.push(BatchEntry::Running(id, task));
+                Ok(message) => {
+                    let id = match &message {
+                        Message::Request { id, .. } => id.clone(),
+                        _ => Value::Null,
+                    };
+                    match self.handle(message) {
+                        Handled::Nothing => {}
+                        Handled::Answer(line) => entries.push(BatchEntry::Answered(line)),
+                        Handled::Running(answer) => {
+                            entries.push(BatchEntry::Running(id, tokio::spawn(answer)))
+                        }
                     }
-                },
-                Ok(other) => self.handle_message(other),
+                }
             }
         }
         let session = self.clone();
@@ -192,7 +227,7 @@ impl Session {
             match entry {
                 BatchEntry::Answered(line) => answers.push(line),
                 BatchEntry::Running(id, task) => match task.await {
-                    Ok(Some(answer)) => answers.push(protocol::response_line(&id, answer)),
+                    Ok(Some(line)) => answers.push(line),
                     Ok(None) => {}
                     Err(_) => answers.push(protocol::response_line(
                         &id,

@@ -114,8 +114,8 @@ async fn measure(plugin: PathBuf, kinds: &[(&str, &str)], rounds: usize, calls: 
                 // An answer not queued in the request's first poll comes from a task (a
                 // plugin call that made its own instance, say): wait for it.
                 let answer = match answers.try_recv() {
-                    Some(answer) => answer,
-                    None => answers.recv().await.expect("an answer"),
+                    Some(answer) => answer.line,
+                    None => answers.recv().await.expect("an answer").line,
                 };
                 spent += started.elapsed();
                 if !answer.contains(r#""result""#) || answer.contains(r#""isError":true"#) {

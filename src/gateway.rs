@@ -327,13 +327,14 @@ impl Gateway {
     pub fn register_progress(
         &self,
         server: &str,
-        session: &Arc<ClientPeer>,
+        context: &crate::router::RequestContext,
         token: Value,
     ) -> ProgressMapping<'_> {
         let ours = format!("wg-{}", uuid::Uuid::new_v4().simple());
         let route = ProgressRoute {
             server: server.to_string(),
-            session: Arc::downgrade(session),
+            session: Arc::downgrade(&context.peer),
+            request: context.request.clone(),
             original: token,
             last: None,
             budget: Budget::default(),
@@ -550,6 +551,8 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
 struct ProgressRoute {
     server: String,
     session: Weak<ClientPeer>,
+    /// The client's request the progress belongs to.
+    request: Option<Arc<str>>,
     original: Value,
     /// The last `progress` passed on: MCP requires it to increase.
     last: Option<f64>,
@@ -739,13 +742,17 @@ impl Gateway {
                         return;
                     }
                     route.last = progress;
-                    route.session.upgrade().map(|s| (s, route.original.clone()))
+                    (route.session.upgrade())
+                        .map(|s| (s, route.original.clone(), route.request.clone()))
                 };
-                let Some((session, original)) = target else {
+                let Some((session, original, request)) = target else {
                     return;
                 };
                 params["progressToken"] = original;
-                session.send(protocol::notification(method, Some(params)));
+                session.send_related(
+                    protocol::notification(method, Some(params)),
+                    request.as_ref(),
+                );
             }
             "notifications/message" => {
                 let mut params = params.unwrap_or_default();

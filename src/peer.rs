@@ -3,8 +3,8 @@
 //! on a server's behalf. A session makes one; the gateway, router and backends hold it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -104,6 +104,17 @@ impl ClientPeer {
         self.client.lock().unwrap().protocol_version.clone()
     }
 
+    /// Sends a message that belongs to the client's request `related` (progress, a log line
+    /// of its call): a transport with a stream per request sends it there.
+    pub fn send_related(&self, message: Value, related: Option<&Arc<str>>) {
+        if message.get("id").is_none() {
+            self.out
+                .send_or_drop_related(message.to_string(), related.cloned());
+        } else {
+            self.out.send_related(message.to_string(), related.cloned());
+        }
+    }
+
     pub fn send(&self, message: Value) {
         // A notification to a client that stopped reading is dropped (and counted); answers
         // and requests always queue, and the reader stops taking requests meanwhile.
@@ -164,10 +175,23 @@ impl ClientPeer {
     /// Sends `notifications/message` if the client's level admits `level`; `unset`: whether
     /// a client that set no level gets it.
     pub fn log(&self, level: &str, logger: &str, data: &str, unset: bool) {
-        if self.admits_log(level, unset) {
-            self.notify(
-                "notifications/message",
-                Some(json!({"level": level, "logger": logger, "data": data})),
+        self.log_related(level, logger, data, unset, None);
+    }
+
+    /// [`Self::log`] for a line of the client's request `related` (a plugin call's log).
+    pub fn log_related(
+        &self,
+        level: &str,
+        logger: &str,
+        data: &str,
+        unset: bool,
+        related: Option<&Arc<str>>,
+    ) {
+        if self.admits_log(level, unset) && self.is_initialized() {
+            let params = json!({"level": level, "logger": logger, "data": data});
+            self.send_related(
+                protocol::notification("notifications/message", Some(params)),
+                related,
             );
         }
     }

@@ -20,6 +20,9 @@ pub struct RequestContext {
     pub trace_id: String,
     /// The client that asked.
     pub peer: Arc<ClientPeer>,
+    /// Which of its requests this is (the key of its id), for what the request's work sends
+    /// the client on its own; `None` outside a client's request.
+    pub request: Option<Arc<str>>,
 }
 
 /// A call to a server or plugin, recorded as a `tool.called` event once it ends: by its
@@ -291,6 +294,7 @@ impl Gateway {
         let progress = progress_token(params).map(|token| {
             let session = Arc::downgrade(&context.peer);
             let token = token.clone();
+            let request = context.request.clone();
             let sink: crate::plugin::ProgressSink = Arc::new(move |progress, total, message| {
                 let Some(session) = session.upgrade() else {
                     return;
@@ -302,10 +306,10 @@ impl Gateway {
                 if let Some(message) = message {
                     params["message"] = json!(message);
                 }
-                session.send(protocol::notification(
-                    "notifications/progress",
-                    Some(params),
-                ));
+                session.send_related(
+                    protocol::notification("notifications/progress", Some(params)),
+                    request.as_ref(),
+                );
             });
             sink
         });
@@ -340,7 +344,7 @@ impl Gateway {
         let Some(token) = progress_token(&params).cloned() else {
             return (params, None);
         };
-        let mapping = self.register_progress(server, &context.peer, token);
+        let mapping = self.register_progress(server, context, token);
         params["_meta"]["progressToken"] = Value::String(mapping.token.clone());
         (params, Some(mapping))
     }
@@ -573,9 +577,10 @@ fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plug
     context.peer.log_level()?;
     let session = Arc::downgrade(&context.peer);
     let logger = plugin.to_string();
+    let request = context.request.clone();
     Some(Arc::new(move |level: &'static str, message: &str| {
         if let Some(session) = session.upgrade() {
-            session.log(level, &logger, message, false);
+            session.log_related(level, &logger, message, false, request.as_ref());
         }
     }))
 }
@@ -630,6 +635,7 @@ impl Gateway {
         let context = RequestContext {
             trace_id: crate::telemetry::events::new_trace_id(),
             peer: Arc::new(crate::peer::ClientPeer::new(out)),
+            request: None,
         };
         self.call_tool(&context, json!({"name": tool, "arguments": arguments}))
             .await

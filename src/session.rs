@@ -275,7 +275,7 @@ impl Session {
         params: Option<Value>,
     ) -> Outcome {
         let outcome = tokio::select! {
-            answer = self.request(method, params) => Some(answer),
+            answer = self.request(method, params, &started.key) => Some(answer),
             // A cancelled request gets no answer (the specification says so).
             _ = started.cancelled => None,
         };
@@ -315,6 +315,7 @@ impl Session {
         self: &Arc<Self>,
         method: &str,
         params: Option<Value>,
+        key: &str,
     ) -> Result<Reply, RpcError> {
         if method != "ping" && !self.peer.is_initialized() {
             return Err(RpcError::new(
@@ -326,6 +327,7 @@ impl Session {
         let context = RequestContext {
             trace_id: new_trace_id(),
             peer: self.peer.clone(),
+            request: Some(Arc::from(key)),
         };
         self.gateway.dispatch(&context, method, params).await
     }

@@ -13,10 +13,18 @@ use tokio::sync::{Notify, mpsc};
 /// Bytes queued past which notifications are dropped and requests refused or held back.
 pub const BUDGET: usize = 16 << 20;
 
+/// A line to send, and the request of the peer's it belongs to, if any (the key of its id):
+/// a transport with a stream per request (HTTP) sends it there; stdio has one stream.
+#[derive(Debug)]
+pub struct Outgoing {
+    pub line: String,
+    pub related: Option<Arc<str>>,
+}
+
 /// The sending side; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    tx: mpsc::UnboundedSender<String>,
+    tx: mpsc::UnboundedSender<Outgoing>,
     state: Arc<State>,
 }
 
@@ -34,7 +42,7 @@ struct State {
 
 /// The writing side, for [`write_lines`].
 pub struct Inbox {
-    rx: mpsc::UnboundedReceiver<String>,
+    rx: mpsc::UnboundedReceiver<Outgoing>,
     state: Arc<State>,
 }
 
@@ -61,14 +69,24 @@ pub fn outbox(peer: impl Into<String>) -> (Outbox, Inbox) {
 impl Outbox {
     /// Queues a line whatever the backlog: an answer, which the peer is waiting for.
     pub fn send(&self, line: String) {
+        self.send_related(line, None);
+    }
+
+    /// [`Self::send`] for a line that belongs to the peer's request `related`.
+    pub fn send_related(&self, line: String, related: Option<Arc<str>>) {
         self.state.queued.fetch_add(line.len(), Ordering::Relaxed);
-        if self.tx.send(line).is_err() {
+        if self.tx.send(Outgoing { line, related }).is_err() {
             self.state.queued.store(0, Ordering::Relaxed);
         }
     }
 
     /// Queues a notification unless the backlog is over budget; `false` when dropped.
     pub fn send_or_drop(&self, line: String) -> bool {
+        self.send_or_drop_related(line, None)
+    }
+
+    /// [`Self::send_or_drop`] for a notification that belongs to the peer's request `related`.
+    pub fn send_or_drop_related(&self, line: String, related: Option<Arc<str>>) -> bool {
         if self.is_full() {
             let dropped = self.state.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             if dropped.is_power_of_two() {
@@ -82,7 +100,7 @@ impl Outbox {
             }
             return false;
         }
-        self.send(line);
+        self.send_related(line, related);
         true
     }
 
@@ -125,23 +143,26 @@ impl Outbox {
 
     /// Asks the writer to stop after the lines queued before this one.
     pub fn close(&self) {
-        let _ = self.tx.send(String::new());
+        let _ = self.tx.send(Outgoing {
+            line: String::new(),
+            related: None,
+        });
     }
 }
 
 impl Inbox {
     /// The next line, once the writer side queued one; `None` when every sender is gone.
-    pub async fn recv(&mut self) -> Option<String> {
-        let line = self.rx.recv().await?;
-        self.taken(&line);
-        Some(line)
+    pub async fn recv(&mut self) -> Option<Outgoing> {
+        let out = self.rx.recv().await?;
+        self.taken(&out.line);
+        Some(out)
     }
 
     /// The next line if one is queued now.
-    pub fn try_recv(&mut self) -> Option<String> {
-        let line = self.rx.try_recv().ok()?;
-        self.taken(&line);
-        Some(line)
+    pub fn try_recv(&mut self) -> Option<Outgoing> {
+        let out = self.rx.try_recv().ok()?;
+        self.taken(&out.line);
+        Some(out)
     }
 
     fn taken(&self, line: &str) {
@@ -159,7 +180,7 @@ impl Inbox {
 pub async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut inbox: Inbox) -> bool {
     let mut out = BufWriter::with_capacity(64 * 1024, output);
     let mut closed = false;
-    'outer: while let Some(mut line) = inbox.recv().await {
+    'outer: while let Some(Outgoing { mut line, .. }) = inbox.recv().await {
         loop {
             if line.is_empty() {
                 closed = true;
@@ -170,7 +191,7 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut inbox: Inbox) -> 
                 return false;
             }
             match inbox.try_recv() {
-                Some(next) => line = next,
+                Some(next) => line = next.line,
                 None => break,
             }
         }

@@ -4,6 +4,7 @@
 
 mod custom_section;
 mod harness;
+mod in_process;
 
 mod cli;
 mod containment;

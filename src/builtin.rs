@@ -154,15 +154,15 @@ pub fn status(gateway: &Gateway) -> Value {
             let at: chrono::DateTime<chrono::Utc> = failed.at.into();
             let namespace = plugin_namespace(&config, &failed.name);
             plugins.push((
-                failed.name,
+                failed.name.clone(),
                 json!({
                     "kind": "wasm",
                     "status": "failed",
                     "namespace": namespace,
                     "tool_count": 0,
-                    "path": failed.path.map(|p| p.display().to_string()),
+                    "path": failed.path.as_ref().map(|p| p.display().to_string()),
                     "failed_at": at.to_rfc3339(),
-                    "last_error": failed.reason,
+                    "last_error": failed.reason(),
                 }),
             ));
         }

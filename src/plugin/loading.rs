@@ -137,17 +137,21 @@ impl PluginHost {
                     },
                 });
             }
-            Err(reason) => {
+            Err(error) => {
                 // A reason may quote what the plugin said (a tool name, a schema): the log,
                 // the status and the events keep its start.
-                let reason = cut_error(reason);
+                let error = LoadError {
+                    why: cut_error(error.why),
+                    ..error
+                };
                 match self.slots.load().get(&name).filter(|_| existing.is_some()) {
                     Some(slot) => {
+                        let reason = error.to_string();
                         tracing::error!(plugin = %name, "{reason}");
                         slot.stats.set_reload_error(Some(reason.clone()));
                         self.emit(PluginEvent::ReloadFailed { name, reason });
                     }
-                    None => self.load_failed(name, source.path().map(Path::to_path_buf), reason),
+                    None => self.load_failed(name, source.path().map(Path::to_path_buf), error),
                 }
             }
         }
@@ -161,36 +165,51 @@ impl PluginHost {
         source: &Source,
         settings: &Arc<Settings>,
         existing: Option<&Version>,
+    ) -> Result<Option<(Arc<Code>, Option<u64>)>, LoadError> {
+        self.load_code_inner(name, source, settings, existing)
+            .await
+            .map_err(|why| LoadError {
+                what: format!("plugin `{name}` ({})", source.describe()),
+                why,
+            })
+    }
+
+    /// [`Self::load_code`]; `Err` is why, without the plugin's name and source.
+    async fn load_code_inner(
+        &self,
+        name: &Arc<str>,
+        source: &Source,
+        settings: &Arc<Settings>,
+        existing: Option<&Version>,
     ) -> Result<Option<(Arc<Code>, Option<u64>)>, String> {
-        let what = format!("plugin `{name}` ({})", source.describe());
         let bytes: Arc<[u8]> = match source {
             Source::File(path) => {
                 let size = tokio::fs::metadata(path)
                     .await
-                    .map_err(|e| format!("{what}: cannot read the file: {e}"))?
+                    .map_err(|e| format!("cannot read the file: {e}"))?
                     .len();
                 if size > MAX_COMPONENT_BYTES {
                     return Err(format!(
-                        "{what}: is {} MiB; a plugin may be at most {} MiB",
+                        "is {} MiB; a plugin may be at most {} MiB",
                         size >> 20,
                         MAX_COMPONENT_BYTES >> 20
                     ));
                 }
                 tokio::fs::read(path)
                     .await
-                    .map_err(|e| format!("{what}: cannot read the file: {e}"))?
+                    .map_err(|e| format!("cannot read the file: {e}"))?
                     .into()
             }
             Source::Bundled(bytes) => Arc::from(*bytes),
         };
-        check_header(&bytes).map_err(|e| format!("{what}: {e}"))?;
+        check_header(&bytes).map_err(|e| format!("{e}"))?;
         let big_runtime = pool::is_big_runtime(bytes.len());
         let digest = cache::hex(&Sha256::digest(&bytes));
         if let Some(pin) = settings.sha256.as_deref()
             && pin != digest
         {
             return Err(format!(
-                "{what}: its sha256 is {digest}, not the {pin} its config pins (sha256 in \
+                "its sha256 is {digest}, not the {pin} its config pins (sha256 in \
                  [plugins.{name}]); not loaded, so its grants go to no other code"
             ));
         }
@@ -200,7 +219,7 @@ impl PluginHost {
         let compile_limit = *lock(&self.compile_limit);
         let refused = || {
             format!(
-                "{what}: compiling it took longer than {} (compile_timeout in [plugins]); \
+                "compiling it took longer than {} (compile_timeout in [plugins]); \
                  refused until the file changes",
                 humantime::format_duration(compile_limit)
             )
@@ -213,7 +232,7 @@ impl PluginHost {
         let host = self
             .this
             .upgrade()
-            .ok_or_else(|| format!("{what}: the host is shutting down"))?;
+            .ok_or_else(|| format!("the host is shutting down"))?;
         let digest2 = digest.clone();
         let label = name.clone();
         let compiling = tokio::task::spawn_blocking(move || {
@@ -241,19 +260,19 @@ impl PluginHost {
             return Err(refused());
         };
         let (component, compile_ms) = compiled
-            .map_err(|e| format!("{what}: compilation panicked: {e}"))?
-            .map_err(|e| format!("{what}: is not a valid component: {}", limits::chain(&e)))?;
+            .map_err(|e| format!("compilation panicked: {e}"))?
+            .map_err(|e| format!("is not a valid component: {}", limits::chain(&e)))?;
 
         let units = engine::slot_units(&component);
         let pre = self.linker.instantiate_pre(&component).map_err(|e| {
             format!(
-                "{what}: imports something the host does not provide: {}",
+                "imports something the host does not provide: {}",
                 limits::chain(&e)
             )
         })?;
         let pre = PluginPre::new(pre).map_err(|e| {
             format!(
-                "{what}: does not implement the world wasmgate:plugin/plugin@0.1.0: {}",
+                "does not implement the world wasmgate:plugin/plugin@0.1.0: {}",
                 limits::chain(&e)
             )
         })?;
@@ -291,38 +310,37 @@ impl PluginHost {
                 },
             )
             .await
-            .map_err(|e| format!("{what}: list-tools failed: {e}"))?;
+            .map_err(|e| format!("list-tools failed: {e}"))?;
         if infos.len() > MAX_TOOLS {
             return Err(format!(
-                "{what}: list-tools returned {} tools; a plugin may have {MAX_TOOLS} at most",
+                "list-tools returned {} tools; a plugin may have {MAX_TOOLS} at most",
                 infos.len()
             ));
         }
         let listing = convert::listing_bytes(&infos);
         if listing > convert::MAX_LISTING_BYTES {
             return Err(format!(
-                "{what}: list-tools returned {listing} bytes of names, descriptions and \
+                "list-tools returned {listing} bytes of names, descriptions and \
                  schemas; a plugin may list {} MiB at most",
                 convert::MAX_LISTING_BYTES >> 20
             ));
         }
         // Compiling schemas takes time and memory: off the I/O thread.
         let checked = tokio::task::spawn_blocking({
-            let what = what.clone();
             move || {
                 let mut tools = Vec::with_capacity(infos.len());
                 let mut output_schemas = HashMap::new();
                 let mut seen = BTreeSet::new();
                 let mut patterns = 0;
                 for info in &infos {
-                    let tool = convert::tool_to_mcp(info).map_err(|e| format!("{what}: {e}"))?;
+                    let tool = convert::tool_to_mcp(info)?;
                     if !seen.insert(info.name.clone()) {
-                        return Err(format!("{what}: lists tool `{}` twice", info.name));
+                        return Err(format!("lists tool `{}` twice", info.name));
                     }
                     patterns += tool.patterns;
                     if patterns > convert::MAX_PLUGIN_PATTERNS {
                         return Err(format!(
-                            "{what}: its schemas have more than {} patterns in all",
+                            "its schemas have more than {} patterns in all",
                             convert::MAX_PLUGIN_PATTERNS
                         ));
                     }
@@ -335,7 +353,7 @@ impl PluginHost {
             }
         })
         .await
-        .map_err(|e| format!("{what}: checking its tools failed: {e}"))?;
+        .map_err(|e| format!("checking its tools failed: {e}"))?;
         let (tools, output_schemas) = checked?;
         Ok(Some((
             Arc::new(Code {

@@ -81,32 +81,36 @@ pub struct PluginInfo {
     pub reload_error: Option<String>,
 }
 
+/// Why a plugin's version could not be loaded: which plugin and from where (`plugin `NAME`
+/// (SOURCE)`), and why.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{what}: {why}")]
+pub struct LoadError {
+    pub what: String,
+    pub why: String,
+}
+
 /// A plugin that is configured or present but could not be loaded, and serves nothing.
 #[derive(Debug, Clone)]
 pub struct FailedPlugin {
     pub name: String,
     pub path: Option<PathBuf>,
-    pub reason: String,
+    pub error: LoadError,
     pub at: SystemTime,
 }
 
 impl FailedPlugin {
-    /// "plugin `NAME` (SOURCE) could not be loaded: WHY", the reason's end cut at `max`
-    /// bytes. A reason starts with the plugin and its source (`what` in `load_code`, or
-    /// a missing file's path), which this says once.
+    /// The whole reason: "plugin `NAME` (SOURCE): WHY".
+    pub fn reason(&self) -> String {
+        self.error.to_string()
+    }
+
+    /// "plugin `NAME` (SOURCE) could not be loaded: WHY", the reason cut at `max` bytes.
     pub fn not_loaded(&self, max: usize) -> String {
-        let named = format!("plugin `{}`", self.name);
-        let (what, why) = self
-            .reason
-            .strip_prefix(&named)
-            .and_then(|rest| rest.split_once("): "))
-            .filter(|(source, _)| source.starts_with(" ("))
-            .map_or((named.clone(), self.reason.as_str()), |(source, why)| {
-                (format!("{named}{source})"), why)
-            });
         format!(
-            "{what} could not be loaded: {}",
-            crate::protocol::cut_short(why, max)
+            "{} could not be loaded: {}",
+            self.error.what,
+            crate::protocol::cut_short(&self.error.why, max)
         )
     }
 }
@@ -405,17 +409,18 @@ impl PluginHost {
     }
 
     /// Records why `name` could not be loaded, for the log, the event log and status.
-    fn load_failed(&self, name: String, path: Option<PathBuf>, reason: String) {
-        tracing::error!(plugin = %name, "{reason}");
-        self.record_failure(name, path, reason);
+    fn load_failed(&self, name: String, path: Option<PathBuf>, error: LoadError) {
+        tracing::error!(plugin = %name, "{error}");
+        self.record_failure(name, path, error);
     }
 
     /// [`Self::load_failed`] without the log line, for a caller that logs it its own way.
-    fn record_failure(&self, name: String, path: Option<PathBuf>, reason: String) {
+    fn record_failure(&self, name: String, path: Option<PathBuf>, error: LoadError) {
+        let reason = error.to_string();
         let failure = FailedPlugin {
             name: name.clone(),
             path,
-            reason: reason.clone(),
+            error,
             at: SystemTime::now(),
         };
         lock(&self.failed).insert(name.clone(), failure);
@@ -430,9 +435,12 @@ impl PluginHost {
         } else {
             "file not found"
         };
-        let reason = format!("plugin `{name}` ({}): {what}", path.display());
-        tracing::warn!(plugin = %name, "{reason}; waiting for it");
-        self.record_failure(name.to_string(), Some(path.to_path_buf()), reason);
+        let error = LoadError {
+            what: format!("plugin `{name}` ({})", path.display()),
+            why: what.to_string(),
+        };
+        tracing::warn!(plugin = %name, "{error}; waiting for it");
+        self.record_failure(name.to_string(), Some(path.to_path_buf()), error);
     }
 
     /// Warns about each file of the plugin folder that is not loaded (see

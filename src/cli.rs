@@ -238,7 +238,9 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     } else {
         gateway.wait_for_tool(tool, true).await;
     }
-    let outcome = gateway.call_once(tool, arguments).await;
+    let outcome = crate::router::Router::new(&gateway)
+        .call_once(tool, arguments)
+        .await;
     gateway.shutdown().await;
     match outcome {
         Ok(result) => {

@@ -327,14 +327,15 @@ impl Gateway {
     pub fn register_progress(
         &self,
         server: &str,
-        context: &crate::router::RequestContext,
+        peer: &Arc<ClientPeer>,
+        request: Option<Arc<str>>,
         token: Value,
     ) -> ProgressMapping<'_> {
         let ours = format!("wg-{}", uuid::Uuid::new_v4().simple());
         let route = ProgressRoute {
             server: server.to_string(),
-            session: Arc::downgrade(&context.peer),
-            request: context.request.clone(),
+            session: Arc::downgrade(peer),
+            request,
             original: token,
             last: None,
             budget: Budget::default(),

@@ -1,5 +1,6 @@
-//! Dispatch of MCP methods: finds the backend in the catalog snapshot, rewrites what
-//! must be rewritten (names, progress tokens, cursors) and passes the rest untouched.
+//! Dispatch of MCP methods (`Router`, over the gateway's state and a request's context):
+//! finds the backend in the catalog snapshot, rewrites what must be rewritten (names,
+//! progress tokens, cursors) and passes the rest untouched.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,18 @@ pub struct RequestContext {
     /// Which of its requests this is (the key of its id), for what the request's work sends
     /// the client on its own; `None` outside a client's request.
     pub request: Option<Arc<str>>,
+}
+
+/// Dispatch of a client's requests over the gateway's state: the catalog, the backends,
+/// the progress routes and subscriptions. Made for each request; it holds only a borrow.
+pub struct Router<'g> {
+    gateway: &'g Arc<Gateway>,
+}
+
+impl<'g> Router<'g> {
+    pub fn new(gateway: &'g Arc<Gateway>) -> Router<'g> {
+        Router { gateway }
+    }
 }
 
 /// A call to a server or plugin, recorded as a `tool.called` event once it ends: by its
@@ -64,11 +77,11 @@ impl Drop for CallRecord<'_> {
     }
 }
 
-impl Gateway {
+impl Router<'_> {
     /// The answer to `initialize`: capabilities reflect what the backends offer.
     pub fn initialize_result(&self, version: &str) -> Value {
-        let config = self.config.load();
-        let backends = self.servers();
+        let config = self.gateway.config.load();
+        let backends = self.gateway.servers();
         let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
         // Servers still starting may offer anything: promise what they might, since the
         // answer to `initialize` does not wait for them. So may a server that an edit of
@@ -169,13 +182,13 @@ impl Gateway {
         pick: fn(&catalog::Catalog) -> &Vec<Value>,
         key: &str,
     ) -> Result<Value, RpcError> {
-        self.wait_for_startup().await;
+        self.gateway.wait_for_startup().await;
         // After the start-up wait (this answer holds what joined meanwhile) and before
         // the catalog is read: a change from here on is announced to the client.
         context.peer.mark_listed(method);
-        let catalog = self.catalog();
+        let catalog = self.gateway.catalog();
         let items = pick(&catalog);
-        let page_size = self.config.load().gateway.page_size.max(1);
+        let page_size = self.gateway.config.load().gateway.page_size.max(1);
         let start = match params.as_ref().and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => 0,
             Some(cursor) => decode_cursor(cursor)
@@ -196,15 +209,15 @@ impl Gateway {
         mut params: Value,
     ) -> Result<Reply, RpcError> {
         let name = required_string(&params, "tools/call", "name")?;
-        let route = match self.catalog().tool(&name).cloned() {
+        let route = match self.gateway.catalog().tool(&name).cloned() {
             Some(route) => route,
             None => {
                 // The tool may belong to a server or plugin still starting (a client that
                 // calls without listing): it is called as soon as it is there.
-                self.wait_for_tool(&name, false).await;
+                self.gateway.wait_for_tool(&name, false).await;
                 // The specification answers an unknown tool with -32602 (the seed documents said -32601).
-                self.catalog().tool(&name).cloned().ok_or_else(|| {
-                    let loading = if self.plugins_loading() {
+                self.gateway.catalog().tool(&name).cloned().ok_or_else(|| {
+                    let loading = if self.gateway.plugins_loading() {
                         " (plugins are still loading: a client that has listed the tools gets notifications/tools/list_changed when they are ready)"
                     } else {
                         ""
@@ -236,7 +249,7 @@ impl Gateway {
         let started = Instant::now();
         // Recorded as `tool.called` when the call ends, also when it is cancelled.
         let record = (!matches!(route.target, Target::Builtin)).then(|| CallRecord {
-            gateway: self,
+            gateway: self.gateway,
             trace_id: &context.trace_id,
             server: &server,
             tool: &name,
@@ -244,7 +257,9 @@ impl Gateway {
             ended: false,
         });
         let outcome = match &route.target {
-            Target::Builtin => crate::builtin::call(self, &route.name, &arguments).map(Reply::from),
+            Target::Builtin => {
+                crate::builtin::call(self.gateway, &route.name, &arguments).map(Reply::from)
+            }
             Target::Server(backend) => {
                 params["name"] = Value::String(route.name.clone());
                 self.forward_to_process(context, backend, "tools/call", params, route.timeout)
@@ -289,7 +304,7 @@ impl Gateway {
             )
             .with_data(json!({"server": plugin}))
         };
-        let host = self.plugin_host().ok_or_else(unavailable)?;
+        let host = self.gateway.plugin_host().ok_or_else(unavailable)?;
         // Progress goes straight to the asking session: no backend id to map.
         let progress = progress_token(params).map(|token| {
             let session = Arc::downgrade(&context.peer);
@@ -344,7 +359,9 @@ impl Gateway {
         let Some(token) = progress_token(&params).cloned() else {
             return (params, None);
         };
-        let mapping = self.register_progress(server, context, token);
+        let mapping =
+            self.gateway
+                .register_progress(server, &context.peer, context.request.clone(), token);
         params["_meta"]["progressToken"] = Value::String(mapping.token.clone());
         (params, Some(mapping))
     }
@@ -391,8 +408,8 @@ impl Gateway {
         mut params: Value,
     ) -> Result<Reply, RpcError> {
         let name = required_string(&params, "prompts/get", "name")?;
-        self.wait_for_startup().await;
-        let catalog = self.catalog();
+        self.gateway.wait_for_startup().await;
+        let catalog = self.gateway.catalog();
         let route = catalog
             .prompt(&name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
@@ -405,7 +422,7 @@ impl Gateway {
     /// ready or their plugin failed to load: "Unknown tool" alone would send the user
     /// looking for a typo.
     fn unavailable_backend_of(&self, name: &str) -> Option<String> {
-        let config = self.config.load();
+        let config = self.gateway.config.load();
         let separator = &config.gateway.separator;
         let under = |namespace: &str| {
             !namespace.is_empty()
@@ -413,7 +430,7 @@ impl Gateway {
                     .strip_prefix(namespace)
                     .is_some_and(|rest| rest.starts_with(separator.as_str()))
         };
-        for backend in self.servers() {
+        for backend in self.gateway.servers() {
             let state = backend.state();
             if state != BackendState::Ready && under(&backend.config().namespace) {
                 let error = backend
@@ -428,7 +445,7 @@ impl Gateway {
                 return Some(format!("server `{}` is {state}{error}", backend.name()));
             }
         }
-        let host = self.plugin_host()?;
+        let host = self.gateway.plugin_host()?;
         host.failed_plugins().into_iter().find_map(|failed| {
             let namespace = config
                 .plugins
@@ -442,15 +459,20 @@ impl Gateway {
 
     /// The backend that serves `uri`.
     fn resource_route(&self, uri: &str) -> Option<Target> {
-        self.catalog().resource_target(uri).cloned().or_else(|| {
-            // A URI no list mentions: if one server alone serves resources, it may still know it.
-            let with_resources: Vec<_> = self
-                .servers()
-                .into_iter()
-                .filter(|b| b.discovered().has_capability("resources"))
-                .collect();
-            (with_resources.len() == 1).then(|| Target::Server(with_resources[0].clone()))
-        })
+        self.gateway
+            .catalog()
+            .resource_target(uri)
+            .cloned()
+            .or_else(|| {
+                // A URI no list mentions: if one server alone serves resources, it may still know it.
+                let with_resources: Vec<_> = self
+                    .gateway
+                    .servers()
+                    .into_iter()
+                    .filter(|b| b.discovered().has_capability("resources"))
+                    .collect();
+                (with_resources.len() == 1).then(|| Target::Server(with_resources[0].clone()))
+            })
     }
 
     async fn resource_request(
@@ -460,7 +482,7 @@ impl Gateway {
         params: Value,
     ) -> Result<Reply, RpcError> {
         let uri = required_string(&params, method, "uri")?;
-        self.wait_for_startup().await;
+        self.gateway.wait_for_startup().await;
         let Some(target) = self.resource_route(&uri) else {
             return Err(
                 RpcError::new(protocol::RESOURCE_NOT_FOUND, "Resource not found")
@@ -473,15 +495,15 @@ impl Gateway {
             "resources/subscribe" => {
                 // Recorded before it is sent, so no update in between is missed; dropped
                 // if the server refuses it, so that a restart does not send it again.
-                let added = self.subscribe(&context.peer, &uri, target.server());
+                let added = self.gateway.subscribe(&context.peer, &uri, target.server());
                 let answer = self.forward(context, &target, method, params).await;
                 if answer.is_err() && added {
-                    self.unsubscribe(&context.peer, &uri);
+                    self.gateway.unsubscribe(&context.peer, &uri);
                 }
                 return answer;
             }
             "resources/unsubscribe" => {
-                if !self.unsubscribe(&context.peer, &uri) {
+                if !self.gateway.unsubscribe(&context.peer, &uri) {
                     // Another session still wants updates: keep the server's subscription.
                     return Ok(json!({}).into());
                 }
@@ -497,7 +519,7 @@ impl Gateway {
         mut params: Value,
     ) -> Result<Reply, RpcError> {
         let reference = params.get("ref").cloned().unwrap_or_default();
-        let catalog = self.catalog();
+        let catalog = self.gateway.catalog();
         let target = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let name = reference
@@ -545,9 +567,10 @@ impl Gateway {
         };
         // Plugins log to the session that set a level (see `plugin_log_sink`).
         context.peer.set_log_level(rank);
-        self.set_server_log_level(level);
+        self.gateway.set_server_log_level(level);
         let mut forwards = Vec::new();
         for backend in self
+            .gateway
             .servers()
             .into_iter()
             .filter(|b| b.discovered().has_capability("logging"))
@@ -623,14 +646,10 @@ fn decode_cursor(cursor: &Value) -> Option<usize> {
         .and_then(|hex| usize::from_str_radix(hex, 16).ok())
 }
 
-impl Gateway {
+impl Router<'_> {
     /// One tool call outside any client session (the `call` command): through the same
     /// dispatch, for a peer that no notification reaches.
-    pub async fn call_once(
-        self: &std::sync::Arc<Self>,
-        tool: &str,
-        arguments: Value,
-    ) -> Result<Value, RpcError> {
+    pub async fn call_once(&self, tool: &str, arguments: Value) -> Result<Value, RpcError> {
         let (out, _nobody) = crate::pipe::outbox::outbox("nobody");
         let context = RequestContext {
             trace_id: crate::telemetry::events::new_trace_id(),

@@ -13,7 +13,7 @@ use crate::gateway::Gateway;
 use crate::peer::ClientPeer;
 use crate::pipe::outbox::Outbox;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
-use crate::router::RequestContext;
+use crate::router::{RequestContext, Router};
 use crate::telemetry::events::new_trace_id;
 
 /// A client request in flight: the switch that cancels it, and which request it is (an id
@@ -308,7 +308,7 @@ impl Session {
             ));
         }
         tracing::info!(session = %self.peer.id, client = %info, version, "client initialized");
-        Ok(self.gateway.initialize_result(version))
+        Ok(Router::new(&self.gateway).initialize_result(version))
     }
 
     async fn request(
@@ -329,7 +329,9 @@ impl Session {
             peer: self.peer.clone(),
             request: Some(Arc::from(key)),
         };
-        self.gateway.dispatch(&context, method, params).await
+        Router::new(&self.gateway)
+            .dispatch(&context, method, params)
+            .await
     }
 
     fn notification(self: &Arc<Self>, method: &str, params: Option<Value>) {

@@ -29,6 +29,7 @@ struct Forwarded {
     reply: oneshot::Sender<Result<Value, RpcError>>,
 }
 
+/// One client, as the gateway, the router and the backends see it.
 pub struct ClientPeer {
     /// Unguessable: the HTTP front will look sessions up by it.
     pub id: String,
@@ -46,7 +47,7 @@ pub struct ClientPeer {
 
 const NO_LOG_LEVEL: u8 = u8::MAX;
 
-/// The bit of [`Session::listed`] for a list request or its change notification.
+/// The bit of [`ClientPeer::listed`] for a list request or its change notification.
 fn list_bit(method: &str) -> Option<u8> {
     match method {
         "tools/list" | "notifications/tools/list_changed" => Some(1),

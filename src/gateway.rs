@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::config::ServerTransport;
 use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
+use crate::protocol::methods;
 use crate::protocol::{self, RpcError};
 use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
@@ -279,15 +280,15 @@ impl Gateway {
         let changed = [
             (
                 new_code || previous.tools != next.tools,
-                "notifications/tools/list_changed",
+                methods::TOOLS_LIST_CHANGED,
             ),
             (
                 previous.prompts != next.prompts,
-                "notifications/prompts/list_changed",
+                methods::PROMPTS_LIST_CHANGED,
             ),
             (
                 previous.resources != next.resources || previous.templates != next.templates,
-                "notifications/resources/list_changed",
+                methods::RESOURCES_LIST_CHANGED,
             ),
         ];
         for conflict in next
@@ -701,9 +702,9 @@ async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<
 impl Gateway {
     fn on_notification(self: &Arc<Self>, server: &str, method: &str, params: Option<Value>) {
         let list_kind = match method {
-            "notifications/tools/list_changed" => Some(ListKind::Tools),
-            "notifications/prompts/list_changed" => Some(ListKind::Prompts),
-            "notifications/resources/list_changed" => Some(ListKind::Resources),
+            methods::TOOLS_LIST_CHANGED => Some(ListKind::Tools),
+            methods::PROMPTS_LIST_CHANGED => Some(ListKind::Prompts),
+            methods::RESOURCES_LIST_CHANGED => Some(ListKind::Resources),
             _ => None,
         };
         if let Some(kind) = list_kind {
@@ -720,7 +721,7 @@ impl Gateway {
             return;
         }
         match method {
-            "notifications/progress" => {
+            methods::PROGRESS => {
                 let mut params = params.unwrap_or_default();
                 let token = params
                     .get("progressToken")
@@ -755,7 +756,7 @@ impl Gateway {
                     request.as_ref(),
                 );
             }
-            "notifications/message" => {
+            methods::MESSAGE => {
                 let mut params = params.unwrap_or_default();
                 if params.get("logger").is_none() {
                     params["logger"] = Value::String(server.to_string());
@@ -770,7 +771,7 @@ impl Gateway {
                     }
                 }
             }
-            "notifications/resources/updated" => {
+            methods::RESOURCES_UPDATED => {
                 let uri = params
                     .as_ref()
                     .and_then(|p| p.get("uri"))
@@ -787,7 +788,7 @@ impl Gateway {
                     session.notify(method, params.clone());
                 }
             }
-            "notifications/cancelled" => {
+            methods::CANCELLED => {
                 // The server gave up on a request it sent to a client.
                 let request_id = params
                     .as_ref()
@@ -812,10 +813,10 @@ impl Gateway {
         params: Option<Value>,
     ) -> Result<Value, RpcError> {
         let capability = match method {
-            "sampling/createMessage" => "sampling",
-            "elicitation/create" => "elicitation",
-            "roots/list" => "roots",
-            "ping" => return Ok(json!({})),
+            methods::SAMPLING_CREATE_MESSAGE => "sampling",
+            methods::ELICITATION_CREATE => "elicitation",
+            methods::ROOTS_LIST => "roots",
+            methods::PING => return Ok(json!({})),
             _ => {
                 return Err(RpcError::new(
                     protocol::METHOD_NOT_FOUND,

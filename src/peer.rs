@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::pipe::outbox::Outbox;
+use crate::protocol::methods;
 use crate::protocol::{self, RpcError};
 
 /// What a client said about itself at `initialize`.
@@ -50,11 +51,11 @@ const NO_LOG_LEVEL: u8 = u8::MAX;
 /// The bit of [`ClientPeer::listed`] for a list request or its change notification.
 fn list_bit(method: &str) -> Option<u8> {
     match method {
-        "tools/list" | "notifications/tools/list_changed" => Some(1),
-        "prompts/list" | "notifications/prompts/list_changed" => Some(2),
-        "resources/list" | "resources/templates/list" | "notifications/resources/list_changed" => {
-            Some(4)
-        }
+        methods::TOOLS_LIST | methods::TOOLS_LIST_CHANGED => Some(1),
+        methods::PROMPTS_LIST | methods::PROMPTS_LIST_CHANGED => Some(2),
+        methods::RESOURCES_LIST
+        | methods::RESOURCE_TEMPLATES_LIST
+        | methods::RESOURCES_LIST_CHANGED => Some(4),
         _ => None,
     }
 }
@@ -191,7 +192,7 @@ impl ClientPeer {
         if self.admits_log(level, unset) && self.is_initialized() {
             let params = json!({"level": level, "logger": logger, "data": data});
             self.send_related(
-                protocol::notification("notifications/message", Some(params)),
+                protocol::notification(methods::MESSAGE, Some(params)),
                 related,
             );
         }
@@ -256,7 +257,7 @@ impl ClientPeer {
             Err(_) => {
                 if self.forwarded.lock().unwrap().remove(&id).is_some() {
                     self.send(protocol::notification(
-                        "notifications/cancelled",
+                        methods::CANCELLED,
                         Some(json!({"requestId": format!("wg-{id}"), "reason": "timed out"})),
                     ));
                 }
@@ -296,7 +297,7 @@ impl ClientPeer {
         if let Some(id) = found {
             forwarded.remove(&id);
             self.send(protocol::notification(
-                "notifications/cancelled",
+                methods::CANCELLED,
                 Some(json!({"requestId": format!("wg-{id}")})),
             ));
         }

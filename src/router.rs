@@ -13,6 +13,7 @@ use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
 use crate::peer::ClientPeer;
 use crate::plugin::PluginCallError;
+use crate::protocol::methods;
 use crate::protocol::{self, Reply, RpcError};
 use crate::telemetry::events::{CallFields, Status};
 
@@ -132,20 +133,20 @@ impl Router<'_> {
         params: Option<Value>,
     ) -> Result<Reply, RpcError> {
         match method {
-            "ping" => Ok(json!({}).into()),
-            "tools/list" => self
+            methods::PING => Ok(json!({}).into()),
+            methods::TOOLS_LIST => self
                 .list(context, method, &params, |c| &c.tools, "tools")
                 .await
                 .map(Reply::from),
-            "prompts/list" => self
+            methods::PROMPTS_LIST => self
                 .list(context, method, &params, |c| &c.prompts, "prompts")
                 .await
                 .map(Reply::from),
-            "resources/list" => self
+            methods::RESOURCES_LIST => self
                 .list(context, method, &params, |c| &c.resources, "resources")
                 .await
                 .map(Reply::from),
-            "resources/templates/list" => self
+            methods::RESOURCE_TEMPLATES_LIST => self
                 .list(
                     context,
                     method,
@@ -155,14 +156,18 @@ impl Router<'_> {
                 )
                 .await
                 .map(Reply::from),
-            "tools/call" => self.call_tool(context, params.unwrap_or_default()).await,
-            "prompts/get" => self.get_prompt(context, params.unwrap_or_default()).await,
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            methods::TOOLS_CALL => self.call_tool(context, params.unwrap_or_default()).await,
+            methods::PROMPTS_GET => self.get_prompt(context, params.unwrap_or_default()).await,
+            methods::RESOURCES_READ
+            | methods::RESOURCES_SUBSCRIBE
+            | methods::RESOURCES_UNSUBSCRIBE => {
                 self.resource_request(context, method, params.unwrap_or_default())
                     .await
             }
-            "completion/complete" => self.complete(context, params.unwrap_or_default()).await,
-            "logging/setLevel" => self
+            methods::COMPLETION_COMPLETE => {
+                self.complete(context, params.unwrap_or_default()).await
+            }
+            methods::LOGGING_SET_LEVEL => self
                 .set_level(context, params.unwrap_or_default())
                 .await
                 .map(Reply::from),
@@ -208,7 +213,7 @@ impl Router<'_> {
         context: &RequestContext,
         mut params: Value,
     ) -> Result<Reply, RpcError> {
-        let name = required_string(&params, "tools/call", "name")?;
+        let name = required_string(&params, methods::TOOLS_CALL, "name")?;
         let route = match self.gateway.catalog().tool(&name).cloned() {
             Some(route) => route,
             None => {
@@ -262,8 +267,14 @@ impl Router<'_> {
             }
             Target::Server(backend) => {
                 params["name"] = Value::String(route.name.clone());
-                self.forward_to_process(context, backend, "tools/call", params, route.timeout)
-                    .await
+                self.forward_to_process(
+                    context,
+                    backend,
+                    methods::TOOLS_CALL,
+                    params,
+                    route.timeout,
+                )
+                .await
             }
             Target::Wasm(plugin) => {
                 self.call_plugin(context, &name, plugin, &route, arguments, &params)
@@ -322,7 +333,7 @@ impl Router<'_> {
                     params["message"] = json!(message);
                 }
                 session.send_related(
-                    protocol::notification("notifications/progress", Some(params)),
+                    protocol::notification(methods::PROGRESS, Some(params)),
                     request.as_ref(),
                 );
             });
@@ -407,14 +418,14 @@ impl Router<'_> {
         context: &RequestContext,
         mut params: Value,
     ) -> Result<Reply, RpcError> {
-        let name = required_string(&params, "prompts/get", "name")?;
+        let name = required_string(&params, methods::PROMPTS_GET, "name")?;
         self.gateway.wait_for_startup().await;
         let catalog = self.gateway.catalog();
         let route = catalog
             .prompt(&name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
         params["name"] = Value::String(route.name.clone());
-        self.forward(context, &route.target, "prompts/get", params)
+        self.forward(context, &route.target, methods::PROMPTS_GET, params)
             .await
     }
 
@@ -492,7 +503,7 @@ impl Router<'_> {
         // Not a match guard: `unsubscribe` changes state, and a guard should not.
         #[allow(clippy::collapsible_match)]
         match method {
-            "resources/subscribe" => {
+            methods::RESOURCES_SUBSCRIBE => {
                 // Recorded before it is sent, so no update in between is missed; dropped
                 // if the server refuses it, so that a restart does not send it again.
                 let added = self.gateway.subscribe(&context.peer, &uri, target.server());
@@ -502,7 +513,7 @@ impl Router<'_> {
                 }
                 return answer;
             }
-            "resources/unsubscribe" => {
+            methods::RESOURCES_UNSUBSCRIBE => {
                 if !self.gateway.unsubscribe(&context.peer, &uri) {
                     // Another session still wants updates: keep the server's subscription.
                     return Ok(json!({}).into());
@@ -551,13 +562,13 @@ impl Router<'_> {
                 ));
             }
         };
-        self.forward(context, &target, "completion/complete", params)
+        self.forward(context, &target, methods::COMPLETION_COMPLETE, params)
             .await
     }
 
     /// Forwarded to every ready server that logs; the gateway's own log level is not changed.
     async fn set_level(&self, context: &RequestContext, params: Value) -> Result<Value, RpcError> {
-        let level = required_string(&params, "logging/setLevel", "level")?;
+        let level = required_string(&params, methods::LOGGING_SET_LEVEL, "level")?;
         let level = level.as_str();
         let Some(rank) = protocol::log_rank(level) else {
             return Err(RpcError::invalid_params(format!(
@@ -579,7 +590,7 @@ impl Router<'_> {
             forwards.push(tokio::spawn(async move {
                 let timeout = backend.timeout_for(None).min(Duration::from_secs(10));
                 if let Err(err) = backend
-                    .request("logging/setLevel", Some(params), timeout)
+                    .request(methods::LOGGING_SET_LEVEL, Some(params), timeout)
                     .await
                 {
                     tracing::debug!(server = %backend.name(), "logging/setLevel: {err}");

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 use crate::gateway::Gateway;
 use crate::peer::ClientPeer;
 use crate::pipe::outbox::Outbox;
+use crate::protocol::methods;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
 use crate::router::{RequestContext, Router};
 use crate::telemetry::events::new_trace_id;
@@ -140,7 +141,7 @@ impl Session {
     /// to the client) goes through its peer, not here.
     pub fn handle(self: &Arc<Self>, message: Message) -> Handled {
         match message {
-            Message::Request { id, method, params } if method == "initialize" => {
+            Message::Request { id, method, params } if method == methods::INITIALIZE => {
                 let answer = self.initialize(params).map(Reply::from);
                 Handled::Answer(protocol::response_line(&id, answer))
             }
@@ -192,7 +193,7 @@ impl Session {
                 Err((id, error)) => entries.push(BatchEntry::Answered(
                     protocol::error_response(id, &error).to_string(),
                 )),
-                Ok(Message::Request { id, method, .. }) if method == "initialize" => {
+                Ok(Message::Request { id, method, .. }) if method == methods::INITIALIZE => {
                     let error = RpcError::new(
                         protocol::INVALID_REQUEST,
                         "Invalid Request: initialize must not be part of a batch (MCP 2025-03-26); send it on its own",
@@ -317,7 +318,7 @@ impl Session {
         params: Option<Value>,
         key: &str,
     ) -> Result<Reply, RpcError> {
-        if method != "ping" && !self.peer.is_initialized() {
+        if method != methods::PING && !self.peer.is_initialized() {
             return Err(RpcError::new(
                 protocol::NOT_INITIALIZED,
                 format!("Server not initialized: send `initialize` before `{method}`"),
@@ -336,8 +337,8 @@ impl Session {
 
     fn notification(self: &Arc<Self>, method: &str, params: Option<Value>) {
         match method {
-            "notifications/initialized" | "initialized" => {}
-            "notifications/cancelled" => {
+            methods::INITIALIZED | "initialized" => {}
+            methods::CANCELLED => {
                 let key = params
                     .as_ref()
                     .and_then(|p| p.get("requestId"))
@@ -347,7 +348,7 @@ impl Session {
                     let _ = request.cancel.send(());
                 }
             }
-            "notifications/roots/list_changed" => {
+            methods::ROOTS_LIST_CHANGED => {
                 for backend in self.gateway.servers() {
                     backend.notify(method, params.clone());
                 }

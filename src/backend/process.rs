@@ -20,6 +20,7 @@ use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::ServerConfig;
 use crate::pipe::lines::{self, Line};
 use crate::pipe::outbox::{Outbox, outbox, write_lines};
+use crate::protocol::methods;
 use crate::protocol::{self, Message, RpcError};
 use crate::telemetry::events::{EventLog, Status};
 
@@ -227,18 +228,19 @@ impl ProcessBackend {
             ListKind::Tools => {
                 next.tools = usable_tools(
                     &self.name,
-                    list_all(&connection, "tools/list", "tools", timeout).await?,
+                    list_all(&connection, methods::TOOLS_LIST, "tools", timeout).await?,
                 )
             }
             ListKind::Prompts => {
-                next.prompts = list_all(&connection, "prompts/list", "prompts", timeout).await?
+                next.prompts =
+                    list_all(&connection, methods::PROMPTS_LIST, "prompts", timeout).await?
             }
             ListKind::Resources => {
                 next.resources =
-                    list_all(&connection, "resources/list", "resources", timeout).await?;
+                    list_all(&connection, methods::RESOURCES_LIST, "resources", timeout).await?;
                 next.resource_templates = list_all(
                     &connection,
-                    "resources/templates/list",
+                    methods::RESOURCE_TEMPLATES_LIST,
                     "resourceTemplates",
                     timeout,
                 )

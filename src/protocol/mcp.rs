@@ -52,3 +52,32 @@ const BATCHING_REMOVED: &str = "2025-06-18";
 pub fn batching_allowed(version: &str) -> bool {
     version < BATCHING_REMOVED
 }
+
+/// MCP method names the gateway reads or sends, in one place.
+pub mod methods {
+    pub const INITIALIZE: &str = "initialize";
+    pub const PING: &str = "ping";
+    pub const INITIALIZED: &str = "notifications/initialized";
+    pub const CANCELLED: &str = "notifications/cancelled";
+    pub const PROGRESS: &str = "notifications/progress";
+    pub const MESSAGE: &str = "notifications/message";
+    pub const TOOLS_LIST: &str = "tools/list";
+    pub const TOOLS_CALL: &str = "tools/call";
+    pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+    pub const PROMPTS_LIST: &str = "prompts/list";
+    pub const PROMPTS_GET: &str = "prompts/get";
+    pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
+    pub const RESOURCES_LIST: &str = "resources/list";
+    pub const RESOURCE_TEMPLATES_LIST: &str = "resources/templates/list";
+    pub const RESOURCES_READ: &str = "resources/read";
+    pub const RESOURCES_SUBSCRIBE: &str = "resources/subscribe";
+    pub const RESOURCES_UNSUBSCRIBE: &str = "resources/unsubscribe";
+    pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
+    pub const RESOURCES_UPDATED: &str = "notifications/resources/updated";
+    pub const COMPLETION_COMPLETE: &str = "completion/complete";
+    pub const LOGGING_SET_LEVEL: &str = "logging/setLevel";
+    pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
+    pub const ELICITATION_CREATE: &str = "elicitation/create";
+    pub const ROOTS_LIST: &str = "roots/list";
+    pub const ROOTS_LIST_CHANGED: &str = "notifications/roots/list_changed";
+}

@@ -3,6 +3,7 @@
 //! after a restart.
 
 use super::*;
+use crate::protocol::methods;
 
 /// What the gateway offers to forward to its servers. Servers are shared and start
 /// before any client connects, so this is what the gateway can do, not what a client can.
@@ -15,7 +16,7 @@ impl ProcessBackend {
         let timeout = self.init_timeout;
         let init = connection
             .request(
-                "initialize",
+                methods::INITIALIZE,
                 Some(json!({
                     "protocolVersion": protocol::LATEST_VERSION,
                     "capabilities": client_capabilities(),
@@ -25,7 +26,7 @@ impl ProcessBackend {
             )
             .await
             .map_err(|e| format!("initialize failed: {e}"))?;
-        connection.send(protocol::notification("notifications/initialized", None));
+        connection.send(protocol::notification(methods::INITIALIZED, None));
         let version = init.get("protocolVersion").and_then(Value::as_str);
         if !version.is_some_and(|v| protocol::SUPPORTED_VERSIONS.contains(&v)) {
             tracing::warn!(server = %self.name, version, "the server answered initialize with a protocol version the gateway does not speak; going on as if it spoke the latest");
@@ -51,19 +52,20 @@ impl ProcessBackend {
         if discovered.has_capability("tools") {
             discovered.tools = usable_tools(
                 &self.name,
-                list_all(connection, "tools/list", "tools", timeout)
+                list_all(connection, methods::TOOLS_LIST, "tools", timeout)
                     .await
                     .map_err(err)?,
             );
         }
         if discovered.has_capability("resources") {
-            discovered.resources = list_all(connection, "resources/list", "resources", timeout)
-                .await
-                .map_err(err)?;
+            discovered.resources =
+                list_all(connection, methods::RESOURCES_LIST, "resources", timeout)
+                    .await
+                    .map_err(err)?;
             // Templates are optional even for servers with resources.
             discovered.resource_templates = list_all(
                 connection,
-                "resources/templates/list",
+                methods::RESOURCE_TEMPLATES_LIST,
                 "resourceTemplates",
                 timeout,
             )
@@ -71,7 +73,7 @@ impl ProcessBackend {
             .unwrap_or_default();
         }
         if discovered.has_capability("prompts") {
-            discovered.prompts = list_all(connection, "prompts/list", "prompts", timeout)
+            discovered.prompts = list_all(connection, methods::PROMPTS_LIST, "prompts", timeout)
                 .await
                 .map_err(err)?;
         }
@@ -99,11 +101,11 @@ impl ProcessBackend {
         if let Some(level) = requests.log_level
             && discovered.has_capability("logging")
         {
-            messages.push(("logging/setLevel", json!({ "level": level })));
+            messages.push((methods::LOGGING_SET_LEVEL, json!({ "level": level })));
         }
         if discovered.capabilities["resources"]["subscribe"] == true {
             for uri in requests.subscriptions {
-                messages.push(("resources/subscribe", json!({ "uri": uri })));
+                messages.push((methods::RESOURCES_SUBSCRIBE, json!({ "uri": uri })));
             }
         }
         let timeout = self.init_timeout.min(Duration::from_secs(10));

@@ -2,6 +2,7 @@
 //! by rewritten ids, and the reader of the server's stdout.
 
 use super::*;
+use crate::protocol::methods;
 
 /// How long a server may take no line from a full queue before it counts as not reading.
 pub(super) const STDIN_STALL: Duration = Duration::from_secs(2);
@@ -162,7 +163,7 @@ impl Drop for PendingGuard<'_> {
             .is_some()
         {
             self.connection.send(protocol::notification(
-                "notifications/cancelled",
+                methods::CANCELLED,
                 Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
             ));
         }

@@ -4,82 +4,64 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 use crate::config;
 use crate::gateway::Gateway;
 use crate::telemetry::events::Status;
 
-/// Quiet time after the last file event before the config is read.
-const DEBOUNCE: Duration = Duration::from_millis(150);
-
-/// Watches `path` until the returned watcher is dropped.
-/// `plugin_files` (`--plugin`) are added to each new version of the config, as at start.
+/// Watches `path` until the returned watcher is dropped: its folder, since editors replace
+/// files by renaming. `plugin_files` (`--plugin`) are added to each new version of the
+/// config, as at start.
 pub fn watch_config(
     gateway: Arc<Gateway>,
     path: PathBuf,
     plugin_files: Vec<PathBuf>,
 ) -> Option<notify::RecommendedWatcher> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let file_name = path.file_name().map(|n| n.to_owned());
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event
-            && crate::file_events::is_change(&event.kind)
-            && event
-                .paths
-                .iter()
-                .any(|p| p.file_name() == file_name.as_deref())
-        {
-            let _ = tx.send(());
-        }
-    })
-    .map_err(|e| tracing::warn!("config changes will not be picked up: {e}"))
-    .ok()?;
     let folder = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if let Err(err) = watcher.watch(folder, RecursiveMode::NonRecursive) {
-        tracing::warn!(
-            "config changes will not be picked up: cannot watch {}: {err}",
-            folder.display()
-        );
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let (watcher, changes, missing) = crate::file_events::watch(&[folder], "config folder")
+        .map_err(|e| tracing::warn!("config changes will not be picked up: {e}"))
+        .ok()?;
+    if !missing.is_empty() {
         return None;
     }
-    tokio::spawn(apply_changes(gateway, path, plugin_files, rx));
+    let file_name = path.file_name().map(|n| n.to_owned());
+    tokio::spawn(crate::file_events::debounce(changes, move |changed| {
+        let ours = changed.file_name() == file_name.as_deref();
+        let (gateway, path, plugin_files) = (gateway.clone(), path.clone(), plugin_files.clone());
+        async move {
+            if ours {
+                apply_change(&gateway, &path, &plugin_files).await;
+            }
+            true
+        }
+    }));
     Some(watcher)
 }
 
-async fn apply_changes(
-    gateway: Arc<Gateway>,
-    path: PathBuf,
-    plugin_files: Vec<PathBuf>,
-    mut rx: mpsc::UnboundedReceiver<()>,
-) {
-    while rx.recv().await.is_some() {
-        // Debounce: wait until the writes stop.
-        while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
-        if !path.exists() {
-            continue;
+/// Reads the config again; a valid one is applied, an invalid one logged and recorded.
+async fn apply_change(gateway: &Arc<Gateway>, path: &Path, plugin_files: &[PathBuf]) {
+    if !path.exists() {
+        return;
+    }
+    match config::load_with_plugin_files(Some(path), plugin_files) {
+        Ok(next) => {
+            tracing::info!("config changed: {}", path.display());
+            gateway.reconfigure(next).await;
         }
-        match config::load_with_plugin_files(Some(&path), &plugin_files) {
-            Ok(next) => {
-                tracing::info!("config changed: {}", path.display());
-                gateway.reconfigure(next).await;
-            }
-            Err(err) => {
-                tracing::error!("config change ignored, the running config stays: {err}");
-                gateway.events.emit(
-                    "config.invalid",
-                    "wasmgate",
-                    Status::Failure,
-                    json!({"error": err.to_string()}),
-                );
-            }
+        Err(err) => {
+            tracing::error!("config change ignored, the running config stays: {err}");
+            gateway.events.emit(
+                "config.invalid",
+                "wasmgate",
+                Status::Failure,
+                json!({"error": err.to_string()}),
+            );
         }
     }
 }

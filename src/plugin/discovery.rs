@@ -37,13 +37,13 @@ impl PluginHost {
                 .filter(|d| !dirs.contains(d))
                 .cloned()
                 .collect();
-            watch::remove(watcher, &gone);
+            crate::file_events::remove(watcher, &gone);
             let added: Vec<PathBuf> = dirs
                 .iter()
                 .filter(|d| !control.watched.contains(d))
                 .cloned()
                 .collect();
-            let missing = watch::add(watcher, &added);
+            let missing = crate::file_events::add(watcher, &added, "plugin folder");
             control.missing.retain(|d| dirs.contains(d));
             control.missing.extend(missing.iter().cloned());
             control.watched = dirs;
@@ -67,7 +67,7 @@ impl PluginHost {
             self.this.clone(),
             control.watch_generation,
         ));
-        match watch::watch(&dirs) {
+        match crate::file_events::watch(&dirs, "plugin folder") {
             Ok((watcher, rx, missing)) => {
                 control.watcher = Some(watcher);
                 control.missing = missing.clone();
@@ -79,7 +79,7 @@ impl PluginHost {
                     ));
                 }
                 let host = self.this.clone();
-                tokio::spawn(watch::debounce(rx, move |path| {
+                tokio::spawn(crate::file_events::debounce(rx, move |path| {
                     let host = host.clone();
                     async move {
                         match host.upgrade() {

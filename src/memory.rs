@@ -1,8 +1,6 @@
-//! Memory the gateway gives back after one-off work and after bursts. The allocator
-//! (mimalloc, in the binary) keeps freed memory for reuse and returns it to the system
-//! only as later allocations come by: after a plugin compiled or loaded from the cache
-//! (CPython's 35 MB of compiled code is read, checked and copied), an idle gateway kept
-//! ~70 MiB it no longer used, and after a burst of big messages, what they took.
+//! Memory the gateway gives back after one-off work (a plugin compiled or loaded from the
+//! cache) and after bursts of big messages: the allocator (mimalloc) would otherwise keep
+//! what they freed until later allocations come by (docs/performance.md has the figures).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;

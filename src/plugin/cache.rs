@@ -1,14 +1,6 @@
-//! Compiled components on disk, keyed by the sha256 of the component bytes and
-//! a hash of the engine's compilation settings (wasmtime version included), so
-//! that a restart or a reload of an unchanged plugin skips compilation.
-//!
-//! Deserialising is unsafe (the bytes are trusted as machine code), so the folder and every
-//! file read must be the gateway user's own and writable by no one else, no link is
-//! followed, and each entry carries an HMAC under a key kept in a 0600 file in the folder:
-//! an entry copied, crafted, truncated or damaged is recompiled, never loaded.
-//!
-//! Every rebuild of a plugin is a new entry (a Python or JavaScript one is ~30 MB), so
-//! after each store the folder is pruned to [`BUDGET`], least recently used first.
+//! Compiled components on disk, keyed by the component's sha256 and the engine's settings,
+//! so that a restart or reload of an unchanged plugin skips compiling. Entries are native
+//! code loaded unsandboxed: only the user's own, unwritable by others, unlinked and HMAC'd.
 
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
@@ -23,7 +15,8 @@ use wasmtime::component::Component;
 const MAGIC: &[u8; 8] = b"wgcache2";
 const HEADER: usize = MAGIC.len() + 32;
 
-/// Bytes of compiled code the folder keeps; the entry just written stays whatever its size.
+/// Bytes of compiled code the folder keeps: every rebuild of a plugin is a new entry, so
+/// after each store the least recently used go first; the entry just written stays.
 pub const BUDGET: u64 = 1 << 30;
 
 /// A temporary file this old was left by a process that died while writing it.

@@ -1,11 +1,7 @@
-//! Instances made ahead of their call: a few per plugin version, each used for
-//! exactly one call, refilled in the background (on a plugin thread) after each call.
-//! Filled only once a version is called, so an idle plugin holds no instance (and no RSS).
-//! Used stores wait here too, for the same refill task to drop them: resetting a store
-//! (its memory slot) costs as much as a small call and must not delay the answer.
-//!
-//! Instantiation and reset are most of a small call's cost (minimal: ~8 µs and ~6 µs of
-//! CPU, the call itself 1-3 µs), and both move off the request path this way.
+//! Instances made ahead of their call, a few per called plugin version, each used for one
+//! call and refilled on a plugin thread afterwards; used stores wait here to be reset there
+//! too. Making and resetting an instance are most of a small call's cost
+//! (docs/performance.md, "Where a call's time goes"), and both leave the request path.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};

@@ -175,6 +175,15 @@ impl Inbox {
     }
 }
 
+/// The writer is gone (the peer closed its end, or the write failed): nothing queued will be
+/// written, so nothing waits for room any more.
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        self.state.queued.store(0, Ordering::Relaxed);
+        self.state.room.notify_waiters();
+    }
+}
+
 /// Writes each line until every sender is gone or [`Outbox::close`]; everything already
 /// queued goes out before one flush. `true` when it ended on a close, not on an error.
 pub async fn write_lines<W: AsyncWrite + Unpin>(output: W, mut inbox: Inbox) -> bool {

@@ -248,6 +248,17 @@ fn a_client_that_never_answers_a_server_request_times_it_out() {
 /// answered (the events file says when), so the count does not depend on the machine's load.
 #[test]
 fn a_client_that_stops_reading_is_not_answered_without_end() {
+    client_that_stops_reading(false);
+}
+
+/// A client that stopped reading and then goes away, its answers still queued: the gateway
+/// sees the end of its input and exits, instead of waiting for room that never comes.
+#[test]
+fn a_client_that_stops_reading_and_leaves_ends_the_gateway() {
+    client_that_stops_reading(true);
+}
+
+fn client_that_stops_reading(leave: bool) {
     use std::io::{BufRead, Write};
     use std::process::{Command, Stdio};
     let dir = TestDir::new("deaf-client");
@@ -260,15 +271,17 @@ fn a_client_that_stops_reading_is_not_answered_without_end() {
             .example("ex", &[])
             .render(&dir.path),
     );
-    let mut child = Command::new(crate::harness::wasmgate())
-        .args(["serve", "--config", path.to_str().unwrap()])
-        .env("WASMGATE_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("stderr.txt")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let mut child = KillOnDrop(
+        Command::new(crate::harness::wasmgate())
+            .args(["serve", "--config", path.to_str().unwrap()])
+            .env("WASMGATE_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.join("stderr.txt")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = child.0.stdin.take().unwrap();
     let send = |stdin: &mut std::process::ChildStdin, message: serde_json::Value| {
         writeln!(stdin, "{message}").unwrap();
         stdin.flush().unwrap();
@@ -315,7 +328,17 @@ fn a_client_that_stops_reading_is_not_answered_without_end() {
         "{stalled_at} answers made for a client that reads none"
     );
 
-    let stdout = child.stdout.take().unwrap();
+    let stdout = child.0.stdout.take().unwrap();
+    if leave {
+        // The client goes away with its answers still queued: the gateway exits.
+        drop(stdout);
+        drop(stdin);
+        let exited = crate::harness::eventually(TIMEOUT, "the gateway to exit", || {
+            child.0.try_wait().ok().flatten()
+        });
+        assert!(exited.code().is_some(), "{exited}");
+        return;
+    }
     let mut ids = std::collections::BTreeSet::new();
     for line in std::io::BufReader::new(stdout).lines() {
         let message: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
@@ -329,5 +352,15 @@ fn a_client_that_stops_reading_is_not_answered_without_end() {
     }
     assert_eq!(ids.len(), CALLS);
     drop(stdin);
-    let _ = child.wait();
+    let _ = child.0.wait();
+}
+
+/// The gateway's process, killed if a test ends before it exits.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -177,7 +177,7 @@ pub fn status(gateway: &Gateway) -> Value {
         };
         backends.insert(key, entry);
     }
-    json!({
+    let mut status = json!({
         "gateway": {
             "name": config.gateway.name,
             "version": env!("CARGO_PKG_VERSION"),
@@ -200,7 +200,11 @@ pub fn status(gateway: &Gateway) -> Value {
             "resource_count": catalog.resources.len(),
         },
         "backends": backends,
-    })
+    });
+    if let Some(http) = gateway.front_status() {
+        status["http"] = http;
+    }
+    status
 }
 
 /// A plugin's namespace: from its `[plugins.NAME]` table, else from its name.

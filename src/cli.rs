@@ -36,8 +36,13 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve MCP over stdio (the default).
-    Serve,
+    /// Serve MCP over stdio (the default), or over HTTP with --http or `[http] listen`.
+    Serve {
+        /// Serve Streamable HTTP (/mcp) and legacy SSE (/sse) on this address instead of
+        /// stdio, e.g. 127.0.0.1:8787.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+    },
     /// Validate the config, print a summary, exit 1 on errors.
     Check,
     /// Start the backends, print the aggregated tool catalog, exit.
@@ -62,7 +67,7 @@ enum Command {
 const PLUGIN_WIT: &str = include_str!("../wit/plugin.wit");
 
 pub fn run(cli: Cli) -> ExitCode {
-    let command = cli.command.unwrap_or(Command::Serve);
+    let command = cli.command.unwrap_or(Command::Serve { http: None });
     crate::descriptors::raise();
     if let Command::Wit = command {
         use std::io::Write;
@@ -120,10 +125,18 @@ pub fn run(cli: Cli) -> ExitCode {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let listen = match &command {
+        Command::Serve { http } => http.clone().or_else(|| config.http.listen.clone()),
+        _ => None,
+    };
+    // One client over stdio is served fastest on one thread; many over HTTP use every core.
+    let runtime = match listen {
+        Some(_) => tokio::runtime::Builder::new_multi_thread(),
+        None => tokio::runtime::Builder::new_current_thread(),
+    }
+    .enable_all()
+    .build();
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("cannot start the async runtime: {err}");
@@ -132,7 +145,9 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match command {
-            Command::Serve => serve(config, cli.plugins).await.map(|_| ExitCode::SUCCESS),
+            Command::Serve { .. } => serve(config, cli.plugins, listen)
+                .await
+                .map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
             Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
             Command::Check | Command::Wit => unreachable!("handled before the runtime starts"),
@@ -149,12 +164,11 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-async fn serve(config: Config, plugin_files: Vec<PathBuf>) -> Result<()> {
+async fn serve(config: Config, plugin_files: Vec<PathBuf>, listen: Option<String>) -> Result<()> {
     let watch_path = config.source.clone();
     let gateway = Gateway::start(config);
     let _watcher =
         watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path, plugin_files));
-    let (input, output) = crate::transport::stdio::std_streams();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     let signal = async move {
@@ -163,9 +177,30 @@ async fn serve(config: Config, plugin_files: Vec<PathBuf>) -> Result<()> {
             _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
         }
     };
-    crate::transport::stdio::serve(gateway.clone(), input, output, signal)
-        .await
-        .context("stdio")?;
+    match listen {
+        Some(listen) => {
+            let listener =
+                match crate::transport::http::Listener::bind(gateway.clone(), &listen).await {
+                    Ok(listener) => listener,
+                    Err(err) => {
+                        gateway.shutdown().await;
+                        return Err(err);
+                    }
+                };
+            // The address bound, on stderr: with port 0 it is how a script learns the port.
+            eprintln!(
+                "wasmgate: listening on http://{}/mcp",
+                listener.local_addr()
+            );
+            listener.serve(signal).await?;
+        }
+        None => {
+            let (input, output) = crate::transport::stdio::std_streams();
+            crate::transport::stdio::serve(gateway.clone(), input, output, signal)
+                .await
+                .context("stdio")?;
+        }
+    }
     gateway.shutdown().await;
     Ok(())
 }

@@ -19,6 +19,7 @@ pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_e
 pub use model::*;
 pub use plugin_files::load_with_plugin_files;
 pub use validate::EnvLookup;
+pub use validate::check_listen;
 
 #[cfg(test)]
 mod tests;

@@ -24,6 +24,9 @@ use crate::protocol::{self, RpcError};
 use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
 
+/// A front's part of `gateway_status`; `None` once the front is gone.
+pub type FrontStatus = Box<dyn Fn() -> Option<Value> + Send + Sync>;
+
 pub struct Gateway {
     pub config: ArcSwap<Config>,
     pub events: Arc<EventLog>,
@@ -50,6 +53,8 @@ pub struct Gateway {
     server_log_level: Mutex<Option<String>>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     rebuild: Mutex<()>,
+    /// What a front other than stdio reports in `gateway_status` (the HTTP listener).
+    front_status: Mutex<Option<FrontStatus>>,
     pub started: Instant,
     pub started_at: DateTime<Utc>,
 }
@@ -78,6 +83,7 @@ impl Gateway {
             server_log_level: Mutex::new(None),
             to_gateway,
             rebuild: Mutex::new(()),
+            front_status: Mutex::new(None),
             started: Instant::now(),
             started_at: Utc::now(),
         });
@@ -183,6 +189,15 @@ impl Gateway {
     /// Whether the plugins configured at start are still being compiled or loaded.
     pub fn plugins_loading(&self) -> bool {
         *self.plugins_loading.borrow()
+    }
+
+    pub fn set_front_status(&self, status: FrontStatus) {
+        *self.front_status.lock().unwrap() = Some(status);
+    }
+
+    /// The HTTP front's listener, sessions and profiles, when one serves.
+    pub fn front_status(&self) -> Option<Value> {
+        self.front_status.lock().unwrap().as_ref().and_then(|f| f())
     }
 
     pub fn register_peer(&self, session: &Arc<ClientPeer>) {

@@ -30,11 +30,28 @@ struct Forwarded {
     reply: oneshot::Sender<Result<Value, RpcError>>,
 }
 
+/// Where a client's messages go: a queue of lines (stdio) or the HTTP front's streams.
+pub trait ClientSink: Send + Sync + 'static {
+    /// Sends `line`, which belongs to the client's request `related` (the key of its id), if
+    /// any. `droppable`: a notification, which a client that stopped reading may miss.
+    fn deliver(&self, line: String, related: Option<&Arc<str>>, droppable: bool);
+}
+
+impl ClientSink for Outbox {
+    fn deliver(&self, line: String, related: Option<&Arc<str>>, droppable: bool) {
+        if droppable {
+            self.send_or_drop_related(line, related.cloned());
+        } else {
+            self.send_related(line, related.cloned());
+        }
+    }
+}
+
 /// One client, as the gateway, the router and the backends see it.
 pub struct ClientPeer {
-    /// Unguessable: the HTTP front will look sessions up by it.
+    /// Unguessable: the HTTP front looks sessions up by it.
     pub id: String,
-    out: Outbox,
+    out: Box<dyn ClientSink>,
     client: Mutex<ClientState>,
     forwarded: Mutex<HashMap<u64, Forwarded>>,
     next_request_id: AtomicU64,
@@ -65,10 +82,10 @@ const MAX_FORWARDED: usize = 64;
 
 impl ClientPeer {
     /// `out` receives every line to send to the client, in order.
-    pub fn new(out: Outbox) -> ClientPeer {
+    pub fn new(out: impl ClientSink) -> ClientPeer {
         ClientPeer {
             id: uuid::Uuid::new_v4().to_string(),
-            out,
+            out: Box::new(out),
             client: Mutex::new(ClientState::default()),
             forwarded: Mutex::new(HashMap::new()),
             next_request_id: AtomicU64::new(1),
@@ -101,6 +118,11 @@ impl ClientPeer {
         self.client.lock().unwrap().initialized
     }
 
+    /// The `clientInfo` of its `initialize`.
+    pub fn client_info(&self) -> Value {
+        self.client.lock().unwrap().info.clone()
+    }
+
     /// The protocol version negotiated; empty before `initialize`.
     pub fn protocol_version(&self) -> String {
         self.client.lock().unwrap().protocol_version.clone()
@@ -109,26 +131,24 @@ impl ClientPeer {
     /// Sends a message that belongs to the client's request `related` (progress, a log line
     /// of its call): a transport with a stream per request sends it there.
     pub fn send_related(&self, message: Value, related: Option<&Arc<str>>) {
-        if message.get("id").is_none() {
-            self.out
-                .send_or_drop_related(message.to_string(), related.cloned());
-        } else {
-            self.out.send_related(message.to_string(), related.cloned());
-        }
+        let droppable = message.get("id").is_none();
+        self.out.deliver(message.to_string(), related, droppable);
     }
 
     pub fn send(&self, message: Value) {
         // A notification to a client that stopped reading is dropped (and counted); answers
         // and requests always queue, and the reader stops taking requests meanwhile.
-        if message.get("id").is_none() {
-            self.out.send_or_drop(message.to_string());
-        } else {
-            self.out.send(message.to_string());
-        }
+        self.send_related(message, None);
     }
 
+    /// An answer line (never dropped).
     pub fn send_line(&self, line: String) {
-        self.out.send(line);
+        self.out.deliver(line, None, false);
+    }
+
+    /// [`Self::send_line`] for the answer to the client's request `related`.
+    pub fn send_line_related(&self, line: String, related: Option<&Arc<str>>) {
+        self.out.deliver(line, related, false);
     }
 
     /// Sends a notification once the client is past `initialize`.

@@ -10,8 +10,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::gateway::Gateway;
-use crate::peer::ClientPeer;
-use crate::pipe::outbox::Outbox;
+use crate::peer::{ClientPeer, ClientSink};
 use crate::protocol::methods;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
 use crate::router::{RequestContext, Router};
@@ -47,8 +46,11 @@ pub enum Handled {
     /// The answer line to a request, ready now.
     Answer(String),
     /// A request running: its answer line, or `None` when the client cancelled it.
-    Running(std::pin::Pin<Box<dyn Future<Output = Option<String>> + Send>>),
+    Running(RunningAnswer),
 }
+
+/// The answer line of a request running, or `None` when the client cancelled it.
+pub type RunningAnswer = std::pin::Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 
 pub struct Session {
     pub gateway: Arc<Gateway>,
@@ -63,7 +65,7 @@ pub struct Session {
 
 impl Session {
     /// `out` receives every line to send to the client, in order.
-    pub fn new(gateway: Arc<Gateway>, out: Outbox) -> Arc<Session> {
+    pub fn new(gateway: Arc<Gateway>, out: impl ClientSink) -> Arc<Session> {
         let peer = Arc::new(ClientPeer::new(out));
         gateway.register_peer(&peer);
         Arc::new(Session {
@@ -99,6 +101,27 @@ impl Session {
                 return;
             }
         }
+    }
+
+    /// Requests in flight now.
+    pub fn requests_in_flight(&self) -> usize {
+        self.in_flight.lock().unwrap().len()
+    }
+
+    /// Ends the session: its requests in flight are cancelled (an HTTP client's `DELETE`,
+    /// or an idle session expiring).
+    pub fn close(&self) {
+        let cancelled: Vec<InFlight> = self
+            .in_flight
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, r)| r)
+            .collect();
+        for request in cancelled {
+            let _ = request.cancel.send(());
+        }
+        self.request_ended.notify_waiters();
     }
 
     /// Handles one line from the client. Requests run concurrently; answers are sent as they complete.
@@ -396,7 +419,7 @@ fn check_progress_token(params: Option<&Value>) -> Result<(), RpcError> {
 
 /// An id as a key for requests in flight: numbers by value (a cancel for `7.0` finds the
 /// request `7`), strings as JSON text (so `"7"` stays apart from `7`).
-fn request_key(id: &Value) -> String {
+pub fn request_key(id: &Value) -> String {
     match id.as_f64() {
         Some(n) if n.fract() == 0.0 && n.abs() < protocol::EXACT_FLOAT_INTEGERS => {
             format!("{}", n as i64)

@@ -3,6 +3,7 @@
 
 pub mod budget;
 pub mod events;
+pub mod metrics;
 
 use std::sync::{Mutex, OnceLock};
 

@@ -2,4 +2,5 @@
 //! (`Session::handle`, or `handle_line` where answers share one stream with the rest) and
 //! writes what the session's peer sends; nothing below the session knows which one it was.
 
+pub mod http;
 pub mod stdio;

@@ -126,6 +126,8 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
             total_memory: validate::default_total_memory(),
             plugins: Default::default(),
         },
+        http: HttpConfig::default(),
+        profiles: Default::default(),
         source: None,
         warnings: Vec::new(),
     }

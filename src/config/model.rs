@@ -16,6 +16,9 @@ pub struct Config {
     /// `disabled = true`) so that `check` and `gateway_status` can show them.
     pub servers: BTreeMap<String, ServerConfig>,
     pub plugins: PluginsConfig,
+    pub http: HttpConfig,
+    /// `[profiles.NAME]`: subsets of the catalog served at `/mcp/NAME`.
+    pub profiles: BTreeMap<String, Profile>,
     /// The file this came from; `None` for the embedded default.
     pub source: Option<PathBuf>,
     /// Things that are not errors but that a user should hear about
@@ -48,6 +51,74 @@ pub struct GatewayConfig {
     pub max_restarts: u32,
     /// Between closing a server's stdin, SIGTERM and SIGKILL (default 2 s).
     pub shutdown_grace: Duration,
+}
+
+/// `[http]`: the HTTP front (`wasmgate serve --http ADDR` or `listen`).
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub listen: Option<String>,
+    pub tokens: Vec<HttpToken>,
+    /// Serve a non-loopback address without tokens.
+    pub allow_unauthenticated: bool,
+    /// `Origin` values accepted; `None`: the localhost names.
+    pub allowed_origins: Option<Vec<String>>,
+    /// `Host` names accepted; `None`: the localhost names when listening on loopback, any otherwise.
+    pub allowed_hosts: Option<Vec<String>>,
+    pub max_body: usize,
+    pub max_sessions: usize,
+    pub session_idle_timeout: Duration,
+    /// Between keep-alive comments on an idle event stream.
+    pub keep_alive: Duration,
+    pub max_requests_per_session: usize,
+    /// Certificate chain and key (PEM) for HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: None,
+            tokens: Vec::new(),
+            allow_unauthenticated: false,
+            allowed_origins: None,
+            allowed_hosts: None,
+            max_body: 16 << 20,
+            max_sessions: 10_000,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            keep_alive: Duration::from_secs(15),
+            max_requests_per_session: 64,
+            tls: None,
+        }
+    }
+}
+
+/// A bearer token of `[http] tokens`; `name` is what logs and events show.
+#[derive(Clone)]
+pub struct HttpToken {
+    pub name: String,
+    pub token: String,
+    /// Profiles it may use; empty: any, and the unprofiled `/mcp`.
+    pub profiles: Vec<String>,
+}
+
+impl std::fmt::Debug for HttpToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpToken")
+            .field("name", &self.name)
+            .field("profiles", &self.profiles)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `[profiles.NAME]`: globs over served names; `None` lets all through.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub tools: Option<GlobSet>,
+    pub prompts: Option<GlobSet>,
+    pub resources: Option<GlobSet>,
+    /// Backends (servers and plugins) visible by name; `None`: all.
+    pub servers: Option<Vec<String>>,
 }
 
 /// The gateway's variables every server gets (those the official MCP SDKs pass on, and

@@ -19,6 +19,49 @@ pub struct TomlFile {
     pub servers: BTreeMap<String, Server>,
     #[serde(default)]
     pub plugins: Plugins,
+    #[serde(default)]
+    pub http: Http,
+    #[serde(default)]
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+/// `[http]`: the HTTP front.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Http {
+    pub listen: Option<String>,
+    #[serde(default)]
+    pub tokens: Vec<HttpToken>,
+    pub allow_unauthenticated: Option<bool>,
+    pub allowed_origins: Option<Vec<String>>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub max_body: Option<Bytes>,
+    pub max_sessions: Option<AtLeastOne>,
+    pub session_idle_timeout: Option<Timeout>,
+    pub keep_alive: Option<Timeout>,
+    pub max_requests_per_session: Option<AtLeastOne>,
+    pub tls_cert: Option<String>,
+    pub tls_key: Option<String>,
+}
+
+/// One of `[http] tokens`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpToken {
+    pub name: String,
+    pub token: String,
+    #[serde(default)]
+    pub profiles: Vec<String>,
+}
+
+/// `[profiles.NAME]`: a subset of the catalog served at `/mcp/NAME`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub tools: Option<Vec<String>>,
+    pub prompts: Option<Vec<String>>,
+    pub resources: Option<Vec<String>>,
+    pub servers: Option<Vec<String>>,
 }
 
 /// `claude_desktop_config.json`, Cursor's `mcp.json` and the like. Top-level keys other

@@ -14,9 +14,11 @@ use super::raw;
 use crate::names::{namespace_for, valid_namespace};
 
 mod expand;
+mod http;
 mod plugins;
 mod servers;
 
+pub use http::check_listen;
 pub(crate) use plugins::plugin_file_warning;
 use plugins::*;
 
@@ -118,7 +120,12 @@ pub(crate) fn from_toml(
     });
     let servers: BTreeMap<_, _> = servers.collect();
     let plugins = cx.plugins(raw.plugins);
-    cx.finish(gateway, servers, plugins)
+    let profiles = cx.profiles(raw.profiles);
+    let http = cx.http(raw.http, &profiles);
+    let mut config = cx.finish(gateway, servers, plugins)?;
+    config.http = http;
+    config.profiles = profiles;
+    Ok(config)
 }
 
 pub(crate) fn from_client(
@@ -438,6 +445,8 @@ impl<'a> Ctx<'a> {
             gateway,
             servers,
             plugins,
+            http: HttpConfig::default(),
+            profiles: BTreeMap::new(),
             source: self.src.source.clone(),
             warnings: self.warnings,
         })

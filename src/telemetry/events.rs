@@ -261,6 +261,12 @@ impl EventLog {
     pub fn emit_call(&self, trace_id: &str, server: &str, status: Status, mut call: CallFields) {
         call.tool = cut(call.tool);
         call.error = call.error.map(cut);
+        let outcome = match (call.cancelled, status) {
+            (true, _) => "cancelled",
+            (false, Status::Success) => "success",
+            (false, _) => "error",
+        };
+        super::metrics::tool_call(&call.tool, server, outcome, call.duration_ms / 1000.0);
         self.record(trace_id, "tool.called", server, status, Fields::Call(call));
     }
 
@@ -272,6 +278,9 @@ impl EventLog {
         status: Status,
         fields: Fields,
     ) {
+        if event_type != "tool.called" {
+            super::metrics::event(event_type);
+        }
         let event = Event {
             timestamp: Utc::now(),
             trace_id: trace_id.to_string(),

@@ -261,6 +261,7 @@ fn the_python_sdk_client_sees_a_whole_session() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/sdk_client.py");
     let output = std::process::Command::new(&python)
         .arg(&script)
+        .arg("stdio")
         .arg(crate::harness::wasmgate())
         .arg(&config)
         .env_remove("WASMGATE_CONFIG")

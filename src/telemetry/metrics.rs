@@ -1,0 +1,79 @@
+//! Counters and histograms for `/metrics` (Prometheus text format), through the `metrics`
+//! facade: until the HTTP front installs the recorder, every call here is a no-op.
+
+use std::sync::OnceLock;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Latency buckets, in seconds: from a plugin call on a ready instance to a slow server.
+const BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Installs the process's recorder, once; `false` when another was installed first.
+pub fn install() -> bool {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(BUCKETS)
+                .ok()?
+                .build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            Some(handle)
+        })
+        .is_some()
+}
+
+/// Everything recorded, in the Prometheus text format.
+pub fn render() -> String {
+    HANDLE
+        .get()
+        .and_then(Option::as_ref)
+        .map(PrometheusHandle::render)
+        .unwrap_or_default()
+}
+
+pub fn http_request(method: &str, path: &'static str, status: u16) {
+    counter!("wasmgate_http_requests_total", "method" => method.to_string(), "path" => path, "status" => status.to_string())
+        .increment(1);
+}
+
+pub fn sessions_open(count: usize) {
+    gauge!("wasmgate_sessions_open").set(count as f64);
+}
+
+pub fn mcp_request(method: &str) {
+    counter!("wasmgate_mcp_requests_total", "method" => method.to_string()).increment(1);
+}
+
+pub fn tool_call(tool: &str, backend: &str, outcome: &'static str, seconds: f64) {
+    counter!("wasmgate_tool_calls_total", "tool" => tool.to_string(), "backend" => backend.to_string(), "outcome" => outcome)
+        .increment(1);
+    histogram!("wasmgate_tool_call_seconds", "backend" => backend.to_string()).record(seconds);
+}
+
+pub fn event(kind: &'static str) {
+    counter!("wasmgate_events_total", "kind" => kind).increment(1);
+}
+
+pub fn events_dropped() {
+    counter!("wasmgate_events_dropped_total").increment(1);
+}
+
+pub fn messages_dropped() {
+    counter!("wasmgate_client_messages_dropped_total").increment(1);
+}
+
+/// A backend's state (1 for the one it is in) and restarts, set when `/metrics` is read.
+pub fn backend(name: &str, state: &'static str, restarts: u32) {
+    for each in ["starting", "ready", "restarting", "failed", "stopped"] {
+        gauge!("wasmgate_backend_state", "backend" => name.to_string(), "state" => each)
+            .set(if each == state { 1.0 } else { 0.0 });
+    }
+    gauge!("wasmgate_backend_restarts", "backend" => name.to_string()).set(restarts as f64);
+}

@@ -1,0 +1,256 @@
+//! The HTTP front: Streamable HTTP at `/mcp` (and `/mcp/{profile}`), the legacy HTTP+SSE
+//! transport at `/sse`, and `/healthz`, `/readyz`, `/metrics`. Every client is a
+//! transport-independent `Session`; this module only maps HTTP onto it.
+
+mod guard;
+mod legacy;
+mod respond;
+mod sessions;
+mod streamable;
+mod streams;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use serde_json::json;
+
+use crate::config::HttpConfig;
+use crate::gateway::Gateway;
+use sessions::Sessions;
+
+/// What every handler shares.
+pub struct Front {
+    pub gateway: Arc<Gateway>,
+    pub sessions: Arc<Sessions>,
+    pub config: HttpConfig,
+    /// The address bound, for the default `Host` allow-list and `gateway_status`.
+    pub local: SocketAddr,
+}
+
+/// Who is asking, as the guard found: the profile of the path, the token's name, the address.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    pub profile: Option<String>,
+    pub token: Option<String>,
+    pub remote: String,
+}
+
+/// A bound listener, ready to serve.
+pub struct Listener {
+    listener: tokio::net::TcpListener,
+    front: Arc<Front>,
+}
+
+impl Listener {
+    /// Binds `listen` (else `[http] listen`) and checks the security rules that depend on it.
+    pub async fn bind(gateway: Arc<Gateway>, listen: &str) -> Result<Listener> {
+        let mut config = gateway.config.load().http.clone();
+        if let Ok(token) = std::env::var("WASMGATE_TOKEN")
+            && !token.is_empty()
+        {
+            config.tokens.push(crate::config::HttpToken {
+                name: "WASMGATE_TOKEN".into(),
+                token,
+                profiles: Vec::new(),
+            });
+        }
+        crate::config::check_listen(listen).map_err(anyhow::Error::msg)?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let local = listener.local_addr()?;
+        if !local.ip().is_loopback() && config.tokens.is_empty() && !config.allow_unauthenticated {
+            bail!(
+                "refusing to serve {local} without a token: anyone who reaches it could call every tool. \
+                 Set [http] tokens (or WASMGATE_TOKEN), or allow_unauthenticated = true behind a proxy that authenticates"
+            );
+        }
+        if config.tls.is_some() {
+            bail!(
+                "[http] tls_cert/tls_key: HTTPS is not served yet; put a TLS-terminating proxy in front"
+            );
+        }
+        crate::telemetry::metrics::install();
+        let sessions = Sessions::new(config.max_sessions, config.session_idle_timeout);
+        Ok(Listener {
+            listener,
+            front: Arc::new(Front {
+                gateway,
+                sessions,
+                config,
+                local,
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.front.local
+    }
+
+    /// Serves until `stop` resolves; then stops taking connections, lets requests in
+    /// flight finish within `shutdown_grace`, and ends every session.
+    pub async fn serve(self, stop: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+        let front = self.front;
+        front.sessions.spawn_expiry();
+        front.gateway.set_front_status(Box::new({
+            let front = Arc::downgrade(&front);
+            move || {
+                front.upgrade().map(|f| {
+                    json!({
+                        "listen": f.local.to_string(),
+                        "sessions": f.sessions.len(),
+                        "profiles": f.gateway.config.load().profiles.keys().collect::<Vec<_>>(),
+                    })
+                })
+            }
+        }));
+        tracing::info!(listen = %front.local, "serving MCP over HTTP: /mcp (Streamable HTTP), /sse (legacy)");
+        let app = routes(front.clone());
+        let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
+        let server = axum::serve(
+            self.listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            stop.await;
+            let _ = stopping_tx.send(());
+        });
+        let server = tokio::spawn(async move { server.await });
+        let _ = stopping.await;
+        tracing::info!("shutting down the HTTP front");
+        // The sessions' own streams would hold their connections open for ever.
+        front.sessions.end_session_streams();
+        let grace = front.gateway.config.load().gateway.shutdown_grace;
+        let _ = tokio::time::timeout(grace, server).await;
+        front.sessions.remove_all("the gateway is stopping");
+        Ok(())
+    }
+}
+
+fn routes(front: Arc<Front>) -> Router {
+    let limit = front.config.max_body;
+    let mcp = Router::new()
+        .route(
+            "/mcp",
+            post(|State(f), caller, headers, body| streamable::post(f, caller, headers, body))
+                .get(|State(f), caller, headers| streamable::get(f, caller, headers))
+                .delete(|State(f), caller, headers| streamable::delete(f, caller, headers)),
+        )
+        .route(
+            "/mcp/{profile}",
+            post(|State(f), caller, headers, body| streamable::post(f, caller, headers, body))
+                .get(|State(f), caller, headers| streamable::get(f, caller, headers))
+                .delete(|State(f), caller, headers| streamable::delete(f, caller, headers)),
+        )
+        .route(
+            "/sse",
+            get(|State(f), caller| legacy::open(f, caller, "/messages")),
+        )
+        .route(
+            "/sse/{profile}",
+            get(|State(f), caller| legacy::open(f, caller, "/messages")),
+        )
+        .route("/messages", post(legacy_post))
+        .route("/metrics", get(metrics))
+        .route_layer(axum::middleware::from_fn_with_state(
+            front.clone(),
+            guard::guard,
+        ));
+    Router::new()
+        .merge(mcp)
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(front)
+}
+
+#[derive(serde::Deserialize)]
+struct SessionQuery {
+    #[serde(rename = "sessionId")]
+    session_id: Option<String>,
+}
+
+async fn legacy_post(
+    State(front): State<Arc<Front>>,
+    caller: Caller,
+    Query(query): Query<SessionQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    legacy::post(front, caller, query.session_id, headers, body).await
+}
+
+/// 503 while configured servers are starting or plugins loading, naming them.
+async fn ready(State(front): State<Arc<Front>>) -> (StatusCode, String) {
+    let mut waiting: Vec<String> = front
+        .gateway
+        .servers()
+        .iter()
+        .filter(|b| b.state() == crate::backend::BackendState::Starting)
+        .map(|b| format!("server {}", b.name()))
+        .collect();
+    if front.gateway.plugins_loading() {
+        waiting.push("plugins (loading)".into());
+    }
+    if waiting.is_empty() {
+        (StatusCode::OK, "ready\n".into())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("starting: {}\n", waiting.join(", ")),
+        )
+    }
+}
+
+async fn metrics(State(front): State<Arc<Front>>) -> Response {
+    for backend in front.gateway.servers() {
+        crate::telemetry::metrics::backend(
+            backend.name(),
+            backend.state().as_str(),
+            backend.restarts(),
+        );
+    }
+    crate::telemetry::metrics::sessions_open(front.sessions.len());
+    let body = crate::telemetry::metrics::render();
+    (
+        StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+use axum::response::IntoResponse as _;
+
+/// The profile segment of a path, for [`Caller`].
+fn profile_of(path: &str) -> Option<String> {
+    let rest = path
+        .strip_prefix("/mcp/")
+        .or_else(|| path.strip_prefix("/sse/"))?;
+    (!rest.is_empty()).then(|| rest.trim_end_matches('/').to_string())
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_default())
+    }
+}

@@ -1,0 +1,200 @@
+//! What every request to `/mcp`, `/sse`, `/messages` and `/metrics` passes first: the
+//! `Host` and `Origin` allow-lists (DNS rebinding), the bearer token, the profile, and
+//! the request's count in `/metrics`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use subtle::ConstantTimeEq;
+
+use super::respond::{self, rpc_error};
+use super::{Caller, Front, profile_of};
+use crate::protocol;
+
+const LOCAL_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1", "[::1]"];
+
+pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
+    let method = request.method().as_str().to_string();
+    let path: &'static str = match request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str)
+    {
+        Some("/mcp") => "/mcp",
+        Some("/mcp/{profile}") => "/mcp/{profile}",
+        Some("/sse") => "/sse",
+        Some("/sse/{profile}") => "/sse/{profile}",
+        Some("/messages") => "/messages",
+        Some("/metrics") => "/metrics",
+        _ => "other",
+    };
+    let remote = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.to_string())
+        .unwrap_or_default();
+    let response = match check(&front, &request, remote) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refused) => refused,
+    };
+    crate::telemetry::metrics::http_request(&method, path, response.status().as_u16());
+    response
+}
+
+fn check(front: &Front, request: &Request, remote: String) -> Result<Caller, Response> {
+    let headers = request.headers();
+    let host = respond::header(headers, header::HOST.as_str()).unwrap_or_default();
+    if !host_allowed(front, host) {
+        return Err(rpc_error(
+            StatusCode::FORBIDDEN,
+            protocol::INVALID_REQUEST,
+            format!("Forbidden: Host \"{host}\" is not allowed ([http] allowed_hosts)"),
+        ));
+    }
+    if let Some(origin) = respond::header(headers, header::ORIGIN.as_str())
+        && !origin_allowed(front, origin)
+    {
+        return Err(rpc_error(
+            StatusCode::FORBIDDEN,
+            protocol::INVALID_REQUEST,
+            format!("Forbidden: Origin \"{origin}\" is not allowed ([http] allowed_origins)"),
+        ));
+    }
+    let profile = profile_of(request.uri().path());
+    if let Some(name) = &profile
+        && !front.gateway.config.load().profiles.contains_key(name)
+    {
+        return Err(rpc_error(
+            StatusCode::NOT_FOUND,
+            protocol::INVALID_REQUEST,
+            format!("Not Found: no profile `{name}`"),
+        ));
+    }
+    let token = authenticate(front, headers)?;
+    let presented = token
+        .as_ref()
+        .and_then(|name| front.config.tokens.iter().find(|t| &t.name == name));
+    if let Some(token) = presented {
+        let allowed = token.profiles.is_empty()
+            || profile.as_ref().is_some_and(|p| token.profiles.contains(p));
+        if !allowed {
+            return Err(rpc_error(
+                StatusCode::FORBIDDEN,
+                protocol::INVALID_REQUEST,
+                format!(
+                    "Forbidden: token `{}` may only use the profiles {}",
+                    token.name,
+                    token.profiles.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(Caller {
+        profile,
+        token,
+        remote,
+    })
+}
+
+/// The name of the token presented, `None` when no token is configured.
+fn authenticate(
+    front: &Front,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<String>, Response> {
+    if front.config.tokens.is_empty() {
+        return Ok(None);
+    }
+    let presented = respond::header(headers, header::AUTHORIZATION.as_str())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    // Every token is compared, so the time taken tells nothing of which one nearly matched.
+    let mut found = None;
+    if let Some(presented) = presented {
+        for token in &front.config.tokens {
+            if bool::from(token.token.as_bytes().ct_eq(presented.as_bytes())) {
+                found = Some(token.name.clone());
+            }
+        }
+    }
+    match found {
+        Some(name) => Ok(Some(name)),
+        None => {
+            let mut response = rpc_error(
+                StatusCode::UNAUTHORIZED,
+                protocol::INVALID_REQUEST,
+                if presented.is_some() {
+                    "Unauthorized: the bearer token is not valid"
+                } else {
+                    "Unauthorized: send Authorization: Bearer <token>"
+                },
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"wasmgate\""),
+            );
+            Err(response)
+        }
+    }
+}
+
+/// The host part of `Host` (without the port).
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    host.rsplit_once(':').map_or(host, |(name, _)| name)
+}
+
+fn host_allowed(front: &Front, host: &str) -> bool {
+    let name = host_name(host);
+    match &front.config.allowed_hosts {
+        Some(allowed) => allowed
+            .iter()
+            .any(|a| a == "*" || a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(name)),
+        // Behind a loopback address only local names reach it legitimately: a browser page
+        // that rebinds its own name to 127.0.0.1 sends its name, and is refused.
+        None if front.local.ip().is_loopback() => {
+            LOCAL_NAMES.iter().any(|l| l.eq_ignore_ascii_case(name))
+        }
+        None => true,
+    }
+}
+
+fn origin_allowed(front: &Front, origin: &str) -> bool {
+    match &front.config.allowed_origins {
+        Some(allowed) => allowed
+            .iter()
+            .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(origin)),
+        None => {
+            let rest = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"));
+            rest.is_some_and(|authority| {
+                let name = host_name(authority.trim_end_matches('/'));
+                LOCAL_NAMES.iter().any(|l| l.eq_ignore_ascii_case(name))
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_name;
+
+    #[test]
+    fn host_names_lose_their_port() {
+        assert_eq!(host_name("localhost:8787"), "localhost");
+        assert_eq!(host_name("[::1]:8787"), "::1");
+        assert_eq!(host_name("example.com"), "example.com");
+    }
+}

@@ -1,0 +1,195 @@
+//! The HTTP front's sessions by `Mcp-Session-Id`: made at `initialize` (or a legacy
+//! `GET /sse`), ended by `DELETE`, by the client leaving a legacy stream, or after
+//! `session_idle_timeout` without a request or a reader.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::streams::Streams;
+use crate::gateway::Gateway;
+use crate::session::Session;
+use crate::telemetry::events::Status;
+
+/// One client of the HTTP front.
+pub struct HttpSession {
+    pub session: Arc<Session>,
+    pub streams: Arc<Streams>,
+    pub profile: Option<String>,
+    /// The name of the token it authenticated with.
+    pub token: Option<String>,
+    pub remote: String,
+    /// The legacy HTTP+SSE transport: answers travel on the `GET` stream.
+    pub legacy: bool,
+    /// Requests being answered now, for the per-session limit.
+    pub running: AtomicUsize,
+    /// When a request last came, in ms since the table was made.
+    last_seen: AtomicU64,
+}
+
+impl HttpSession {
+    pub fn id(&self) -> &str {
+        &self.session.peer.id
+    }
+}
+
+pub struct Sessions {
+    map: RwLock<HashMap<String, Arc<HttpSession>>>,
+    started: Instant,
+    max: usize,
+    idle: Duration,
+}
+
+/// Too many sessions open.
+pub struct Full;
+
+impl Sessions {
+    pub fn new(max: usize, idle: Duration) -> Arc<Sessions> {
+        Arc::new(Sessions {
+            map: RwLock::new(HashMap::new()),
+            started: Instant::now(),
+            max,
+            idle,
+        })
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// A new session, not in the table until [`Self::insert`] (an `initialize` that fails
+    /// leaves none behind).
+    pub fn create(
+        &self,
+        gateway: &Arc<Gateway>,
+        opener: super::Caller,
+        legacy: bool,
+    ) -> Result<Arc<HttpSession>, Full> {
+        if self.len() >= self.max {
+            return Err(Full);
+        }
+        let streams = Streams::new(legacy);
+        let session = Session::new(gateway.clone(), streams.clone());
+        Ok(Arc::new(HttpSession {
+            session,
+            streams,
+            profile: opener.profile,
+            token: opener.token,
+            remote: opener.remote,
+            legacy,
+            running: AtomicUsize::new(0),
+            last_seen: AtomicU64::new(self.now()),
+        }))
+    }
+
+    pub fn insert(&self, session: &Arc<HttpSession>) {
+        self.map
+            .write()
+            .unwrap()
+            .insert(session.id().to_string(), session.clone());
+        crate::telemetry::metrics::sessions_open(self.len());
+        let peer = &session.session.peer;
+        session.session.gateway.events.emit(
+            "session.opened",
+            "wasmgate",
+            Status::Success,
+            json!({
+                "session": peer.id,
+                "transport": if session.legacy { "sse" } else { "streamable-http" },
+                "client": peer.client_info(),
+                "protocol_version": peer.protocol_version(),
+                "profile": session.profile,
+                "token": session.token,
+                "remote": session.remote,
+            }),
+        );
+    }
+
+    /// The session `id`, marked as seen now.
+    pub fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
+        let session = self.map.read().unwrap().get(id).cloned()?;
+        session.last_seen.store(self.now(), Ordering::Relaxed);
+        Some(session)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap().len()
+    }
+
+    /// Ends session `id`: its requests in flight are cancelled and its streams end.
+    pub fn remove(&self, id: &str, why: &str) -> bool {
+        let Some(session) = self.map.write().unwrap().remove(id) else {
+            return false;
+        };
+        crate::telemetry::metrics::sessions_open(self.len());
+        session.session.close();
+        session.streams.close_all();
+        session.session.gateway.events.emit(
+            "session.closed",
+            "wasmgate",
+            Status::Success,
+            json!({"session": id, "reason": why, "profile": session.profile, "token": session.token}),
+        );
+        true
+    }
+
+    /// Ends the connections reading sessions' own streams (shutdown: they would stay open
+    /// for ever); request streams end with their answers.
+    pub fn end_session_streams(&self) {
+        for session in self.map.read().unwrap().values() {
+            session.streams.end_session_stream();
+        }
+    }
+
+    /// Ends every session (shutdown).
+    pub fn remove_all(&self, why: &str) {
+        let ids: Vec<String> = self.map.read().unwrap().keys().cloned().collect();
+        for id in ids {
+            self.remove(&id, why);
+        }
+    }
+
+    /// Ends the sessions idle for longer than `session_idle_timeout`: no request and no
+    /// reader of their streams.
+    pub fn expire(&self) {
+        let now = self.now();
+        let idle_ms = self.idle.as_millis() as u64;
+        let stale: Vec<String> = self
+            .map
+            .read()
+            .unwrap()
+            .values()
+            .filter(|s| {
+                let busy = s.session.requests_in_flight() > 0 || s.streams.has_reader();
+                if busy {
+                    s.last_seen.store(now, Ordering::Relaxed);
+                }
+                !busy && now.saturating_sub(s.last_seen.load(Ordering::Relaxed)) > idle_ms
+            })
+            .map(|s| s.id().to_string())
+            .collect();
+        for id in stale {
+            self.remove(&id, "idle");
+        }
+    }
+
+    /// Runs [`Self::expire`] until the table is dropped.
+    pub fn spawn_expiry(self: &Arc<Self>) {
+        let period = (self.idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(sessions) => sessions.expire(),
+                    None => return,
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,354 @@
+//! Streamable HTTP (MCP 2025-03-26 and later) at `/mcp` and `/mcp/{profile}`: `POST`
+//! carries a message, `GET` opens the session's own stream, `DELETE` ends the session.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt as _;
+use serde_json::Value;
+
+use super::respond::{self, SESSION_HEADER, VERSION_HEADER, rpc_error};
+use super::sessions::HttpSession;
+use super::streams::{Refused, parse_event_id};
+use super::{Caller, Front};
+use crate::protocol::{self, Incoming, Message, methods};
+use crate::session::{Handled, request_key};
+
+/// The version a request without `MCP-Protocol-Version` is taken to speak (the spec says so).
+const VERSION_WITHOUT_HEADER: &str = "2025-03-26";
+
+pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: Bytes) -> Response {
+    if !respond::is_json(&headers) {
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            protocol::INVALID_REQUEST,
+            "Unsupported Media Type: Content-Type must be application/json",
+        );
+    }
+    if !(respond::accepts(&headers, "application/json")
+        && respond::accepts(&headers, "text/event-stream"))
+    {
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            protocol::INVALID_REQUEST,
+            "Not Acceptable: Accept must list both application/json and text/event-stream",
+        );
+    }
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            protocol::PARSE_ERROR,
+            "Parse error: the body is not UTF-8",
+        );
+    };
+    let incoming = match protocol::parse_line(text) {
+        Ok(incoming) => incoming,
+        Err(answer) => return bad_request(answer),
+    };
+    let session = match respond::header(&headers, SESSION_HEADER) {
+        None => match &incoming {
+            Incoming::Single(Ok(Message::Request { method, .. }))
+                if method == methods::INITIALIZE =>
+            {
+                return initialize(&front, caller, incoming).await;
+            }
+            _ => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    protocol::INVALID_REQUEST,
+                    "Bad Request: Mcp-Session-Id header is required (send initialize first)",
+                );
+            }
+        },
+        Some(id) => match find(&front, &caller, id) {
+            Ok(session) => session,
+            Err(response) => return response,
+        },
+    };
+    if let Err(response) = check_version(&headers) {
+        return response;
+    }
+    match incoming {
+        Incoming::Single(Err((id, error))) => bad_request(protocol::error_response(id, &error)),
+        Incoming::Single(Ok(message)) => single(&front, &session, message).await,
+        Incoming::Batch(items) => batch(&session, items).await,
+    }
+}
+
+fn bad_request(answer: Value) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_string(),
+    )
+        .into_response()
+}
+
+/// `initialize` without a session: a new session, kept only if the client initialized.
+async fn initialize(front: &Arc<Front>, caller: Caller, incoming: Incoming) -> Response {
+    let Incoming::Single(Ok(message)) = incoming else {
+        unreachable!("checked by the caller")
+    };
+    let session = match front.sessions.create(&front.gateway, caller, false) {
+        Ok(session) => session,
+        Err(_) => return too_many_sessions(front),
+    };
+    let answer = match session.session.handle(message) {
+        Handled::Answer(line) => line,
+        _ => unreachable!("initialize is answered at once"),
+    };
+    if !session.session.peer.is_initialized() {
+        return respond::json(answer, None);
+    }
+    front.sessions.insert(&session);
+    respond::json(answer, Some(session.id()))
+}
+
+pub fn too_many_sessions(front: &Front) -> Response {
+    let mut response = rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        protocol::BACKEND_UNAVAILABLE,
+        format!(
+            "Service Unavailable: {} sessions are open, the most this gateway serves (max_sessions); retry later",
+            front.sessions.len()
+        ),
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("5"),
+    );
+    response
+}
+
+/// The session `id` of this profile (a session is bound to the path it was opened on).
+fn find(front: &Front, caller: &Caller, id: &str) -> Result<Arc<HttpSession>, Response> {
+    match front.sessions.get(id) {
+        Some(session) if session.profile == caller.profile && !session.legacy => Ok(session),
+        _ => Err(rpc_error(
+            StatusCode::NOT_FOUND,
+            protocol::INVALID_REQUEST,
+            "Not Found: no such session (it ended, expired, or never was); send initialize for a new one",
+        )),
+    }
+}
+
+/// `MCP-Protocol-Version`, when sent, must be one the gateway speaks.
+fn check_version(headers: &HeaderMap) -> Result<(), Response> {
+    let version = respond::header(headers, VERSION_HEADER).unwrap_or(VERSION_WITHOUT_HEADER);
+    if protocol::SUPPORTED_VERSIONS.contains(&version) {
+        return Ok(());
+    }
+    Err(rpc_error(
+        StatusCode::BAD_REQUEST,
+        protocol::INVALID_REQUEST,
+        format!(
+            "Bad Request: unsupported MCP-Protocol-Version \"{version}\"; supported: {}",
+            protocol::SUPPORTED_VERSIONS.join(", ")
+        ),
+    ))
+}
+
+/// Counts a request against the session's limit while it runs.
+struct Running(Arc<HttpSession>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn single(front: &Arc<Front>, session: &Arc<HttpSession>, message: Message) -> Response {
+    let id = match &message {
+        Message::Request { id, method, .. } => {
+            crate::telemetry::metrics::mcp_request(method);
+            id.clone()
+        }
+        _ => Value::Null,
+    };
+    let limit = front.config.max_requests_per_session;
+    let running = match &message {
+        Message::Request { .. } => {
+            if session.running.fetch_add(1, Ordering::Relaxed) >= limit {
+                session.running.fetch_sub(1, Ordering::Relaxed);
+                return rpc_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    protocol::BACKEND_UNAVAILABLE,
+                    format!(
+                        "Too Many Requests: this session has {limit} requests in flight (max_requests_per_session)"
+                    ),
+                );
+            }
+            Some(Running(session.clone()))
+        }
+        _ => None,
+    };
+    match session.session.handle(message) {
+        Handled::Nothing => respond::accepted(),
+        Handled::Answer(line) => respond::json(line, None),
+        Handled::Running(answer) => answer_request(front, session, &id, answer, running).await,
+    }
+}
+
+/// The answer as plain JSON when the request sent nothing before it, else an event
+/// stream: what the request sent (progress, log lines, requests to the client), then
+/// the answer. A client that drops the connection does not cancel the request (the
+/// specification says so); its events wait for a resume.
+async fn answer_request(
+    front: &Arc<Front>,
+    session: &Arc<HttpSession>,
+    id: &Value,
+    answer: crate::session::RunningAnswer,
+    running: Option<Running>,
+) -> Response {
+    let key: Arc<str> = Arc::from(request_key(id));
+    let streams = &session.streams;
+    let mut events = streams.open_request(&key);
+    let mut answer = answer;
+    // Most requests end here (a ready plugin, a list): no task to spawn.
+    if let Some(line) = (&mut answer).now_or_never() {
+        return finished(front, session, &key, line, events);
+    }
+    let (done_tx, mut done) = tokio::sync::oneshot::channel();
+    let (task_streams, task_key) = (streams.clone(), key.clone());
+    tokio::spawn(async move {
+        let line = answer.await;
+        drop(running);
+        // The connection is gone: the answer waits on the request's stream for a resume.
+        if let Err(line) = done_tx.send(line) {
+            task_streams.finish_request(&task_key, line);
+        }
+    });
+    tokio::select! {
+        biased;
+        line = &mut done => finished(front, session, &key, line.ok().flatten(), events),
+        first = events.recv() => {
+            let Some(first) = first else {
+                return StatusCode::ACCEPTED.into_response();
+            };
+            let streams = streams.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                let line = done.await.ok().flatten();
+                streams.finish_request(&key, line);
+            });
+            respond::sse(vec![respond::event(first)], events, front.config.keep_alive, None, ())
+        }
+    }
+}
+
+fn finished(
+    front: &Front,
+    session: &HttpSession,
+    key: &Arc<str>,
+    line: Option<String>,
+    events: tokio::sync::mpsc::Receiver<super::streams::Event>,
+) -> Response {
+    if session.streams.close_request_if_empty(key) {
+        return match line {
+            Some(line) => respond::json(line, None),
+            // Cancelled by the client: it gets no answer.
+            None => StatusCode::ACCEPTED.into_response(),
+        };
+    }
+    session.streams.finish_request(key, line);
+    respond::sse(Vec::new(), events, front.config.keep_alive, None, ())
+}
+
+/// A batch (versions before 2025-06-18): one JSON array once every request is answered.
+async fn batch(
+    session: &Arc<HttpSession>,
+    items: Vec<Result<Message, (Value, protocol::RpcError)>>,
+) -> Response {
+    let version = session.session.peer.protocol_version();
+    if !protocol::batching_allowed(&version) {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            protocol::INVALID_REQUEST,
+            format!(
+                "Invalid Request: JSON-RPC batching was removed in MCP 2025-06-18 and this session uses {version}"
+            ),
+        );
+    }
+    let mut answers = Vec::new();
+    let mut running = Vec::new();
+    for item in items {
+        match item {
+            Err((id, error)) => answers.push(protocol::error_response(id, &error).to_string()),
+            Ok(message) => match session.session.handle(message) {
+                Handled::Nothing => {}
+                Handled::Answer(line) => answers.push(line),
+                Handled::Running(answer) => running.push(answer),
+            },
+        }
+    }
+    for answer in futures_util::future::join_all(running)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        answers.push(answer);
+    }
+    if answers.is_empty() {
+        return respond::accepted();
+    }
+    respond::json(format!("[{}]", answers.join(",")), None)
+}
+
+/// `GET`: the session's own stream, or a stream resumed after `Last-Event-ID`. Without a
+/// session id it opens a legacy HTTP+SSE session (clients of the gateway reference do that).
+pub async fn get(front: Arc<Front>, caller: Caller, headers: HeaderMap) -> Response {
+    if !respond::accepts(&headers, "text/event-stream") {
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            protocol::INVALID_REQUEST,
+            "Not Acceptable: Accept must list text/event-stream",
+        );
+    }
+    let Some(id) = respond::header(&headers, SESSION_HEADER) else {
+        return super::legacy::open(front, caller, "/messages").await;
+    };
+    let session = match find(&front, &caller, id) {
+        Ok(session) => session,
+        Err(response) => return response,
+    };
+    if let Err(response) = check_version(&headers) {
+        return response;
+    }
+    let resume = respond::header(&headers, "last-event-id").and_then(parse_event_id);
+    let events = match session.streams.attach(resume) {
+        Ok(events) => events,
+        Err(Refused::Unknown) => match session.streams.attach(None) {
+            Ok(events) => events,
+            Err(_) => return conflict(),
+        },
+        Err(Refused::Busy) => return conflict(),
+    };
+    respond::sse(Vec::new(), events, front.config.keep_alive, None, ())
+}
+
+fn conflict() -> Response {
+    rpc_error(
+        StatusCode::CONFLICT,
+        protocol::INVALID_REQUEST,
+        "Conflict: this session's stream is open on another connection",
+    )
+}
+
+/// `DELETE`: ends the session and cancels its requests in flight.
+pub async fn delete(front: Arc<Front>, caller: Caller, headers: HeaderMap) -> Response {
+    let Some(id) = respond::header(&headers, SESSION_HEADER) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            protocol::INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required",
+        );
+    };
+    if let Err(response) = find(&front, &caller, id) {
+        return response;
+    }
+    front.sessions.remove(id, "deleted by the client");
+    StatusCode::OK.into_response()
+}

@@ -4,6 +4,7 @@
 
 pub mod builtin_tools;
 pub mod uri_template;
+pub mod view;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};

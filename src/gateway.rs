@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use crate::backend::Backend;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered, ListKind};
+use crate::catalog::view::Kind;
 use crate::catalog::{Catalog, Source, Target};
 use crate::config::Config;
 use crate::config::ServerTransport;
@@ -23,6 +24,15 @@ use crate::protocol::methods;
 use crate::protocol::{self, RpcError};
 use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
+
+/// The lists a `list_changed` notification is about.
+fn list_kinds(method: &str) -> &'static [Kind] {
+    match method {
+        methods::TOOLS_LIST_CHANGED => &[Kind::Tools],
+        methods::PROMPTS_LIST_CHANGED => &[Kind::Prompts],
+        _ => &[Kind::Resources, Kind::Templates],
+    }
+}
 
 /// A front's part of `gateway_status`; `None` once the front is gone.
 pub type FrontStatus = Box<dyn Fn() -> Option<Value> + Send + Sync>;
@@ -330,8 +340,25 @@ impl Gateway {
                 json!({"tool_count": tool_count}),
             );
         }
+        let current = self.catalog.load_full();
         for (_, method) in changed.iter().filter(|(c, _)| *c) {
+            // A profile's sessions hear of a change only when their own view changed.
+            let mut view_changed: HashMap<String, bool> = HashMap::new();
             for session in self.live_sessions() {
+                if let Some(name) = session.profile()
+                    && !new_code
+                {
+                    let changed = *view_changed.entry(name.to_string()).or_insert_with(|| {
+                        config.profiles.get(name).is_some_and(|profile| {
+                            list_kinds(method).iter().any(|k| {
+                                previous.visible(*k, profile) != current.visible(*k, profile)
+                            })
+                        })
+                    });
+                    if !changed {
+                        continue;
+                    }
+                }
                 session.notify_list_changed(method);
             }
         }

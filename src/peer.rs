@@ -61,6 +61,10 @@ pub struct ClientPeer {
     /// Which lists the client has asked for ([`list_bit`]): a list change is announced
     /// only to a client that holds a list it makes stale.
     listed: AtomicU8,
+    /// The `[profiles.NAME]` whose view of the catalog it gets (HTTP `/mcp/NAME`).
+    profile: std::sync::OnceLock<String>,
+    /// The name of the HTTP bearer token it authenticated with.
+    token: std::sync::OnceLock<String>,
 }
 
 const NO_LOG_LEVEL: u8 = u8::MAX;
@@ -91,7 +95,27 @@ impl ClientPeer {
             next_request_id: AtomicU64::new(1),
             log_level: AtomicU8::new(NO_LOG_LEVEL),
             listed: AtomicU8::new(0),
+            profile: std::sync::OnceLock::new(),
+            token: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Binds the client to a profile, once, before its first request.
+    pub fn set_profile(&self, profile: String) {
+        let _ = self.profile.set(profile);
+    }
+
+    pub fn profile(&self) -> Option<&str> {
+        self.profile.get().map(String::as_str)
+    }
+
+    /// Records the name of the token the client authenticated with, once.
+    pub fn set_token(&self, name: String) {
+        let _ = self.token.set(name);
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.get().map(String::as_str)
     }
 
     /// Records what `initialize` negotiated; `Err` with the version already in force when

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::Backend;
 use crate::backend::{BackendError, BackendState};
+use crate::catalog::view::{self, Kind};
 use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
 use crate::peer::ClientPeer;
@@ -46,6 +47,7 @@ struct CallRecord<'a> {
     trace_id: &'a str,
     server: &'a str,
     tool: &'a str,
+    token: Option<&'a str>,
     started: Instant,
     ended: bool,
 }
@@ -62,6 +64,7 @@ impl CallRecord<'_> {
             duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
             error,
             cancelled,
+            token: self.token.map(str::to_string),
         };
         self.gateway
             .events
@@ -79,6 +82,23 @@ impl Drop for CallRecord<'_> {
 }
 
 impl Router<'_> {
+    /// Whether the client's profile hides the item of `kind` named `name`.
+    fn hides(
+        &self,
+        context: &RequestContext,
+        kind: Kind,
+        name: &str,
+        target: Option<&Target>,
+    ) -> bool {
+        let Some(profile) = context.peer.profile() else {
+            return false;
+        };
+        match self.gateway.config.load().profiles.get(profile) {
+            Some(profile) => !view::shows(profile, kind, name, target),
+            None => true,
+        }
+    }
+
     /// The answer to `initialize`: capabilities reflect what the backends offer.
     pub fn initialize_result(&self, version: &str) -> Value {
         let config = self.gateway.config.load();
@@ -135,15 +155,15 @@ impl Router<'_> {
         match method {
             methods::PING => Ok(json!({}).into()),
             methods::TOOLS_LIST => self
-                .list(context, method, &params, |c| &c.tools, "tools")
+                .list(context, method, &params, Kind::Tools, "tools")
                 .await
                 .map(Reply::from),
             methods::PROMPTS_LIST => self
-                .list(context, method, &params, |c| &c.prompts, "prompts")
+                .list(context, method, &params, Kind::Prompts, "prompts")
                 .await
                 .map(Reply::from),
             methods::RESOURCES_LIST => self
-                .list(context, method, &params, |c| &c.resources, "resources")
+                .list(context, method, &params, Kind::Resources, "resources")
                 .await
                 .map(Reply::from),
             methods::RESOURCE_TEMPLATES_LIST => self
@@ -151,7 +171,7 @@ impl Router<'_> {
                     context,
                     method,
                     &params,
-                    |c| &c.templates,
+                    Kind::Templates,
                     "resourceTemplates",
                 )
                 .await
@@ -184,7 +204,7 @@ impl Router<'_> {
         context: &RequestContext,
         method: &str,
         params: &Option<Value>,
-        pick: fn(&catalog::Catalog) -> &Vec<Value>,
+        kind: Kind,
         key: &str,
     ) -> Result<Value, RpcError> {
         self.gateway.wait_for_startup().await;
@@ -192,7 +212,15 @@ impl Router<'_> {
         // the catalog is read: a change from here on is announced to the client.
         context.peer.mark_listed(method);
         let catalog = self.gateway.catalog();
-        let items = pick(&catalog);
+        let config = self.gateway.config.load();
+        let items: Vec<&Value> = match context.peer.profile() {
+            None => catalog.items(kind).iter().collect(),
+            Some(name) => match config.profiles.get(name) {
+                Some(profile) => catalog.visible(kind, profile),
+                // Its profile left the config: it sees nothing until it reconnects.
+                None => Vec::new(),
+            },
+        };
         let page_size = self.gateway.config.load().gateway.page_size.max(1);
         let start = match params.as_ref().and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => 0,
@@ -236,6 +264,10 @@ impl Router<'_> {
                 })?
             }
         };
+        if self.hides(context, Kind::Tools, &name, Some(&route.target)) {
+            let name = protocol::cut_short(&name, 200);
+            return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
+        }
         // The same `data` as the errors a server or plugin gives for its own checks.
         let refused = |why: &dyn std::fmt::Display| {
             let error = RpcError::invalid_arguments(&name, why)
@@ -258,6 +290,7 @@ impl Router<'_> {
             trace_id: &context.trace_id,
             server: &server,
             tool: &name,
+            token: context.peer.token(),
             started,
             ended: false,
         });
@@ -423,6 +456,7 @@ impl Router<'_> {
         let catalog = self.gateway.catalog();
         let route = catalog
             .prompt(&name)
+            .filter(|r| !self.hides(context, Kind::Prompts, &name, Some(&r.target)))
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
         params["name"] = Value::String(route.name.clone());
         self.forward(context, &route.target, methods::PROMPTS_GET, params)
@@ -494,7 +528,10 @@ impl Router<'_> {
     ) -> Result<Reply, RpcError> {
         let uri = required_string(&params, method, "uri")?;
         self.gateway.wait_for_startup().await;
-        let Some(target) = self.resource_route(&uri) else {
+        let target = self
+            .resource_route(&uri)
+            .filter(|t| !self.hides(context, Kind::Resources, &uri, Some(t)));
+        let Some(target) = target else {
             return Err(
                 RpcError::new(protocol::RESOURCE_NOT_FOUND, "Resource not found")
                     .with_data(json!({"uri": uri})),

@@ -65,6 +65,8 @@ pub struct CallFields {
     pub duration_ms: f64,
     pub error: Option<String>,
     pub cancelled: bool,
+    /// The name of the HTTP bearer token of the client that called, if any.
+    pub token: Option<String>,
 }
 
 impl Event {
@@ -93,6 +95,9 @@ impl Event {
                 obj.insert("error".into(), call.error.clone().into());
                 if call.cancelled {
                     obj.insert("cancelled".into(), true.into());
+                }
+                if let Some(token) = &call.token {
+                    obj.insert("token".into(), token.clone().into());
                 }
             }
         }
@@ -383,6 +388,7 @@ mod tests {
             duration_ms: 1.5,
             error: error.map(String::from),
             cancelled,
+            token: None,
         };
         log.emit_call("t1", "p", Status::Success, call(None, false));
         log.emit_call(

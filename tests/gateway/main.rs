@@ -4,6 +4,7 @@
 
 mod custom_section;
 mod harness;
+mod http_client;
 mod in_process;
 
 mod cli;
@@ -12,6 +13,7 @@ mod events;
 mod faults;
 mod fuzz;
 mod hardening;
+mod http_front;
 mod lifecycle;
 mod notifications;
 mod plugins;

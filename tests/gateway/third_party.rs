@@ -239,41 +239,65 @@ fn everything_server_sampling() {
     assert!(text(result).contains("four, says the client"), "{response}");
 }
 
-/// The official Python SDK's client (it comes with mcp-server-time) through the gateway: the
-/// handshake, lists, a call with progress, a sampling request answered by its callback,
-/// logging, an error result, a JSON-RPC error, resources and prompts, as a client built on
-/// the SDK sees them (tests/gateway/fixtures/sdk_client.py).
-#[test]
-fn the_python_sdk_client_sees_a_whole_session() {
-    let Some(time) = time_server() else { return };
+/// The Python that has the official MCP SDK (it comes with mcp-server-time); `None`, with a
+/// note, where it is not installed.
+pub(crate) fn sdk_python() -> Option<PathBuf> {
+    let time = time_server()?;
     let python = time.with_file_name("python");
-    let python = require(
-        "the MCP Python SDK",
-        Some(python).filter(|p| is_executable(p)),
-        "pip install mcp",
+    Some(
+        require(
+            "the MCP Python SDK",
+            Some(python).filter(|p| is_executable(p)),
+            "pip install mcp",
+        )
+        .expect("found with mcp-server-time"),
     )
-    .expect("found with mcp-server-time");
-    let dir = crate::harness::TestDir::new("sdk");
-    let config = dir.write(
-        "gateway.toml",
-        &config().example("ex", &[]).render(&dir.path),
-    );
+}
+
+/// Runs tests/gateway/fixtures/sdk_client.py with `args`; what it saw.
+pub(crate) fn run_sdk_client(python: &Path, args: &[&str]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/sdk_client.py");
-    let output = std::process::Command::new(&python)
+    let output = std::process::Command::new(python)
         .arg(&script)
-        .arg("stdio")
-        .arg(crate::harness::wasmgate())
-        .arg(&config)
+        .args(args)
         .env_remove("WASMGATE_CONFIG")
         .output()
         .expect("run the SDK client");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "{stdout}\n{}",
+        "{args:?}: {stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let seen: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
+/// The official Python SDK's client through the gateway: the handshake, lists, a call
+/// with progress, a sampling request answered by its callback, logging, an error result,
+/// a JSON-RPC error, resources and prompts, as a client built on the SDK sees them
+/// (tests/gateway/fixtures/sdk_client.py).
+#[test]
+fn the_python_sdk_client_sees_a_whole_session() {
+    let Some(python) = sdk_python() else { return };
+    let dir = crate::harness::TestDir::new("sdk");
+    let config = dir.write(
+        "gateway.toml",
+        &config().example("ex", &[]).render(&dir.path),
+    );
+    let wasmgate = crate::harness::wasmgate();
+    let seen = run_sdk_client(
+        &python,
+        &[
+            "stdio",
+            wasmgate.to_str().unwrap(),
+            config.to_str().unwrap(),
+        ],
+    );
+    check_sdk_session(&seen);
+}
+
+/// What the SDK client must have seen of a session through the gateway, whatever the transport.
+pub(crate) fn check_sdk_session(seen: &Value) {
     assert_eq!(seen["server"], "wasmgate");
     let tools = seen["tools"].as_array().unwrap();
     assert!(tools.contains(&json!("ex__echo")) && tools.contains(&json!("gateway_status")));

@@ -73,6 +73,12 @@ impl Sessions {
         }
         let streams = Streams::new(legacy);
         let session = Session::new(gateway.clone(), streams.clone());
+        if let Some(profile) = &opener.profile {
+            session.peer.set_profile(profile.clone());
+        }
+        if let Some(token) = &opener.token {
+            session.peer.set_token(token.clone());
+        }
         Ok(Arc::new(HttpSession {
             session,
             streams,

@@ -1,0 +1,79 @@
+//! What a profile (`[profiles.NAME]`) lets a session see of the catalog: globs over the
+//! served names, and which backends. Lists, calls and `list_changed` all ask here.
+
+use serde_json::Value;
+
+use super::{Catalog, Target};
+use crate::config::Profile;
+
+/// Which list an item is of.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Tools,
+    Prompts,
+    Resources,
+    Templates,
+}
+
+/// Whether `profile` shows the item named `name` (a tool or prompt name, a resource URI or
+/// template) that `target` serves.
+pub fn shows(profile: &Profile, kind: Kind, name: &str, target: Option<&Target>) -> bool {
+    let globs = match kind {
+        Kind::Tools => &profile.tools,
+        Kind::Prompts => &profile.prompts,
+        Kind::Resources | Kind::Templates => &profile.resources,
+    };
+    if globs.as_ref().is_some_and(|g| !g.is_match(name)) {
+        return false;
+    }
+    match (&profile.servers, target) {
+        // The gateway's own tools are governed by the name globs alone.
+        (Some(_), Some(Target::Builtin)) | (None, _) => true,
+        (Some(servers), Some(target)) => servers.iter().any(|s| s == target.server()),
+        (Some(_), None) => false,
+    }
+}
+
+impl Catalog {
+    /// The list of `kind`, as `profile` shows it.
+    pub fn items(&self, kind: Kind) -> &Vec<Value> {
+        match kind {
+            Kind::Tools => &self.tools,
+            Kind::Prompts => &self.prompts,
+            Kind::Resources => &self.resources,
+            Kind::Templates => &self.templates,
+        }
+    }
+
+    /// The items of `kind` that `profile` shows.
+    pub fn visible<'c>(&'c self, kind: Kind, profile: &Profile) -> Vec<&'c Value> {
+        self.items(kind)
+            .iter()
+            .filter(|item| {
+                let name = item_name(kind, item);
+                shows(profile, kind, name, self.target_of(kind, name))
+            })
+            .collect()
+    }
+
+    /// Where the item of `kind` named `name` is served.
+    pub fn target_of(&self, kind: Kind, name: &str) -> Option<&Target> {
+        match kind {
+            Kind::Tools => self.tool(name).map(|r| &r.target),
+            Kind::Prompts => self.prompt(name).map(|r| &r.target),
+            Kind::Resources => self.resource_target(name),
+            Kind::Templates => self.template_target(name),
+        }
+    }
+}
+
+/// The name an item is known by: a tool's or prompt's `name`, a resource's `uri`, a
+/// template's `uriTemplate`.
+pub fn item_name(kind: Kind, item: &Value) -> &str {
+    let key = match kind {
+        Kind::Tools | Kind::Prompts => "name",
+        Kind::Resources => "uri",
+        Kind::Templates => "uriTemplate",
+    };
+    item.get(key).and_then(Value::as_str).unwrap_or_default()
+}

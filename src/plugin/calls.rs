@@ -12,16 +12,16 @@ impl PluginHost {
         tool: &str,
         arguments: Value,
         ctx: CallContext,
-    ) -> Result<convert::Reply, PluginCallError> {
+    ) -> Result<convert::Reply, PluginError> {
         let slot = self
             .slots
             .load()
             .get(plugin)
             .cloned()
-            .ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
+            .ok_or_else(|| PluginError::NotFound(plugin.into()))?;
         let version = slot.current.load_full();
         if !version.has_tool(tool) {
-            return Err(PluginCallError::UnknownTool {
+            return Err(PluginError::UnknownTool {
                 plugin: plugin.into(),
                 tool: tool.into(),
                 said: None,
@@ -93,18 +93,16 @@ impl PluginHost {
                 )
                 .await)
             }
-            Ok(Err(CallError::UnknownTool(said))) => Err(PluginCallError::UnknownTool {
+            Ok(Err(CallError::UnknownTool(said))) => Err(PluginError::UnknownTool {
                 plugin: plugin.into(),
                 tool: tool.into(),
                 said: Some(cut_error(said)),
             }),
-            Ok(Err(CallError::InvalidArguments(message))) => {
-                Err(PluginCallError::InvalidArguments {
-                    plugin: plugin.into(),
-                    tool: tool.into(),
-                    message: cut_error(message),
-                })
-            }
+            Ok(Err(CallError::InvalidArguments(message))) => Err(PluginError::InvalidArguments {
+                plugin: plugin.into(),
+                tool: tool.into(),
+                message: cut_error(message),
+            }),
             Ok(Err(CallError::Failed(message))) => {
                 Ok(convert::error_result(cut_error(message)).into())
             }

@@ -218,7 +218,7 @@ const MAX_TOOLS: usize = 1000;
 /// How long `list-tools` may take when a version is validated, at most.
 const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The largest component file read: CPython's is ~40 MB.
+/// The largest component file read, well above an interpreter's (CPython's).
 const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 
 /// Instances kept free of calls so that loads and reloads can always validate.

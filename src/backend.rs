@@ -2,6 +2,7 @@
 //! `match`: subprocess MCP servers (`process`) and WASM plugins (`crate::plugin`);
 //! remote servers will join as a third variant.
 
+pub mod mcp_client;
 pub mod process;
 mod server;
 mod stderr;

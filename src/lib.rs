@@ -11,7 +11,8 @@
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
 //! - `catalog`: the snapshot of every backend's tools, prompts and resources under their
 //!   served names, and where each name routes.
-//! - `backend`: subprocess MCP servers (`backend::process`).
+//! - `backend`: subprocess MCP servers (`backend::process`), and the MCP client side every
+//!   kind shares (`backend::mcp_client`).
 //! - `plugin`: the WASM plugin host: wasmtime engine, sandbox, limits, cache, hot reload.
 //! - `config`: the file schemas, validation, and the model the rest reads.
 //! - `peer`: what the gateway holds of a client: sending to it, what it negotiated, requests

@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// Every message is parsed into and written from small allocations; mimalloc serves them
-/// at a fraction of glibc malloc's cost (measured: malloc and free were ~25% of the CPU).
+/// at a fraction of glibc malloc's cost (figure in docs/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

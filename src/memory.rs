@@ -50,9 +50,8 @@ pub async fn give_back_when_idle() {
 }
 
 /// Asks the allocator to return to the system the freed memory it holds (`mi_collect`:
-/// this thread's heap and the arenas all threads share; measured after a CPython load, the
-/// heap went from 86 to 32 MiB). Costs about a millisecond: for after a load or a burst,
-/// not a call.
+/// this thread's heap and the arenas all threads share; a CPython load leaves much). Too
+/// slow for every call: for after a load or a burst.
 pub fn give_back() {
     // SAFETY: mi_collect takes no pointers and may be called from any thread at any
     // time; with the system allocator in use (unit tests) it finds nothing to do.

@@ -354,7 +354,7 @@ impl Reply {
         }
         match self {
             Reply::Built(value) => value.get("isError").and_then(Value::as_bool) == Some(true),
-            // A fast search first: parsing 16 MB to find no flag took ~70 ms. (A key
+            // A fast search first: parsing a big result to find no flag is slow. (A key
             // written with escapes, `"is\u0045rror"`, is not seen: it only marks an event.)
             Reply::Raw(raw) if !raw.get().contains("\"isError\"") => false,
             Reply::Raw(raw) => {

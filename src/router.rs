@@ -13,7 +13,7 @@ use crate::catalog::view::{self, Kind};
 use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
 use crate::peer::ClientPeer;
-use crate::plugin::PluginCallError;
+use crate::plugin::PluginError;
 use crate::protocol::methods;
 use crate::protocol::{self, Reply, RpcError};
 use crate::telemetry::events::{CallFields, Status};
@@ -341,14 +341,10 @@ impl Router<'_> {
         params: &Value,
     ) -> Result<Reply, RpcError> {
         let (tool, timeout) = (route.name.as_str(), route.timeout);
-        let unavailable = || {
-            RpcError::new(
-                protocol::BACKEND_UNAVAILABLE,
-                format!("plugin `{plugin}` is not loaded"),
-            )
-            .with_data(json!({"server": plugin}))
-        };
-        let host = self.gateway.plugin_host().ok_or_else(unavailable)?;
+        let host = self
+            .gateway
+            .plugin_host()
+            .ok_or_else(|| PluginError::NotFound(plugin.into()).to_rpc(name))?;
         // Progress goes straight to the asking session: no backend id to map.
         let progress = progress_token(params).map(|token| {
             let session = Arc::downgrade(&context.peer);
@@ -380,17 +376,7 @@ impl Router<'_> {
         };
         host.call(plugin, tool, arguments, ctx)
             .await
-            .map_err(|err| match err {
-                PluginCallError::NotFound(_) => unavailable(),
-                // Worded as the gateway's own checks are, with the name the client used.
-                PluginCallError::InvalidArguments { message, .. } => {
-                    RpcError::invalid_arguments(name, message).with_data(json!({"server": plugin}))
-                }
-                unknown @ PluginCallError::UnknownTool { .. } => {
-                    RpcError::invalid_params(format!("Unknown tool: {name} ({unknown})"))
-                        .with_data(json!({"server": plugin}))
-                }
-            })
+            .map_err(|err| err.to_rpc(name))
     }
 
     /// Replaces the client's progress token with one unique across sessions.

@@ -16,20 +16,18 @@ use tokio::io::BufReader;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::mcp_client::{self, Upstream};
 use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::ServerConfig;
 use crate::pipe::lines::{self, Line};
 use crate::pipe::outbox::{Outbox, outbox, write_lines};
-use crate::protocol::methods;
 use crate::protocol::{self, Message, RpcError};
 use crate::telemetry::events::{EventLog, Status};
 
 mod child;
-mod client;
 mod connection;
 
 use child::*;
-use client::*;
 use connection::*;
 
 /// A run of this long resets the count of consecutive failures. A shorter one counts as a
@@ -222,31 +220,15 @@ impl ProcessBackend {
         let Some(connection) = self.connection.load_full() else {
             return Ok(());
         };
-        let mut next = (*self.discovered.load_full()).clone();
         let timeout = self.config.load().timeout;
-        match kind {
-            ListKind::Tools => {
-                next.tools = usable_tools(
-                    &self.name,
-                    list_all(&connection, methods::TOOLS_LIST, "tools", timeout).await?,
-                )
-            }
-            ListKind::Prompts => {
-                next.prompts =
-                    list_all(&connection, methods::PROMPTS_LIST, "prompts", timeout).await?
-            }
-            ListKind::Resources => {
-                next.resources =
-                    list_all(&connection, methods::RESOURCES_LIST, "resources", timeout).await?;
-                next.resource_templates = list_all(
-                    &connection,
-                    methods::RESOURCE_TEMPLATES_LIST,
-                    "resourceTemplates",
-                    timeout,
-                )
-                .await?;
-            }
-        }
+        let next = mcp_client::refresh_list(
+            &*connection,
+            &self.name,
+            &self.discovered.load_full(),
+            kind,
+            timeout,
+        )
+        .await?;
         self.discovered.store(Arc::new(next));
         Ok(())
     }
@@ -379,12 +361,16 @@ impl ProcessBackend {
 
         let begun = Instant::now();
         let handshake = tokio::select! {
-            r = self.handshake(&connection) => match r {
+            r = mcp_client::handshake(&*connection, name, self.init_timeout) => match r {
+                Ok(discovered) => {
+                    self.discovered.store(Arc::new(discovered));
+                    Ok(())
+                }
                 // A request fails when the process exits under it: say how it exited.
                 Err(_) if let Some(exit) = exit_soon(&mut child).await => {
                     Err(format!("exited during start-up ({exit})"))
                 }
-                other => other,
+                Err(err) => Err(err.to_string()),
             },
             _ = stop_requested(stopping) => {
                 connection.stopped.store(true, Ordering::Release);
@@ -415,7 +401,10 @@ impl ProcessBackend {
             json!({"pid": pid, "tool_count": discovered.tools.len(), "protocol_version": discovered.protocol_version,
                    "elapsed_ms": begun.elapsed().as_millis() as u64}),
         );
-        self.restore_client_requests(&connection).await;
+        if let Some(requests) = mcp_client::client_requests(&self.to_gateway, name).await {
+            let timeout = self.init_timeout.min(Duration::from_secs(10));
+            mcp_client::restore(&*connection, name, &self.discovered(), requests, timeout).await;
+        }
         self.set_state(BackendState::Ready);
 
         let mut reader = reader;

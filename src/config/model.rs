@@ -266,8 +266,8 @@ pub struct PluginsConfig {
     pub plugins: BTreeMap<String, PluginConfig>,
 }
 
-/// [`PluginsConfig::compile_timeout`]'s default: CPython's 35 MB compile on two busy cores
-/// stays well inside it.
+/// [`PluginsConfig::compile_timeout`]'s default: compiling CPython on two busy cores stays
+/// well inside it.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! the result turned into MCP content.
 
 use super::*;
+use tokio::sync::OwnedSemaphorePermit;
 
 impl PluginHost {
     /// Runs one tool in a fresh instance. Traps, exhausted limits and timeouts
@@ -12,16 +13,16 @@ impl PluginHost {
         tool: &str,
         arguments: Value,
         ctx: CallContext,
-    ) -> Result<convert::Reply, PluginCallError> {
+    ) -> Result<convert::Reply, PluginError> {
         let slot = self
             .slots
             .load()
             .get(plugin)
             .cloned()
-            .ok_or_else(|| PluginCallError::NotFound(plugin.into()))?;
+            .ok_or_else(|| PluginError::NotFound(plugin.into()))?;
         let version = slot.current.load_full();
         if !version.has_tool(tool) {
-            return Err(PluginCallError::UnknownTool {
+            return Err(PluginError::UnknownTool {
                 plugin: plugin.into(),
                 tool: tool.into(),
                 said: None,
@@ -34,10 +35,7 @@ impl PluginHost {
         // The wait for a turn counts against the call's time; no timer when there is one.
         let turn = match slot.turns.clone().try_acquire_owned() {
             Ok(turn) => Ok(turn),
-            Err(_) => tokio::time::timeout(limit, slot.turns.clone().acquire_owned())
-                .await
-                .map_err(|_| ())
-                .and_then(|t| t.map_err(|_| ())),
+            Err(_) => permits_within(&slot.turns, 1, limit).await,
         };
         let Ok(turn) = turn else {
             let turns = slot.turn_limit.load(Ordering::Relaxed);
@@ -93,18 +91,16 @@ impl PluginHost {
                 )
                 .await)
             }
-            Ok(Err(CallError::UnknownTool(said))) => Err(PluginCallError::UnknownTool {
+            Ok(Err(CallError::UnknownTool(said))) => Err(PluginError::UnknownTool {
                 plugin: plugin.into(),
                 tool: tool.into(),
                 said: Some(cut_error(said)),
             }),
-            Ok(Err(CallError::InvalidArguments(message))) => {
-                Err(PluginCallError::InvalidArguments {
-                    plugin: plugin.into(),
-                    tool: tool.into(),
-                    message: cut_error(message),
-                })
-            }
+            Ok(Err(CallError::InvalidArguments(message))) => Err(PluginError::InvalidArguments {
+                plugin: plugin.into(),
+                tool: tool.into(),
+                message: cut_error(message),
+            }),
             Ok(Err(CallError::Failed(message))) => {
                 Ok(convert::error_result(cut_error(message)).into())
             }
@@ -192,11 +188,12 @@ impl PluginHost {
             Instance::Make(slots) => {
                 // Waiting for a free slot counts against the call's time.
                 let left = timeout.saturating_sub(started.elapsed());
-                let permit =
-                    tokio::time::timeout(left, slots.acquire_many_owned(version.code.units))
-                        .await
-                        .map_err(|_| limits::no_instance_message(name, timeout))?
-                        .map_err(|_| format!("plugin `{name}`: the host is shutting down"))?;
+                let permit = permits_within(&slots, version.code.units, left)
+                    .await
+                    .map_err(|no| match no {
+                        NoPermit::TimedOut => limits::no_instance_message(name, timeout),
+                        NoPermit::Closed => format!("plugin `{name}`: the host is shutting down"),
+                    })?;
                 (self.new_store(version)?, None, permit)
             }
         };
@@ -247,6 +244,25 @@ impl PluginHost {
     }
 }
 
+/// Why [`permits_within`] came back without permits.
+enum NoPermit {
+    TimedOut,
+    Closed,
+}
+
+/// `n` permits of `semaphore`, waiting for them at most `limit`.
+async fn permits_within(
+    semaphore: &Arc<Semaphore>,
+    n: u32,
+    limit: Duration,
+) -> Result<OwnedSemaphorePermit, NoPermit> {
+    match tokio::time::timeout(limit, semaphore.clone().acquire_many_owned(n)).await {
+        Ok(Ok(permit)) => Ok(permit),
+        Ok(Err(_closed)) => Err(NoPermit::Closed),
+        Err(_elapsed) => Err(NoPermit::TimedOut),
+    }
+}
+
 /// The plugin's words in an unknown-tool error, unless they only repeat the tool's name.
 pub(super) fn said_of(said: &Option<String>, tool: &str) -> String {
     match said {
@@ -269,7 +285,7 @@ pub(super) async fn result_for_client(
     plugin: &str,
     tool: &str,
     output: bindings::ToolOutput,
-    turn: tokio::sync::OwnedSemaphorePermit,
+    turn: OwnedSemaphorePermit,
     time: TimeLimit,
     trace_id: &str,
 ) -> convert::Reply {

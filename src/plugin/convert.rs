@@ -12,8 +12,8 @@ use super::bindings::{Blob, Content, EmbeddedResource, ToolInfo, ToolOutput};
 
 /// Bytes a tool result may carry (texts, binary data before base64, structured JSON) and
 /// content items: a result is expanded several times over in the gateway's memory on its
-/// way to the client (JSON values, escapes, base64). A 50 MB structured result peaked at
-/// 3.6 GB. (A server's message is capped at 64 MiB as it is read.)
+/// way to the client (JSON values, escapes, base64), to many times its size. (A server's
+/// message is capped at 64 MiB as it is read.)
 pub const MAX_RESULT_BYTES: usize = 16 << 20;
 pub const MAX_RESULT_ITEMS: usize = 10_000;
 
@@ -142,9 +142,8 @@ pub struct OutputSchema {
 }
 
 /// JSON values (and keys) structured output checked against an output schema may hold:
-/// checking builds each in memory, at 80 bytes or more apiece (16 MiB of `[0,0,...]` took
-/// 837 MB). Structured output without a schema is read as JSON text and passed on as it
-/// is, never built.
+/// checking builds each in memory, at 80 bytes or more apiece. Structured output without
+/// a schema is read as JSON text and passed on as it is, never built.
 pub const MAX_STRUCTURED_VALUES: usize = 250_000;
 
 /// Results bigger than this are converted (parsed, checked, expanded) off the I/O thread,

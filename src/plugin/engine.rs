@@ -59,7 +59,7 @@ pub fn build(fuel: bool) -> anyhow::Result<Engine> {
         // takes the free slot its plugin used last, else the least recently used one, so the
         // slots used over a gateway's life are as many as its instances at once. Wasmtime's
         // default (100 warm slots, new instances in cold ones) spread a plugin that writes
-        // 64 MiB a call over ~100 slots as hot reloads came: 2 GB resident, against 424 MiB.
+        // much a call over all of them as hot reloads came, each keeping its pages.
         .max_unused_warm_slots(MAX_UNUSED_WARM_SLOTS)
         .pagemap_scan(wasmtime::Enabled::Auto);
 
@@ -71,11 +71,11 @@ pub fn build(fuel: bool) -> anyhow::Result<Engine> {
         .parallel_compilation(true)
         // Data segments are copied into an instance's memory when it is made (by the
         // ready pool, ahead of its call), not mapped copy-on-write: with CoW, a CPython
-        // instance took ~157 page faults per call (~0.3 ms), because the slot reset keeps
-        // at most 32 dirty regions per pagemap scan resident and gives back everything
-        // after them, and CPython dirties more. The copy costs a Python instance ~1 ms
-        // more to make, and its slot keeps the image resident (~12 MB); small Rust
-        // plugins measured the same either way.
+        // instance took page faults on every call, because the slot reset keeps at most 32
+        // dirty regions per pagemap scan resident and gives back everything after them,
+        // and CPython dirties more. The copy makes a Python instance slower to make, off
+        // the call's path, and its slot keeps the image resident; small Rust plugins
+        // measured the same either way.
         .memory_init_cow(false);
     Engine::new(&config).map_err(|e| anyhow::anyhow!("cannot create the wasmtime engine: {e}"))
 }
@@ -101,10 +101,10 @@ struct TickerShared {
 }
 
 /// Ticks in a row without guest code after which the ticker sleeps. Short, since a tick
-/// costs ~25 µs of CPU on these VMs (a timer wake-up) and waking a sleeping ticker one
-/// futex wake: with calls 50 ms apart, the ticker took 1.0-1.5 ms of CPU per call with a
-/// one-second idle limit, 0.11 ms with this one. A steady run of calls takes a guard
-/// every tick, so the ticker does not sleep in it.
+/// costs CPU (a timer wake-up) and waking a sleeping ticker one futex wake: with a
+/// one-second idle limit, calls a little apart kept it ticking between them (figures in
+/// docs/performance.md). A steady run of calls takes a guard every tick, so the ticker
+/// does not sleep in it.
 const IDLE_TICKS: u32 = 2;
 
 /// Keeps the epoch advancing while held: taken before guest code runs.

@@ -14,8 +14,8 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 /// Host resources (streams, pollables, HTTP requests, open files) one instance may hold at
 /// once, at most. Each lives in the gateway's memory, outside the plugin's memory limit: at
 /// wasmtime's defaults (100,000 handles) a guest that kept every handle cost the gateway
-/// ~26 MB per call. A real plugin holds tens; this many is ~3 MB. The descriptor limit may
-/// make it fewer ([`host_resources`]).
+/// tens of megabytes per call. A real plugin holds tens. The descriptor limit may make it
+/// fewer ([`host_resources`]).
 pub const MAX_HOST_RESOURCES: usize = 10_000;
 
 /// Host resources one instance may hold here: [`MAX_HOST_RESOURCES`], or fewer where the

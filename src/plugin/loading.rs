@@ -27,8 +27,8 @@ impl PluginHost {
             }
         }
         // Big runtimes after the others: a compile spreads over every core (rayon), and a
-        // small plugin's compile queued behind CPython's waited for all of it (cold cache:
-        // 1 s alone, 10-30 s beside it). From the cache, the wait is the others' ~30 ms.
+        // small plugin's compile queued behind CPython's waited for all of it. From the
+        // cache, the wait is short.
         let (big, small): (Vec<_>, Vec<_>) = desired
             .into_iter()
             .partition(|(_, (source, _))| source.len().is_some_and(pool::is_big_runtime));

@@ -34,13 +34,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
 use crate::config::{PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
+use crate::protocol::{self, RpcError};
 use bindings::{CallError, PluginPre};
 use cache::Cache;
 use grants::GrantedDir;
@@ -134,7 +135,7 @@ pub struct CallContext {
 
 /// Why a call did not run. Failures while it ran are tool results with `isError`.
 #[derive(Debug, thiserror::Error)]
-pub enum PluginCallError {
+pub enum PluginError {
     #[error("no plugin named `{0}`")]
     NotFound(String),
     #[error("plugin `{plugin}` has no tool `{tool}`{}", said_of(.said, .tool))]
@@ -150,6 +151,28 @@ pub enum PluginCallError {
         tool: String,
         message: String,
     },
+}
+
+impl PluginError {
+    /// The one place where a plugin call's failure becomes a JSON-RPC error; `tool` is the
+    /// name the client called it by.
+    pub fn to_rpc(&self, tool: &str) -> RpcError {
+        match self {
+            PluginError::NotFound(plugin) => RpcError::new(
+                protocol::BACKEND_UNAVAILABLE,
+                format!("plugin `{plugin}` is not loaded"),
+            )
+            .with_data(json!({"server": plugin})),
+            // Worded as the gateway's own checks are, with the name the client used.
+            PluginError::InvalidArguments {
+                plugin, message, ..
+            } => RpcError::invalid_arguments(tool, message).with_data(json!({"server": plugin})),
+            PluginError::UnknownTool { plugin, .. } => {
+                RpcError::invalid_params(format!("Unknown tool: {tool} ({self})"))
+                    .with_data(json!({"server": plugin}))
+            }
+        }
+    }
 }
 
 /// Something that changed the set of plugins or their tools: the gateway
@@ -195,7 +218,7 @@ const MAX_TOOLS: usize = 1000;
 /// How long `list-tools` may take when a version is validated, at most.
 const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The largest component file read: CPython's is ~40 MB.
+/// The largest component file read, well above an interpreter's (CPython's).
 const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 
 /// Instances kept free of calls so that loads and reloads can always validate.

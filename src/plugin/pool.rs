@@ -22,15 +22,15 @@ pub const READY_PER_BIG_VERSION: usize = 2;
 /// How long a refill that filled its pool waits for more work before its plugin thread
 /// may sleep. Calls that follow each other closely (an agent's batch, a benchmark) then
 /// hand their used stores to a thread that is awake, on another core: waking a sleeping
-/// one costs the calling thread a syscall per call (an `eventfd` write, 18% of the I/O
-/// thread's time at 1 in flight per `perf`), and the woken thread often ran its refill
+/// one costs the calling thread a syscall per call (an `eventfd` write, a large share of
+/// the I/O thread's time at 1 in flight per `perf`), and the woken thread often ran its refill
 /// on the core of the client's next request. The cost: up to this much CPU after the
 /// last call of a burst. Figures in docs/performance.md.
 pub const REFILL_LINGER: Duration = Duration::from_micros(100);
 
-/// A component this big (bytes) carries an interpreter: CPython from componentize-py is
-/// 18 MB, a JavaScript engine about 10 MB; the Rust plugins here are 40 KB to 2 MB. Its
-/// first call on a fresh instance touches much of that runtime (CPython's: ~0.4 ms), so
+/// A component this big (bytes) carries an interpreter (CPython, a JavaScript engine),
+/// well above the Rust plugins here. Its first call on a fresh instance touches much of
+/// that runtime, so
 /// its ready instances get a `list-tools` call first: the one export that takes no input
 /// and has no effect, so no client data reaches an instance before its call, and the
 /// real call's latency halves.
@@ -139,12 +139,12 @@ impl ReadyPool {
     /// yields between polls to the other tasks of its thread: a sleep and a wake-up would
     /// cost what the wait is there to save. Not to other threads (`sched_yield`): that can
     /// hand the core to any runnable thread for a whole time slice, and under the bench's
-    /// spin loops 13% of calls then found the pool empty (1% without). Polling on the core
+    /// spin loops many more calls then found the pool empty. Polling on the core
     /// of the thread that asked for the refill (the I/O thread) would hold up the very calls
-    /// it waits for (`perf sched` showed the I/O thread waiting 17-19 µs per call), so the
+    /// it waits for (`perf sched` showed the I/O thread waiting behind it), so the
     /// wait moves the thread off that core, once; it ends if the scheduler brings it back.
     /// Calls further apart than twice the linger would not be caught by it: then it does
-    /// not wait at all (calls 50 ms apart spent up to 100 µs of CPU each in it).
+    /// not wait at all (calls far apart spent CPU in it for nothing).
     pub async fn wait_for_work(&self, linger: Duration) -> bool {
         let close = self.asked_apart.load(Ordering::Relaxed) <= 2 * linger.as_micros() as u64;
         if !close {

@@ -36,8 +36,8 @@ impl PluginHost {
         };
         let version = version.clone();
         // Waking a plugin thread is a syscall, and the woken thread may take the core from
-        // this one before the answer is written (it did: 22 µs of refill ahead of the
-        // answer's write). A task that yields runs only after every task ready now has run,
+        // this one before the answer is written (it did, delaying the answer). A task that
+        // yields runs only after every task ready now has run,
         // the writer of the call's answer among them.
         tokio::spawn(async move {
             tokio::task::yield_now().await;

@@ -94,8 +94,9 @@ impl StoreState {
                 })?;
         }
         // Random bytes are made in the gateway's memory, in one go on the thread that runs
-        // the call, before they are copied to the plugin's: 64 MiB (wasmtime's default)
-        // took ~200 ms. Guests ask for a few bytes at a time (Python's os.urandom: 256).
+        // the call, before they are copied to the plugin's: wasmtime's default (64 MiB)
+        // held that thread too long. Guests ask for a few bytes at a time (Python's
+        // os.urandom: 256).
         wasi.max_random_size(MAX_RANDOM_BYTES);
         let mut table = ResourceTable::new();
         table.set_max_capacity(super::limits::host_resources());

@@ -22,7 +22,7 @@ impl PluginHost {
         tool: &str,
         arguments: Value,
         ctx: CallContext,
-    ) -> Result<Value, PluginCallError> {
+    ) -> Result<Value, PluginError> {
         self.call(plugin, tool, arguments, ctx)
             .await
             .map(convert::Reply::into_value)
@@ -207,18 +207,18 @@ async fn every_content_kind_and_structured_output() {
 async fn call_errors_map_to_the_gateway() {
     let host = start_one(entry("echo", Some(ECHO))).await;
     match host.call_value("echo", "bad_args", json!({}), ctx()).await {
-        Err(PluginCallError::InvalidArguments { message, .. }) => {
+        Err(PluginError::InvalidArguments { message, .. }) => {
             assert_eq!(message, "bad_args: rejected")
         }
         other => panic!("{other:?}"),
     }
     assert!(matches!(
         host.call_value("echo", "nope", json!({}), ctx()).await,
-        Err(PluginCallError::UnknownTool { .. })
+        Err(PluginError::UnknownTool { .. })
     ));
     assert!(matches!(
         host.call_value("none", "echo", json!({}), ctx()).await,
-        Err(PluginCallError::NotFound(_))
+        Err(PluginError::NotFound(_))
     ));
     let failed = host
         .call_value("echo", "fail", json!({}), ctx())
@@ -813,7 +813,7 @@ async fn reconfigure_applies_only_what_changed() {
     assert_eq!(text(&greeting), "new");
     assert!(matches!(
         host.call_value("echo", "kinds", json!({}), ctx()).await,
-        Err(PluginCallError::UnknownTool { .. })
+        Err(PluginError::UnknownTool { .. })
     ));
 }
 
@@ -870,7 +870,7 @@ async fn hot_reload_of_a_plugin_directory() {
     assert!(matches!(
         host.call_value("tools", "sha256", json!({"text": "abc"}), ctx())
             .await,
-        Err(PluginCallError::UnknownTool { .. })
+        Err(PluginError::UnknownTool { .. })
     ));
 
     // The same bytes again: no reload. A broken build: the old version stays.
@@ -1537,7 +1537,7 @@ async fn measure_make_call_drop() {
 #[test]
 fn an_unknown_tool_error_keeps_what_the_plugin_said() {
     let error = |said: Option<&str>| {
-        PluginCallError::UnknownTool {
+        PluginError::UnknownTool {
             plugin: "walker".into(),
             tool: "fail".into(),
             said: said.map(String::from),

@@ -283,7 +283,7 @@ pub(super) const MAX_CALLS_PER_PLUGIN: usize = (engine::MAX_INSTANCES / 4) as us
 /// The same for a plugin with an interpreter inside (`pool::BIG_RUNTIME`). Its calls take
 /// milliseconds of CPU each, so more at once would not end sooner on a few cores; and each
 /// instance slot it has used keeps up to 16 MiB resident for good (see `engine`), so this
-/// bounds what a burst leaves behind: a Python plugin after 32 calls at once held ~800 MiB.
+/// bounds what a burst leaves behind (a Python plugin's, after 32 calls at once).
 pub(super) const MAX_CALLS_PER_BIG_PLUGIN: usize = 8;
 
 pub(super) fn turn_limit(code: &Code) -> usize {

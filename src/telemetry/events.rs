@@ -53,7 +53,7 @@ pub enum Fields {
     Map(Map<String, Value>),
     /// A `tool.called` event's: recorded on every call, before its answer is written, and
     /// read only by `get_events` or the events file. Kept as they came, and written as
-    /// JSON when read (building a map per call cost ~1 µs of the call's latency).
+    /// JSON when read: a map built per call added to every call's latency.
     Call(CallFields),
 }
 

@@ -5,15 +5,16 @@
 //! gateway goes on serving.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{TestDir, run_cli, text};
+use crate::harness::{Client, TestDir, run_cli, text};
 use crate::plugins::{
-    HttpServer, PAGE, backend, call_failed, call_ok, first_list, fixture, has, setup, sha256_hex,
-    wait_event,
+    HttpServer, PAGE, Setup, backend, call_failed, call_ok, first_list, fixture, has, setup,
+    sha256_hex, wait_event,
 };
 
 /// A granted folder swapped for a link while the gateway serves: every later instance still
@@ -38,7 +39,7 @@ fn a_grant_swapped_for_a_link_keeps_opening_the_granted_folder() {
     let mut client = setup.spawn(&config, dir);
     first_list(&mut client);
     let read = |client: &mut _, path: &str| -> Result<String, String> {
-        let result = crate::harness::Client::call(client, "hostile__read", json!({"path": path}));
+        let result = Client::call(client, "hostile__read", json!({"path": path}));
         if result["isError"] == json!(true) {
             Err(text(&result).to_string())
         } else {
@@ -199,13 +200,7 @@ fn a_poisoned_compile_cache_is_refused_and_the_plugin_recompiled() {
     let setup = setup().file("echo.wasm", fixture("echo"));
     let shared = TestDir::new("poison");
     let config = setup.write(&shared.path);
-    let mut first = setup.spawn(&config, TestDir::new("cold"));
-    first_list(&mut first);
-    assert_eq!(
-        wait_event(&mut first, "plugin.loaded", "echo")["cached"],
-        false
-    );
-    drop(first);
+    drop(start_compiling_echo(&setup, &config, "cold"));
 
     // Craft: keep each entry's length and header, change the code, as an attacker with
     // write access to the folder would (the old format's sha256 would have matched this).
@@ -222,12 +217,7 @@ fn a_poisoned_compile_cache_is_refused_and_the_plugin_recompiled() {
         }
     }
     assert!(entries > 0, "no cache entry was written");
-    let mut second = setup.spawn(&config, TestDir::new("crafted"));
-    first_list(&mut second);
-    assert_eq!(
-        wait_event(&mut second, "plugin.loaded", "echo")["cached"],
-        false
-    );
+    let mut second = start_compiling_echo(&setup, &config, "crafted");
     assert_eq!(
         text(&call_ok(&mut second, "echo__echo", json!({"text": "ok"}))),
         "ok"
@@ -238,12 +228,7 @@ fn a_poisoned_compile_cache_is_refused_and_the_plugin_recompiled() {
 
     // A folder others may write: not used, said once, plugins still served.
     std::fs::set_permissions(&cache, PermissionsExt::from_mode(0o777)).unwrap();
-    let mut third = setup.spawn(&config, TestDir::new("open"));
-    first_list(&mut third);
-    assert_eq!(
-        wait_event(&mut third, "plugin.loaded", "echo")["cached"],
-        false
-    );
+    let mut third = start_compiling_echo(&setup, &config, "open");
     assert_eq!(
         text(&call_ok(&mut third, "echo__echo", json!({"text": "ok"}))),
         "ok"
@@ -253,6 +238,18 @@ fn a_poisoned_compile_cache_is_refused_and_the_plugin_recompiled() {
         stderr.contains("is not used") && stderr.contains("writable by group or others"),
         "{stderr}"
     );
+}
+
+/// A gateway on `config` with a folder of its own, `name`, once it listed its tools and
+/// compiled `echo` afresh rather than take it from the cache.
+fn start_compiling_echo(setup: &Setup, config: &Path, name: &str) -> Client {
+    let mut client = setup.spawn(config, TestDir::new(name));
+    first_list(&mut client);
+    assert_eq!(
+        wait_event(&mut client, "plugin.loaded", "echo")["cached"],
+        false
+    );
+    client
 }
 
 /// A grant pinned to a sha256 goes to that code only: other code under the plugin's name is
@@ -337,7 +334,7 @@ fn outbound_http_reaches_only_what_the_grant_lists() {
         ))
         .start();
     let get = |client: &mut _, plugin: &str, url: String| {
-        crate::harness::Client::call(client, &format!("{plugin}__http"), json!({"url": url}))
+        Client::call(client, &format!("{plugin}__http"), json!({"url": url}))
     };
     let refused = [
         (

@@ -30,7 +30,7 @@ impl Connection {
 
     /// Sends a request and waits for its answer, read into a `Value`.
     pub(super) async fn request(
-        self: &Arc<Self>,
+        &self,
         method: &str,
         params: Option<Value>,
         timeout: Duration,
@@ -45,7 +45,7 @@ impl Connection {
     /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
     /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
     pub(super) async fn request_raw(
-        self: &Arc<Self>,
+        &self,
         method: &str,
         params: Option<Value>,
         timeout: Duration,
@@ -143,8 +143,23 @@ impl Connection {
     }
 }
 
+impl Upstream for Connection {
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Value, BackendError>> + Send {
+        Connection::request(self, method, params, timeout)
+    }
+
+    fn notify(&self, method: &str, params: Option<Value>) {
+        self.send(protocol::notification(method, params));
+    }
+}
+
 pub(super) struct PendingGuard<'a> {
-    pub(super) connection: &'a Arc<Connection>,
+    pub(super) connection: &'a Connection,
     pub(super) id: u64,
     pub(super) done: bool,
 }

@@ -62,7 +62,7 @@ impl Listener {
             });
         }
         crate::config::check_listen(listen).map_err(anyhow::Error::msg)?;
-        let listener = tokio::net::TcpListener::bind(listen)
+        let listener = bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let local = listener.local_addr()?;
@@ -132,6 +132,24 @@ impl Listener {
         front.sessions.remove_all("the gateway is stopping");
         Ok(())
     }
+}
+
+/// Listens with a backlog for bursts of clients connecting at once: past the backlog, the
+/// kernel resets connections that it had already accepted in the handshake.
+async fn bind(listen: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(listen).await? {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(4096)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
 }
 
 fn routes(front: Arc<Front>) -> Router {

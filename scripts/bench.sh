@@ -3,7 +3,7 @@
 # `cargo bench --bench gateway` (benches/gateway/) with a low-priority spin loop
 # on every core. Arguments go to the bench: --quick, --rounds N, --calls1 N,
 # --calls16 N, --startups N, --py-calls N, --reloads N, --only SECTION (calls,
-# python, reload, startup, or plugins for the last three). Results: stdout and
+# python, reload, startup, http, or plugins for python, reload and startup). Results: stdout and
 # target/bench-results.json. The Python plugin section needs
 # plugins/python/text/text.wasm (plugins/python/text/build.sh); without it, it is skipped.
 #
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== building release binaries (wasmgate, mcp_example_server) and the bench" >&2
-cargo build --release --bin wasmgate --example mcp_example_server >&2
+cargo build --release --bin wasmgate --example mcp_example_server --example http_echo_server >&2
 bench=gateway
 if [ "${1:-}" = ab ]; then
   bench=ab_latency

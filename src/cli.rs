@@ -188,10 +188,7 @@ async fn serve(config: Config, plugin_files: Vec<PathBuf>, listen: Option<String
                     }
                 };
             // The address bound, on stderr: with port 0 it is how a script learns the port.
-            eprintln!(
-                "wasmgate: listening on http://{}/mcp",
-                listener.local_addr()
-            );
+            eprintln!("wasmgate: listening on {}", listener.url());
             listener.serve(signal).await?;
         }
         None => {

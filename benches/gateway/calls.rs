@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::pipe::{McpPipe, start_gateway, toml_string, write_config};
 use crate::startup::median_startup;
-use crate::stats::{Row, Run, Tally, cpu_ticks, memory_kib, mib, verdict};
+use crate::stats::{Row, Run, Tally, cpu_ticks, memory_kib, mib, print_rows, verdict};
 use crate::{Options, Paths, Result};
 
 /// A process under test and the tool to call on it.
@@ -200,19 +200,7 @@ fn report(
         "{} rounds x {} calls at 1 in flight, {} rounds x {} calls at 16 in flight, interleaved; latency = write to answer",
         options.rounds, options.calls1, options.rounds, options.calls16
     );
-    println!(
-        "{:<20}{:>8}{:>10}{:>10}{:>12}{:>14}",
-        "target", "inflight", "p50_us", "p99_us", "calls/s", "cpu_us/call"
-    );
-    for row in rows {
-        let cpu = row
-            .cpu_us_per_call
-            .map_or("-".to_string(), |c| format!("{c:.1}"));
-        println!(
-            "{:<20}{:>8}{:>10.1}{:>10.1}{:>12.0}{:>14}",
-            row.target, row.inflight, row.p50_us, row.p99_us, row.calls_per_s, cpu
-        );
-    }
+    print_rows(rows);
     println!(
         "(cpu_us/call: CPU time of the process called, per call; for the gateways, without the server behind them)"
     );

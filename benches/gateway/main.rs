@@ -43,6 +43,7 @@
 
 mod calls;
 mod component;
+mod http;
 mod pipe;
 mod python;
 mod reload;
@@ -76,7 +77,7 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 4] = ["calls", "python", "reload", "startup"];
+const SECTIONS: [&str; 5] = ["calls", "python", "reload", "startup", "http"];
 
 impl Options {
     fn from_args() -> Result<Options> {
@@ -116,7 +117,7 @@ impl Options {
                     match section.as_str() {
                         "plugins" => options
                             .only
-                            .extend(SECTIONS[1..].iter().map(|s| s.to_string())),
+                            .extend(SECTIONS[1..4].iter().map(|s| s.to_string())),
                         s if SECTIONS.contains(&s) => options.only.push(section),
                         _ => {
                             return Err(format!(
@@ -293,6 +294,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("startup") {
         results.extend(startup::plugins(options, paths, scratch).await?);
+    }
+    if options.runs("http") {
+        results.extend(http::bench(options, paths, scratch).await?);
     }
 
     let out = paths.target.join("bench-results.json");

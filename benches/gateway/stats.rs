@@ -162,3 +162,20 @@ pub fn mib(kib: u64) -> f64 {
 pub fn verdict(ok: bool) -> &'static str {
     if ok { "ok" } else { "MISSED" }
 }
+
+/// The rows as a table.
+pub fn print_rows(rows: &[Row]) {
+    println!(
+        "{:<20}{:>8}{:>10}{:>10}{:>12}{:>14}",
+        "target", "inflight", "p50_us", "p99_us", "calls/s", "cpu_us/call"
+    );
+    for row in rows {
+        let cpu = row
+            .cpu_us_per_call
+            .map_or("-".to_string(), |c| format!("{c:.1}"));
+        println!(
+            "{:<20}{:>8}{:>10.1}{:>10.1}{:>12.0}{:>14}",
+            row.target, row.inflight, row.p50_us, row.p99_us, row.calls_per_s, cpu
+        );
+    }
+}

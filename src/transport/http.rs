@@ -8,6 +8,7 @@ mod respond;
 mod sessions;
 mod streamable;
 mod streams;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,11 +73,6 @@ impl Listener {
                  Set [http] tokens (or WASMGATE_TOKEN), or allow_unauthenticated = true behind a proxy that authenticates"
             );
         }
-        if config.tls.is_some() {
-            bail!(
-                "[http] tls_cert/tls_key: HTTPS is not served yet; put a TLS-terminating proxy in front"
-            );
-        }
         crate::telemetry::metrics::install();
         let sessions = Sessions::new(config.max_sessions, config.session_idle_timeout);
         Ok(Listener {
@@ -90,8 +86,14 @@ impl Listener {
         })
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
-        self.front.local
+    /// The URL of the Streamable HTTP endpoint.
+    pub fn url(&self) -> String {
+        let scheme = if self.front.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}/mcp", self.front.local)
     }
 
     /// Serves until `stop` resolves; then stops taking connections, lets requests in
@@ -111,18 +113,29 @@ impl Listener {
                 })
             }
         }));
-        tracing::info!(listen = %front.local, "serving MCP over HTTP: /mcp (Streamable HTTP), /sse (legacy)");
-        let app = routes(front.clone());
+        let scheme = if front.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        tracing::info!(listen = %front.local, scheme, "serving MCP over HTTP: /mcp (Streamable HTTP), /sse (legacy)");
+        let app = routes(front.clone()).into_make_service_with_connect_info::<tls::Remote>();
         let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
-        let server = axum::serve(
-            self.listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
+        let stop = async move {
             stop.await;
             let _ = stopping_tx.send(());
-        });
-        let server = tokio::spawn(async move { server.await });
+        };
+        let server = match &front.config.tls {
+            Some((cert, key)) => {
+                let listener = tls::TlsListener::new(self.listener, cert, key)?;
+                let server = axum::serve(listener, app).with_graceful_shutdown(stop);
+                tokio::spawn(async move { server.await })
+            }
+            None => {
+                let server = axum::serve(self.listener, app).with_graceful_shutdown(stop);
+                tokio::spawn(async move { server.await })
+            }
+        };
         let _ = stopping.await;
         tracing::info!("shutting down the HTTP front");
         // The sessions' own streams would hold their connections open for ever.

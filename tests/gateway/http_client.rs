@@ -118,8 +118,9 @@ pub fn spawn(
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let text = std::fs::read_to_string(dir.join("gateway.stderr")).unwrap_or_default();
-        if let Some(rest) = text.split("listening on http://").nth(1) {
-            let addr = rest.split('/').next().unwrap().parse().unwrap();
+        if let Some(rest) = text.split("listening on ").nth(1) {
+            let authority = rest.split("://").nth(1).unwrap().split('/').next().unwrap();
+            let addr = authority.parse().unwrap();
             return (child, Some(addr));
         }
         if let Ok(Some(_)) = child.try_wait() {

@@ -32,11 +32,64 @@ fn the_python_sdk_client_sees_a_whole_session_over_http_and_sse() {
     };
     let gateway = HttpGateway::start(&with_example(""), &[]);
     for (kind, path) in [("http", "/mcp"), ("sse", "/sse")] {
-        let seen = crate::third_party::run_sdk_client(&python, &[kind, &gateway.url(path)]);
+        let seen = crate::third_party::run_sdk_client(&python, &[kind, &gateway.url(path)], &[]);
         crate::third_party::check_sdk_session(&seen);
     }
     let stderr = gateway.stderr();
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// HTTPS with `tls_cert` and `tls_key`: the SDK client's whole session, trusting the
+/// gateway's certificate (a self-signed one made by openssl for the test).
+#[test]
+fn the_python_sdk_client_over_https() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let certs = crate::harness::TestDir::new("tls");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ])
+        .args([
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(certs.join("key.pem"))
+        .arg("-out")
+        .arg(certs.join("cert.pem"))
+        .output()
+        .expect("openssl");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let extra = format!(
+        "[http]\ntls_cert = {}\ntls_key = {}",
+        crate::harness::toml_str(certs.join("cert.pem").to_str().unwrap()),
+        crate::harness::toml_str(certs.join("key.pem").to_str().unwrap()),
+    );
+    let gateway = HttpGateway::start(&with_example(&extra), &[]);
+    let url = format!("https://localhost:{}/mcp", gateway.addr.port());
+    let cert = certs.join("cert.pem");
+    let seen = crate::third_party::run_sdk_client(
+        &python,
+        &["http", &url],
+        &[("SSL_CERT_FILE", cert.to_str().unwrap())],
+    );
+    crate::third_party::check_sdk_session(&seen);
 }
 
 /// The rules of Streamable HTTP: a session id after initialize (400 without, 404 for an

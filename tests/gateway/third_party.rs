@@ -254,12 +254,13 @@ pub(crate) fn sdk_python() -> Option<PathBuf> {
     )
 }
 
-/// Runs tests/gateway/fixtures/sdk_client.py with `args`; what it saw.
-pub(crate) fn run_sdk_client(python: &Path, args: &[&str]) -> Value {
+/// Runs tests/gateway/fixtures/sdk_client.py with `args` and `env`; what it saw.
+pub(crate) fn run_sdk_client(python: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/sdk_client.py");
     let output = std::process::Command::new(python)
         .arg(&script)
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("WASMGATE_CONFIG")
         .output()
         .expect("run the SDK client");
@@ -292,6 +293,7 @@ fn the_python_sdk_client_sees_a_whole_session() {
             wasmgate.to_str().unwrap(),
             config.to_str().unwrap(),
         ],
+        &[],
     );
     check_sdk_session(&seen);
 }

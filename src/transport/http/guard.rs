@@ -2,7 +2,6 @@
 //! `Host` and `Origin` allow-lists (DNS rebinding), the bearer token, the profile, and
 //! the request's count in `/metrics`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
@@ -34,8 +33,8 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
     };
     let remote = request
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.to_string())
+        .get::<ConnectInfo<super::tls::Remote>>()
+        .map(|c| c.0.0.to_string())
         .unwrap_or_default();
     let response = match check(&front, &request, remote) {
         Ok(caller) => {

@@ -317,4 +317,10 @@ pub(crate) fn check_sdk_session(seen: &Value) {
     );
     assert_eq!(seen["read"], "hello from example");
     assert_eq!(seen["prompt"], "Hello, Ada!");
+    assert_eq!(seen["elicit"]["action"], "accept", "{seen}");
+    assert_eq!(seen["elicit"]["content"]["name"], "answer to your name?");
+    assert_eq!(seen["roots"][0]["uri"], "file:///work", "{seen}");
+    assert_eq!(seen["templates"], json!(["example://item/{id}"]), "{seen}");
+    assert_eq!(seen["completions"], json!(["Alice"]), "{seen}");
+    assert_eq!(seen["updated"], json!(["example://static/hello"]), "{seen}");
 }

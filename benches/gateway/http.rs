@@ -411,7 +411,8 @@ async fn idle_session_kib(target: &mut HttpTarget) -> Result<f64> {
         "clientInfo": {"name": "idle", "version": "1"}}})
     .to_string();
     for n in 0..IDLE_SESSIONS {
-        let (status, _, _) = conns[n % conns.len()].post(None, &init).await?;
+        let count = conns.len();
+        let (status, _, _) = conns[n % count].post(None, &init).await?;
         if status != 200 {
             return Err(format!("idle session {n}: HTTP {status}"));
         }

@@ -77,19 +77,28 @@ impl HttpGateway {
     }
 }
 
-impl Drop for HttpGateway {
-    fn drop(&mut self) {
+impl HttpGateway {
+    /// Sends SIGTERM and waits up to `limit` for the process to exit; its status.
+    pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         // SIGTERM first: the gateway stops its servers on the way out.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        None
+    }
+}
+
+impl Drop for HttpGateway {
+    fn drop(&mut self) {
+        if self.terminate(Duration::from_secs(5)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 

@@ -535,3 +535,69 @@ fn a_client_that_never_reads_does_not_hold_up_others() {
         assert!(started.elapsed() < Duration::from_secs(5));
     });
 }
+
+/// SIGTERM: a call in flight still gets its answer (within `shutdown_grace`), an open
+/// session stream ends, and the process exits 0.
+#[test]
+fn sigterm_lets_calls_in_flight_finish() {
+    let mut gateway = HttpGateway::start(&with_example(""), &[]);
+    let runtime = runtime();
+    let (answer, stream_ended) = runtime.block_on(async {
+        let mut session = gateway.session("/mcp", &[]).await;
+        let get = [("accept", "text/event-stream")];
+        let mut stream = session
+            .open_stream(gateway.connect().await, "GET", &get, "")
+            .await
+            .unwrap_or_else(|r| panic!("{} {}", r.status, r.body));
+        let call = tokio::spawn(async move { session.call("ex__slow", json!({"ms": 800})).await });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stopped = tokio::task::spawn_blocking(move || {
+            let status = gateway.terminate(Duration::from_secs(10));
+            (gateway, status)
+        });
+        let answer = call.await.unwrap();
+        let ended = stream.next_message(WAIT).await.is_none();
+        let (returned, status) = stopped.await.unwrap();
+        gateway = returned;
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            gateway.stderr()
+        );
+        (answer, ended)
+    });
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "slept 800 ms",
+        "{answer}"
+    );
+    assert!(stream_ended, "the session stream ends at shutdown");
+}
+
+/// A `GET /mcp` without a session id that accepts an event stream opens a legacy
+/// HTTP+SSE session, as clients written against the gateway reference expect.
+#[test]
+fn a_get_on_mcp_without_a_session_opens_a_legacy_stream() {
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    runtime().block_on(async {
+        let get = [("accept", "text/event-stream")];
+        let mut stream =
+            crate::http_client::EventStream::open(gateway.connect().await, "GET", "/mcp", &get, "")
+                .await
+                .unwrap_or_else(|r| panic!("{} {}", r.status, r.body));
+        let endpoint = stream.next(WAIT).await.expect("the endpoint event");
+        let path = endpoint.data.expect("a path");
+        assert!(path.starts_with("/messages?sessionId="), "{path}");
+        let mut conn = gateway.connect().await;
+        let reply = conn.post(&path, &[], &init_message()).await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        let (_, answer) = stream
+            .next_message(WAIT)
+            .await
+            .expect("the answer on the stream");
+        assert_eq!(
+            answer["result"]["serverInfo"]["name"], "wasmgate",
+            "{answer}"
+        );
+    });
+}

@@ -302,7 +302,7 @@ pub async fn bench(
     write_config(
         &config,
         &format!(
-            "[servers.ex]\ncommand = {}\n\n[plugins.wecho]\npath = {}\n",
+            "[http]\nmax_sessions = 20000\n\n[servers.ex]\ncommand = {}\n\n[plugins.wecho]\npath = {}\n",
             toml_string(&paths.server),
             toml_string(&paths.plugin)
         ),

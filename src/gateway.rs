@@ -63,6 +63,9 @@ pub struct Gateway {
     server_log_level: Mutex<Option<String>>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     rebuild: Mutex<()>,
+    /// Client requests in flight to each server, newest last ([`Gateway::begin_call`]).
+    calls_in_flight: Mutex<HashMap<String, Vec<InFlightCall>>>,
+    next_call: std::sync::atomic::AtomicU64,
     /// What a front other than stdio reports in `gateway_status` (the HTTP listener).
     front_status: Mutex<Option<FrontStatus>>,
     pub started: Instant,
@@ -94,6 +97,8 @@ impl Gateway {
             to_gateway,
             rebuild: Mutex::new(()),
             front_status: Mutex::new(None),
+            calls_in_flight: Mutex::new(HashMap::new()),
+            next_call: std::sync::atomic::AtomicU64::new(0),
             started: Instant::now(),
             started_at: Utc::now(),
         });
@@ -592,6 +597,32 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
 }
 
 /// Where a server's progress for one request goes, and what it sent so far.
+/// A client's request in flight to a server.
+struct InFlightCall {
+    id: u64,
+    peer: Weak<ClientPeer>,
+    request: Option<Arc<str>>,
+}
+
+/// Removes its call from [`Gateway::begin_call`]'s record when dropped.
+pub struct CallInFlight<'g> {
+    gateway: &'g Gateway,
+    server: String,
+    id: u64,
+}
+
+impl Drop for CallInFlight<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.gateway.calls_in_flight.lock().unwrap();
+        if let Some(list) = calls.get_mut(&self.server) {
+            list.retain(|c| c.id != self.id);
+            if list.is_empty() {
+                calls.remove(&self.server);
+            }
+        }
+    }
+}
+
 struct ProgressRoute {
     server: String,
     session: Weak<ClientPeer>,
@@ -845,8 +876,65 @@ impl Gateway {
         }
     }
 
-    /// Sends a server's request (sampling, elicitation, roots) to a client that declared
-    /// the matching capability: the newest such session.
+    /// Records a client's request in flight to `server` until the guard is dropped.
+    pub fn begin_call(
+        &self,
+        server: &str,
+        peer: &Arc<ClientPeer>,
+        request: Option<Arc<str>>,
+    ) -> CallInFlight<'_> {
+        let id = self
+            .next_call
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let call = InFlightCall {
+            id,
+            peer: Arc::downgrade(peer),
+            request,
+        };
+        self.calls_in_flight
+            .lock()
+            .unwrap()
+            .entry(server.to_string())
+            .or_default()
+            .push(call);
+        CallInFlight {
+            gateway: self,
+            server: server.to_string(),
+            id,
+        }
+    }
+
+    /// The client (and its request) a request of `server`'s most likely belongs to: the
+    /// newest call in flight to that server whose client declared `capability`; else the
+    /// newest session that did. Servers over stdio do not say which call caused their request.
+    fn asker_of(
+        &self,
+        server: &str,
+        capability: &str,
+    ) -> Option<(Arc<ClientPeer>, Option<Arc<str>>)> {
+        let in_flight = self
+            .calls_in_flight
+            .lock()
+            .unwrap()
+            .get(server)
+            .and_then(|calls| {
+                calls.iter().rev().find_map(|call| {
+                    let peer = call.peer.upgrade()?;
+                    peer.client_has(capability)
+                        .then(|| (peer, call.request.clone()))
+                })
+            });
+        in_flight.or_else(|| {
+            self.live_sessions()
+                .into_iter()
+                .rev()
+                .find(|s| s.client_has(capability))
+                .map(|peer| (peer, None))
+        })
+    }
+
+    /// Sends a server's request (sampling, elicitation, roots) to the client that most
+    /// likely caused it ([`Self::asker_of`]), on the stream of the request it belongs to.
     async fn forward_to_client(
         &self,
         server: &str,
@@ -866,12 +954,7 @@ impl Gateway {
                 ));
             }
         };
-        let session = self
-            .live_sessions()
-            .into_iter()
-            .rev()
-            .find(|s| s.client_has(capability));
-        let Some(session) = session else {
+        let Some((session, related)) = self.asker_of(server, capability) else {
             return Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!("no connected client supports {capability} (asked by server `{server}`)"),
@@ -884,6 +967,7 @@ impl Gateway {
                 method,
                 params,
                 self.config.load().gateway.timeout,
+                related.as_ref(),
             )
             .await
     }

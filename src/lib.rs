@@ -3,7 +3,7 @@
 //! # Layout
 //! From the top layer down (docs/architecture.md draws them, with the path of a call):
 //! - `cli`: the commands (`serve`, `check`, `tools`, `call`) and exit codes.
-//! - `transport`: how clients reach the gateway (`stdio`).
+//! - `transport`: how clients reach the gateway (`stdio`, `http`).
 //! - `session`: one client: lifecycle, requests in flight.
 //! - `router`: method dispatch over the catalog, name and token rewriting.
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
@@ -21,7 +21,7 @@
 //! - `schema`: JSON Schema checks (tool arguments, plugin schemas and structured output).
 //! - `names`: every rule about names: served names, what clients accept, namespaces.
 //! - `protocol`: the JSON-RPC 2.0 envelope, error codes, version negotiation.
-//! - `telemetry`: logging to stderr, the event log, report budgets.
+//! - `telemetry`: logging to stderr, the event log, `/metrics`, report budgets.
 //! - `descriptors`: the open-file limit, raised at start and shared with plugins.
 //! - `memory`: memory given back to the system after bursts.
 //! - `nesting`: a gateway refusing to start itself through its own config.

@@ -265,6 +265,7 @@ impl ClientPeer {
         method: &str,
         params: Option<Value>,
         limit: Duration,
+        related: Option<&Arc<str>>,
     ) -> Result<Value, RpcError> {
         let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
@@ -288,7 +289,10 @@ impl ClientPeer {
                 },
             );
         }
-        self.send(protocol::request(json!(format!("wg-{id}")), method, params));
+        self.send_related(
+            protocol::request(json!(format!("wg-{id}")), method, params),
+            related,
+        );
         // A client that never answers: the server's call would time out anyway, and the
         // entry would stay for the session's life.
         match tokio::time::timeout(limit, answer).await {

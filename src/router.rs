@@ -425,6 +425,9 @@ impl Router<'_> {
         timeout: Duration,
     ) -> Result<Reply, RpcError> {
         let (params, mapping) = self.map_progress(context, backend.name(), params);
+        let _in_flight =
+            self.gateway
+                .begin_call(backend.name(), &context.peer, context.request.clone());
         let result = backend.request_raw(method, Some(params), timeout).await;
         if let Some(mapping) = mapping {
             mapping.end().await;

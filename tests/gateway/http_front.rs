@@ -601,3 +601,55 @@ fn a_get_on_mcp_without_a_session_opens_a_legacy_stream() {
         );
     });
 }
+
+/// A server's sampling request during a call reaches the client that made the call, on
+/// that call's own stream, not the newest session; the client's answer, posted apart,
+/// goes back to the server.
+#[test]
+fn sampling_goes_to_the_caller_on_its_calls_stream() {
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    runtime().block_on(async {
+        let caller = gateway.session("/mcp", &[]).await;
+        // A newer session that also declared sampling, reading its own stream.
+        let bystander = gateway.session("/mcp", &[]).await;
+        let get = [("accept", "text/event-stream")];
+        let mut bystander_stream = bystander
+            .open_stream(gateway.connect().await, "GET", &get, "")
+            .await
+            .unwrap_or_else(|r| panic!("{} {}", r.status, r.body));
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "ex__sample", "arguments": {"prompt": "hi"}}});
+        let post = [ACCEPT_BOTH, ("content-type", "application/json")];
+        let mut stream = caller
+            .open_stream(gateway.connect().await, "POST", &post, &call.to_string())
+            .await
+            .unwrap_or_else(|r| panic!("a stream: {} {}", r.status, r.body));
+        let (_, request) = stream
+            .next_message(WAIT)
+            .await
+            .expect("the sampling request");
+        assert_eq!(request["method"], "sampling/createMessage", "{request}");
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "role": "assistant", "model": "m", "content": {"type": "text", "text": "sampled"}}});
+        let mut other = gateway.connect().await;
+        let headers = [
+            ("mcp-session-id", caller.id.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+        ];
+        let reply = other.post("/mcp", &headers, &answer).await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        let (_, result) = stream.next_message(WAIT).await.expect("the call's answer");
+        assert_eq!(result["id"], 7, "{result}");
+        assert!(
+            result["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("sampled"),
+            "{result}"
+        );
+        let stray = bystander_stream
+            .next_message(Duration::from_millis(300))
+            .await;
+        assert!(stray.is_none(), "the other session got {stray:?}");
+    });
+}

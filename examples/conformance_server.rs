@@ -1,0 +1,469 @@
+//! The conformance fixture: a stdio MCP server providing what the official MCP
+//! conformance suite's server scenarios (npm `@modelcontextprotocol/conformance`) call,
+//! so the suite can run against wasmgate fronting it (tests/gateway/conformance.rs).
+//!
+//! It mirrors the suite's own reference server (its `everything-server.ts`):
+//! - tools `test_simple_text`, `test_image_content`, `test_audio_content`,
+//!   `test_embedded_resource`, `test_multiple_content_types`, `test_tool_with_logging`,
+//!   `test_tool_with_progress`, `test_error_handling`, `test_reconnection`,
+//!   `test_sampling`, `test_elicitation`, `test_elicitation_sep1034_defaults`,
+//!   `test_elicitation_sep1330_enums` and `json_schema_2020_12_tool`;
+//! - resources `test://static-text`, `test://static-binary`, `test://watched-resource`
+//!   and the template `test://template/{id}/data`, with subscriptions;
+//! - prompts `test_simple_prompt`, `test_prompt_with_arguments`,
+//!   `test_prompt_with_embedded_resource`, `test_prompt_with_image`;
+//! - `logging/setLevel`, `completion/complete` and `ping`.
+//!
+//! Newline-delimited JSON-RPC on stdin/stdout, logs on stderr; every request is answered
+//! in its own task, so a call waiting on the client (sampling, elicitation) blocks nothing.
+//! It exits when stdin closes. No flags, no environment variables.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// A 1x1 red PNG, the suite's own test image.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A minimal WAV file, the suite's own test sound.
+const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+/// SEP-1613's schema with `$schema`, `$defs` and `additionalProperties`, which must reach
+/// clients as written; shared with the conformance plugin.
+const SEP1613_SCHEMA: &str = include_str!("../tests/plugins/conformance/sep1613_schema.json");
+const VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// Between the notifications of the logging and progress tools: the suite checks that
+/// a client receives several messages spread over a call, not one burst.
+const STEP: Duration = Duration::from_millis(50);
+
+/// A JSON-RPC error: code and message.
+type Failure = (i64, String);
+
+struct Fixture {
+    out: mpsc::UnboundedSender<String>,
+    /// Our requests to the client (sampling, elicitation), waiting for their response.
+    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Value>>>>,
+    next_id: AtomicU64,
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(run());
+}
+
+async fn run() {
+    let (input, mut output) = wasmgate::transport::stdio::std_streams();
+    let (out, mut lines) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(async move {
+        while let Some(mut line) = lines.recv().await {
+            line.push('\n');
+            if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let fixture: &'static Fixture = Box::leak(Box::new(Fixture {
+        out,
+        pending: Mutex::new(HashMap::new()),
+        next_id: AtomicU64::new(1),
+    }));
+    eprintln!("conformance_server: ready");
+    let mut input = BufReader::new(input).lines();
+    while let Ok(Some(line)) = input.next_line().await {
+        if !line.trim().is_empty() {
+            fixture.on_line(&line);
+        }
+    }
+    // stdin closed: the client is gone, and nothing queued is wanted any more.
+    writer.abort();
+}
+
+impl Fixture {
+    fn on_line(&'static self, line: &str) {
+        let Ok(message) = serde_json::from_str::<Value>(line) else {
+            return self.send(json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32700, "message": "Parse error"}}));
+        };
+        let id = message.get("id").cloned();
+        match (message["method"].as_str(), id) {
+            (Some(method), Some(id)) => {
+                let (method, params) = (method.to_owned(), message["params"].clone());
+                tokio::spawn(async move {
+                    let reply = match self.handle(&method, &params).await {
+                        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                        Err((code, text)) => json!({"jsonrpc": "2.0", "id": id,
+                            "error": {"code": code, "message": text}}),
+                    };
+                    self.send(reply);
+                });
+            }
+            // Notifications (initialized, cancelled, ...) ask nothing of this server.
+            (Some(_), None) => {}
+            (None, Some(id)) => self.on_response(&id, &message),
+            (None, None) => eprintln!("conformance_server: ignored {line}"),
+        }
+    }
+
+    fn on_response(&self, id: &Value, message: &Value) {
+        let waiter = id
+            .as_u64()
+            .and_then(|id| self.pending.lock().unwrap().remove(&id));
+        let Some(waiter) = waiter else {
+            return eprintln!("conformance_server: response to unknown request {id}");
+        };
+        let _ = waiter.send(match message.get("error") {
+            Some(error) => Err(error.clone()),
+            None => Ok(message["result"].clone()),
+        });
+    }
+
+    fn send(&self, message: Value) {
+        // Fails only once the writer has stopped, when nobody is left to read it.
+        let _ = self.out.send(message.to_string());
+    }
+
+    fn notify(&self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Sends a request to the client and waits for its result (or its error).
+    async fn ask(&self, method: &str, params: Value) -> Result<Value, Value> {
+        let id = self.next_id.fetch_add(1, Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        rx.await
+            .unwrap_or_else(|_| Err(json!({"message": "no response"})))
+    }
+
+    async fn handle(&self, method: &str, params: &Value) -> Result<Value, Failure> {
+        match method {
+            "initialize" => Ok(initialize(params)),
+            "ping" | "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" => {
+                Ok(json!({}))
+            }
+            "tools/list" => Ok(json!({ "tools": tools() })),
+            "tools/call" => self.call(params).await,
+            "resources/list" => Ok(json!({ "resources": resources() })),
+            "resources/templates/list" => Ok(json!({"resourceTemplates": [{
+                "uriTemplate": "test://template/{id}/data", "name": "template",
+                "title": "Resource Template", "mimeType": "application/json",
+                "description": "A resource template with parameter substitution"}]})),
+            "resources/read" => read(params["uri"].as_str().unwrap_or_default()),
+            "prompts/list" => Ok(json!({ "prompts": prompts() })),
+            "prompts/get" => prompt(params),
+            "completion/complete" => Ok(complete(params)),
+            _ => Err((-32601, format!("Method not found: {method}"))),
+        }
+    }
+
+    async fn call(&self, params: &Value) -> Result<Value, Failure> {
+        let (name, args) = (
+            params["name"].as_str().unwrap_or_default(),
+            &params["arguments"],
+        );
+        let image = json!({"type": "image", "data": PNG, "mimeType": "image/png"});
+        let content = match name {
+            "test_simple_text" => vec![text("This is a simple text response for testing.")],
+            "test_image_content" => vec![image],
+            "test_audio_content" => {
+                vec![json!({"type": "audio", "data": WAV, "mimeType": "audio/wav"})]
+            }
+            "test_embedded_resource" => vec![embedded(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            )],
+            "test_multiple_content_types" => vec![
+                text("Multiple content types test:"),
+                image,
+                embedded(
+                    "test://mixed-content-resource",
+                    "application/json",
+                    r#"{"test":"data","value":123}"#,
+                ),
+            ],
+            "test_tool_with_logging" => {
+                for (i, step) in ["started", "processing data", "completed"]
+                    .iter()
+                    .enumerate()
+                {
+                    if i > 0 {
+                        tokio::time::sleep(STEP).await;
+                    }
+                    let data = format!("Tool execution {step}");
+                    self.notify(
+                        "notifications/message",
+                        json!({"level": "info", "data": data}),
+                    );
+                }
+                vec![text("Tool with logging executed successfully")]
+            }
+            "test_tool_with_progress" => {
+                let token = params["_meta"]["progressToken"].clone();
+                for progress in [0, 50, 100] {
+                    if progress > 0 {
+                        tokio::time::sleep(STEP).await;
+                    }
+                    // Without a token the client asked for no progress (the spec's rule).
+                    if !token.is_null() {
+                        self.notify(
+                            "notifications/progress",
+                            json!({"progressToken": token, "progress": progress, "total": 100,
+                                "message": format!("Completed step {progress} of 100")}),
+                        );
+                    }
+                }
+                vec![text(&token.to_string())]
+            }
+            "test_error_handling" => {
+                let message = "This tool intentionally returns an error for testing";
+                return Ok(json!({"content": [text(message)], "isError": true}));
+            }
+            // The reference server closes the call's SSE stream here; a stdio server has no
+            // stream to close (the gateway owns it), so this only answers a little later.
+            "test_reconnection" => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                vec![text("Reconnection test completed successfully.")]
+            }
+            "test_sampling" => {
+                let prompt = args["prompt"].as_str().unwrap_or_default();
+                let asked = self
+                    .ask(
+                        "sampling/createMessage",
+                        json!({"maxTokens": 100, "messages": [
+                            {"role": "user", "content": {"type": "text", "text": prompt}}]}),
+                    )
+                    .await;
+                vec![text(&match asked {
+                    Ok(result) => format!(
+                        "LLM response: {}",
+                        result["content"]["text"].as_str().unwrap_or("No response")
+                    ),
+                    Err(error) => format!("Sampling not supported or error: {}", error["message"]),
+                })]
+            }
+            "test_elicitation" => {
+                let message = args["message"].as_str().unwrap_or_default();
+                let schema = json!({"type": "object", "required": ["response"], "properties": {
+                    "response": {"type": "string", "description": "User's response"}}});
+                vec![self.elicit(message, schema).await]
+            }
+            "test_elicitation_sep1034_defaults" => {
+                let message = "Please review and update the form fields with defaults";
+                vec![self.elicit(message, sep1034_schema()).await]
+            }
+            "test_elicitation_sep1330_enums" => {
+                let message = "Please select options from the enum fields";
+                vec![self.elicit(message, sep1330_schema()).await]
+            }
+            "json_schema_2020_12_tool" => vec![text(&format!(
+                "JSON Schema 2020-12 tool called with: {args}"
+            ))],
+            _ => return Err((-32602, format!("Unknown tool: {name}"))),
+        };
+        Ok(json!({ "content": content }))
+    }
+
+    /// Asks the client to elicit `schema`; its answer, as text content.
+    async fn elicit(&self, message: &str, schema: Value) -> Value {
+        let params = json!({"message": message, "requestedSchema": schema});
+        text(&match self.ask("elicitation/create", params).await {
+            Ok(result) => format!(
+                "Elicitation completed: action={}, content={}",
+                result["action"].as_str().unwrap_or_default(),
+                result.get("content").unwrap_or(&json!({}))
+            ),
+            Err(error) => format!("Elicitation not supported or error: {}", error["message"]),
+        })
+    }
+}
+
+fn initialize(params: &Value) -> Value {
+    let asked = params["protocolVersion"].as_str().unwrap_or_default();
+    let version = VERSIONS
+        .iter()
+        .find(|&&v| v == asked)
+        .unwrap_or(&VERSIONS[3]);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"logging": {}, "completions": {}, "tools": {"listChanged": true},
+            "prompts": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true}},
+        "serverInfo": {"name": "wasmgate-conformance-fixture", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+fn text(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+fn embedded(uri: &str, mime: &str, body: &str) -> Value {
+    json!({"type": "resource", "resource": {"uri": uri, "mimeType": mime, "text": body}})
+}
+
+/// The tools, each with an object schema over `props` (names of string arguments, all
+/// required), except the SEP-1613 tool whose 2020-12 schema must reach clients untouched.
+#[rustfmt::skip] // one tool a line reads as a table
+fn tools() -> Vec<Value> {
+    let listed = [
+        ("test_simple_text", "Tests simple text content response", &[][..]),
+        ("test_image_content", "Tests image content response", &[]),
+        ("test_audio_content", "Tests audio content response", &[]),
+        ("test_embedded_resource", "Tests embedded resource content response", &[]),
+        ("test_multiple_content_types", "Tests response with text, image and resource", &[]),
+        ("test_tool_with_logging", "Tests a tool that emits log messages", &[]),
+        ("test_tool_with_progress", "Tests a tool that reports progress", &[]),
+        ("test_error_handling", "Tests error response handling", &[]),
+        ("test_reconnection", "Tests SSE stream reconnection (SEP-1699)", &[]),
+        ("test_sampling", "Tests server-initiated sampling", &["prompt"]),
+        ("test_elicitation", "Tests server-initiated elicitation", &["message"]),
+        ("test_elicitation_sep1034_defaults", "Tests elicitation defaults (SEP-1034)", &[]),
+        ("test_elicitation_sep1330_enums", "Tests elicitation enums (SEP-1330)", &[]),
+    ];
+    let mut tools: Vec<Value> = listed.iter().map(|(name, description, props)| {
+        let properties: serde_json::Map<String, Value> =
+            props.iter().map(|p| (p.to_string(), json!({"type": "string"}))).collect();
+        json!({"name": name, "description": description, "inputSchema":
+            {"type": "object", "properties": properties, "required": props}})
+    }).collect();
+    let schema: Value = serde_json::from_str(SEP1613_SCHEMA).expect("the schema is JSON");
+    tools.push(json!({"name": "json_schema_2020_12_tool", "inputSchema": schema,
+        "description": "Tool with JSON Schema 2020-12 features (SEP-1613)"}));
+    tools
+}
+
+fn sep1034_schema() -> Value {
+    json!({"type": "object", "required": [], "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status",
+            "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": true},
+    }})
+}
+
+/// SEP-1330's five enum shapes: untitled and titled single-select, legacy `enumNames`,
+/// untitled and titled multi-select.
+fn sep1330_schema() -> Value {
+    let titled = |label: &str| -> Vec<Value> {
+        (1..=3)
+            .map(|i| json!({"const": format!("value{i}"), "title": format!("{} {label}", ["First", "Second", "Third"][i - 1])}))
+            .collect()
+    };
+    let options = json!(["option1", "option2", "option3"]);
+    json!({"type": "object", "required": [], "properties": {
+        "untitledSingle": {"type": "string", "description": "Select one option", "enum": options},
+        "titledSingle": {"type": "string", "description": "Select one option with titles",
+            "oneOf": titled("Option")},
+        "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "description": "Select multiple options",
+            "minItems": 1, "maxItems": 3, "items": {"type": "string", "enum": options}},
+        "titledMulti": {"type": "array", "description": "Select multiple options with titles",
+            "minItems": 1, "maxItems": 3, "items": {"anyOf": titled("Choice")}},
+    }})
+}
+
+fn resources() -> Vec<Value> {
+    [
+        ("test://static-text", "static-text", "text/plain", "A static text resource"),
+        ("test://static-binary", "static-binary", "image/png", "A static binary resource"),
+        ("test://watched-resource", "watched-resource", "text/plain", "A resource to subscribe to"),
+    ]
+    .iter()
+    .map(|(uri, name, mime, description)| {
+        json!({"uri": uri, "name": name, "mimeType": mime, "description": description})
+    })
+    .collect()
+}
+
+fn read(uri: &str) -> Result<Value, Failure> {
+    let content = match uri {
+        "test://static-text" => json!({"uri": uri, "mimeType": "text/plain",
+            "text": "This is the content of the static text resource."}),
+        "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
+        "test://watched-resource" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content"})
+        }
+        _ => {
+            let id = uri
+                .strip_prefix("test://template/")
+                .and_then(|r| r.strip_suffix("/data"));
+            let Some(id) = id.filter(|id| !id.is_empty() && !id.contains('/')) else {
+                return Err((-32002, format!("Resource not found: {uri}")));
+            };
+            let body =
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            json!({"uri": uri, "mimeType": "application/json", "text": body.to_string()})
+        }
+    };
+    Ok(json!({ "contents": [content] }))
+}
+
+fn prompts() -> Value {
+    let argument = |name: &str, description: &str| json!({"name": name, "description": description, "required": true});
+    json!([
+        {"name": "test_simple_prompt", "title": "Simple Test Prompt",
+            "description": "A simple prompt without arguments"},
+        {"name": "test_prompt_with_arguments", "title": "Prompt With Arguments",
+            "description": "A prompt with required arguments", "arguments":
+            [argument("arg1", "First test argument"), argument("arg2", "Second test argument")]},
+        {"name": "test_prompt_with_embedded_resource", "title": "Prompt With Embedded Resource",
+            "description": "A prompt that includes an embedded resource",
+            "arguments": [argument("resourceUri", "URI of the resource to embed")]},
+        {"name": "test_prompt_with_image", "title": "Prompt With Image",
+            "description": "A prompt that includes image content"},
+    ])
+}
+
+fn prompt(params: &Value) -> Result<Value, Failure> {
+    let args = &params["arguments"];
+    let arg = |key: &str| args[key].as_str().unwrap_or_default().to_owned();
+    let user = |content: Value| json!({"role": "user", "content": content});
+    let messages = match params["name"].as_str().unwrap_or_default() {
+        "test_simple_prompt" => vec![user(text("This is a simple prompt for testing."))],
+        "test_prompt_with_arguments" => vec![user(text(&format!(
+            "Prompt with arguments: arg1='{}', arg2='{}'",
+            arg("arg1"),
+            arg("arg2")
+        )))],
+        "test_prompt_with_embedded_resource" => vec![
+            user(embedded(
+                &arg("resourceUri"),
+                "text/plain",
+                "Embedded resource content for testing.",
+            )),
+            user(text("Please process the embedded resource above.")),
+        ],
+        "test_prompt_with_image" => vec![
+            user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
+            user(text("Please analyze the image above.")),
+        ],
+        other => return Err((-32602, format!("Unknown prompt: {other}"))),
+    };
+    Ok(json!({ "messages": messages }))
+}
+
+/// Completions for the prompt arguments and the template's `id`, by prefix.
+fn complete(params: &Value) -> Value {
+    let candidates: &[&str] = match params["argument"]["name"].as_str() {
+        Some("arg1" | "arg2") => &["paris", "park", "party"],
+        Some("id") => &["1", "2", "123"],
+        _ => &[],
+    };
+    let prefix = params["argument"]["value"].as_str().unwrap_or_default();
+    let values: Vec<&str> = candidates
+        .iter()
+        .copied()
+        .filter(|v| v.starts_with(prefix))
+        .collect();
+    json!({"completion": {"values": values, "total": values.len(), "hasMore": false}})
+}

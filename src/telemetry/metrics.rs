@@ -38,8 +38,9 @@ pub fn render() -> String {
         .unwrap_or_default()
 }
 
-pub fn http_request(method: &str, path: &'static str, status: u16) {
-    counter!("wasmgate_http_requests_total", "method" => method.to_string(), "path" => path, "status" => status.to_string())
+/// Labels are static strings: no allocation per request.
+pub fn http_request(method: &'static str, path: &'static str, status: &'static str) {
+    counter!("wasmgate_http_requests_total", "method" => method, "path" => path, "status" => status)
         .increment(1);
 }
 
@@ -47,8 +48,26 @@ pub fn sessions_open(count: usize) {
     gauge!("wasmgate_sessions_open").set(count as f64);
 }
 
+/// By method, as named in `protocol::methods` (others count as "other").
 pub fn mcp_request(method: &str) {
-    counter!("wasmgate_mcp_requests_total", "method" => method.to_string()).increment(1);
+    use crate::protocol::methods::*;
+    let known = [
+        INITIALIZE,
+        PING,
+        TOOLS_LIST,
+        TOOLS_CALL,
+        PROMPTS_LIST,
+        PROMPTS_GET,
+        RESOURCES_LIST,
+        RESOURCE_TEMPLATES_LIST,
+        RESOURCES_READ,
+        RESOURCES_SUBSCRIBE,
+        RESOURCES_UNSUBSCRIBE,
+        COMPLETION_COMPLETE,
+        LOGGING_SET_LEVEL,
+    ];
+    let label = known.into_iter().find(|m| *m == method).unwrap_or("other");
+    counter!("wasmgate_mcp_requests_total", "method" => label).increment(1);
 }
 
 pub fn tool_call(tool: &str, backend: &str, outcome: &'static str, seconds: f64) {

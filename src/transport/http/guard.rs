@@ -17,7 +17,12 @@ use crate::protocol;
 const LOCAL_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1", "[::1]"];
 
 pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
-    let method = request.method().as_str().to_string();
+    let method: &'static str = match *request.method() {
+        axum::http::Method::GET => "GET",
+        axum::http::Method::POST => "POST",
+        axum::http::Method::DELETE => "DELETE",
+        _ => "other",
+    };
     let path: &'static str = match request
         .extensions()
         .get::<MatchedPath>()
@@ -43,8 +48,28 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
         }
         Err(refused) => refused,
     };
-    crate::telemetry::metrics::http_request(&method, path, response.status().as_u16());
+    crate::telemetry::metrics::http_request(method, path, status_label(response.status()));
     response
+}
+
+/// The statuses the front answers with, as static labels.
+fn status_label(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        200 => "200",
+        202 => "202",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        406 => "406",
+        409 => "409",
+        413 => "413",
+        415 => "415",
+        429 => "429",
+        500 => "500",
+        503 => "503",
+        _ => "other",
+    }
 }
 
 fn check(front: &Front, request: &Request, remote: String) -> Result<Caller, Response> {

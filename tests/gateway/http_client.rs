@@ -77,8 +77,19 @@ impl HttpGateway {
     }
 }
 
+impl HttpGateway {
+    /// SIGKILL, as a crash would: no session is closed, no stream ended.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for HttpGateway {
     fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         // SIGTERM first: the gateway stops its servers on the way out.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -236,8 +236,10 @@ impl Conn {
             head.push_str(&format!("{key}: {value}\r\n"));
         }
         head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+        // One write: a refusal (401, 403) sent before the body arrived makes the server
+        // close the connection, and the next request on it would fail.
+        head.push_str(body);
         self.writer.write_all(head.as_bytes()).await.unwrap();
-        self.writer.write_all(body.as_bytes()).await.unwrap();
     }
 
     pub async fn read_head(&mut self) -> (u16, HashMap<String, String>) {

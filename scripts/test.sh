@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
-# Python plugin, Node 22 and the MCP conformance suite), then runs every test and checks
-# the formatting (`cargo fmt` fixes it).
+# Python plugin, Node 22 and the MCP conformance suite, nginx), then runs every test and
+# checks the formatting (`cargo fmt` fixes it).
 # `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,25 @@ export WASMGATE_TIME_SERVER="$tools/py/bin/mcp-server-time"
 export WASMGATE_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
 export WASMGATE_CONFORMANCE="$conformance"
 export PATH="$tools/py/bin:$PATH"
+
+step "nginx (Debian's package) for the replicas test"
+# The test runs nginx processes of its own: the package's service must not start, which
+# Debian's policy-rc.d (exit 101) ensures.
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq >&2
+  made_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    made_policy=1
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod +x /usr/sbin/policy-rc.d
+  fi
+  status=0
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >&2 || status=$?
+  [ -z "$made_policy" ] || $sudo rm -f /usr/sbin/policy-rc.d
+  [ "$status" = 0 ]
+fi
 
 step "Python plugin (componentize-py)"
 bash plugins/python/text/build.sh >&2

@@ -78,8 +78,17 @@ impl HttpGateway {
 }
 
 impl HttpGateway {
+    /// SIGKILL, as a crash would: no session is closed, no stream ended.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM and waits up to `limit` for the process to exit; its status.
     pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Some(status);
+        }
         // SIGTERM first: the gateway stops its servers on the way out.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + limit;
@@ -235,8 +244,10 @@ impl Conn {
             head.push_str(&format!("{key}: {value}\r\n"));
         }
         head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+        // One write: a refusal (401, 403) sent before the body arrived makes the server
+        // close the connection, and the next request on it would fail.
+        head.push_str(body);
         self.writer.write_all(head.as_bytes()).await.unwrap();
-        self.writer.write_all(body.as_bytes()).await.unwrap();
     }
 
     pub async fn read_head(&mut self) -> (u16, HashMap<String, String>) {

@@ -12,7 +12,7 @@ use crate::http_client::{ACCEPT_BOTH, Conn, HttpGateway, runtime, spawn};
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A config with the example server as `ex` and `extra` appended.
-fn with_example(extra: &str) -> String {
+pub(crate) fn with_example(extra: &str) -> String {
     let dir = std::path::Path::new("{dir}");
     format!("{}\n{extra}\n", config().example("ex", &[]).render(dir))
 }

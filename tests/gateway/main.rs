@@ -21,5 +21,6 @@ mod plugins;
 mod promises;
 mod protocol;
 mod reload;
+mod replicas;
 mod routing;
 mod third_party;

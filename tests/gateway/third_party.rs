@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::harness::{Client, TIMEOUT, config, text};
 
 /// Finds `command` on PATH.
-fn on_path(command: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(command: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(command))
@@ -254,14 +254,21 @@ pub(crate) fn sdk_python() -> Option<PathBuf> {
     )
 }
 
-/// Runs tests/gateway/fixtures/sdk_client.py with `args` and `env`; what it saw.
-pub(crate) fn run_sdk_client(python: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
+/// tests/gateway/fixtures/sdk_client.py with `args`, not yet started.
+pub(crate) fn sdk_client(python: &Path, args: &[&str]) -> std::process::Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/sdk_client.py");
-    let output = std::process::Command::new(python)
+    let mut command = std::process::Command::new(python);
+    command
         .arg(&script)
         .args(args)
+        .env_remove("WASMGATE_CONFIG");
+    command
+}
+
+/// Runs tests/gateway/fixtures/sdk_client.py with `args` and `env`; what it saw.
+pub(crate) fn run_sdk_client(python: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
+    let output = sdk_client(python, args)
         .envs(env.iter().copied())
-        .env_remove("WASMGATE_CONFIG")
         .output()
         .expect("run the SDK client");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -129,10 +129,16 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve { http } => http.clone().or_else(|| config.http.listen.clone()),
         _ => None,
     };
-    // One client over stdio is served fastest on one thread; many over HTTP use every core.
-    let runtime = match listen {
-        Some(_) => tokio::runtime::Builder::new_multi_thread(),
-        None => tokio::runtime::Builder::new_current_thread(),
+    // One client over stdio is served fastest on one thread; over HTTP, `[http] threads`.
+    let threads = std::env::var("WASMGATE_HTTP_THREADS").ok().and_then(|t| t.parse::<usize>().ok());
+    let runtime = match (listen.as_ref(), threads) {
+        (Some(_), Some(1)) | (None, _) => tokio::runtime::Builder::new_current_thread(),
+        (Some(_), Some(n)) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+        (Some(_), None) => tokio::runtime::Builder::new_multi_thread(),
     }
     .enable_all()
     .build();

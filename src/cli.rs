@@ -130,8 +130,7 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => None,
     };
     // One client over stdio is served fastest on one thread; over HTTP, `[http] threads`.
-    let threads = std::env::var("WASMGATE_HTTP_THREADS").ok().and_then(|t| t.parse::<usize>().ok());
-    let runtime = match (listen.as_ref(), threads) {
+    let runtime = match (listen.as_ref(), config.http.threads) {
         (Some(_), Some(1)) | (None, _) => tokio::runtime::Builder::new_current_thread(),
         (Some(_), Some(n)) => {
             let mut builder = tokio::runtime::Builder::new_multi_thread();

@@ -332,15 +332,19 @@ pub async fn bench(
         )
         .await?,
     );
-    // An A/B of the runtime: the same gateway on one thread (WASMGATE_HTTP_THREADS=1).
+    // An A/B of the runtime: the same gateway on one thread (`[http] threads = 1`).
     if std::env::var_os("WASMGATE_BENCH_HTTP_1T").is_some() {
-        // SAFETY: the bench sets it before starting the process and removes it after, on
-        // its only thread that reads the environment.
-        unsafe { std::env::set_var("WASMGATE_HTTP_THREADS", "1") };
-        for (name, tool) in [("http-wasm-1t", "wecho__echo"), ("http-server-1t", "ex__echo")] {
-            http.push(HttpTarget::start(name, tool, &paths.gateway, &gateway_args, scratch).await?);
+        let one = scratch.join("gw-http-1t.toml");
+        let text = std::fs::read_to_string(&config).map_err(|e| e.to_string())?;
+        write_config(&one, &text.replacen("[http]\n", "[http]\nthreads = 1\n", 1))?;
+        let one = one.to_str().ok_or("scratch is not UTF-8")?;
+        let args = ["serve", "--http", "127.0.0.1:0", "--config", one];
+        for (name, tool) in [
+            ("http-wasm-1t", "wecho__echo"),
+            ("http-server-1t", "ex__echo"),
+        ] {
+            http.push(HttpTarget::start(name, tool, &paths.gateway, &args, scratch).await?);
         }
-        unsafe { std::env::remove_var("WASMGATE_HTTP_THREADS") };
     }
     let mut stdio = Vec::new();
     for (name, tool) in [("stdio-wasm", "wecho__echo"), ("stdio-server", "ex__echo")] {

@@ -70,6 +70,8 @@ pub struct HttpConfig {
     /// Between keep-alive comments on an idle event stream.
     pub keep_alive: Duration,
     pub max_requests_per_session: usize,
+    /// Runtime threads serving HTTP; `None`: one per core.
+    pub threads: Option<usize>,
     /// Certificate chain and key (PEM) for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
 }
@@ -87,6 +89,7 @@ impl Default for HttpConfig {
             session_idle_timeout: Duration::from_secs(30 * 60),
             keep_alive: Duration::from_secs(15),
             max_requests_per_session: 64,
+            threads: None,
             tls: None,
         }
     }

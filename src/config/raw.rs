@@ -40,6 +40,7 @@ pub struct Http {
     pub session_idle_timeout: Option<Timeout>,
     pub keep_alive: Option<Timeout>,
     pub max_requests_per_session: Option<AtLeastOne>,
+    pub threads: Option<AtLeastOne>,
     pub tls_cert: Option<String>,
     pub tls_key: Option<String>,
 }

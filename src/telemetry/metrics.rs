@@ -29,6 +29,14 @@ pub fn install() -> bool {
         .is_some()
 }
 
+/// Folds the histograms' recent samples into their buckets: without it, samples pile up
+/// between scrapes (and for ever when nothing scrapes). Run every few seconds.
+pub fn upkeep() {
+    if let Some(handle) = HANDLE.get().and_then(Option::as_ref) {
+        handle.run_upkeep();
+    }
+}
+
 /// Everything recorded, in the Prometheus text format.
 pub fn render() -> String {
     HANDLE

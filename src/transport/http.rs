@@ -101,6 +101,13 @@ impl Listener {
     pub async fn serve(self, stop: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let front = self.front;
         front.sessions.spawn_expiry();
+        tokio::spawn(async {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                tick.tick().await;
+                crate::telemetry::metrics::upkeep();
+            }
+        });
         front.gateway.set_front_status(Box::new({
             let front = Arc::downgrade(&front);
             move || {

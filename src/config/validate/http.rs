@@ -77,6 +77,7 @@ impl Ctx<'_> {
         if let Some(n) = raw.max_requests_per_session {
             out.max_requests_per_session = n.0;
         }
+        out.threads = raw.threads.map(|n| n.0);
         match (raw.tls_cert, raw.tls_key) {
             (Some(cert), Some(key)) => {
                 let cert = self.path(&cert, &["http", "tls_cert"], true);

@@ -653,3 +653,62 @@ fn sampling_goes_to_the_caller_on_its_calls_stream() {
         assert!(stray.is_none(), "the other session got {stray:?}");
     });
 }
+
+/// A profile's session hears `list_changed` only when its own view changed: a tool
+/// outside the profile appearing changes nothing it can see.
+#[test]
+fn list_changed_reaches_a_profile_only_when_its_view_changed() {
+    let gateway = HttpGateway::start(&with_example("[profiles.math]\ntools = [\"ex__add\"]"), &[]);
+    runtime().block_on(async {
+        let mut all = gateway.session("/mcp", &[]).await;
+        let mut math = gateway.session("/mcp/math", &[]).await;
+        all.request("tools/list", json!({})).await;
+        math.request("tools/list", json!({})).await;
+        let get = [("accept", "text/event-stream")];
+        let mut all_stream = all
+            .open_stream(gateway.connect().await, "GET", &get, "")
+            .await
+            .unwrap_or_else(|r| panic!("{} {}", r.status, r.body));
+        let mut math_stream = math
+            .open_stream(gateway.connect().await, "GET", &get, "")
+            .await
+            .unwrap_or_else(|r| panic!("{} {}", r.status, r.body));
+        // The example server adds `late_tool`: `ex__late_tool`, outside the profile.
+        all.call("ex__notify_changed", json!({})).await;
+        let (_, changed) = all_stream.next_message(WAIT).await.expect("list_changed");
+        assert_eq!(changed["method"], "notifications/tools/list_changed");
+        let heard = math_stream.next_message(Duration::from_millis(500)).await;
+        assert!(
+            heard.is_none(),
+            "the profile's view did not change: {heard:?}"
+        );
+        let tools = math.request("tools/list", json!({})).await;
+        assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), 1);
+    });
+}
+
+/// `DELETE` cancels the session's requests in flight: the server is told.
+#[test]
+fn delete_cancels_the_sessions_requests_in_flight() {
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    runtime().block_on(async {
+        let mut session = gateway.session("/mcp", &[]).await;
+        let id = session.id.clone();
+        let hang = tokio::spawn(async move { session.call("ex__hang", json!({})).await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut conn = gateway.connect().await;
+        let reply = conn
+            .request("DELETE", "/mcp", &[("mcp-session-id", &id)], "")
+            .await;
+        assert_eq!(reply.status, 200);
+        let deadline = std::time::Instant::now() + WAIT;
+        while !gateway
+            .stderr()
+            .contains("received notifications/cancelled")
+        {
+            assert!(std::time::Instant::now() < deadline, "{}", gateway.stderr());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        hang.abort();
+    });
+}

@@ -163,7 +163,8 @@ fn add_target() -> Result<(), String> {
 }
 
 fn build_python(dir: &Path) -> Result<PathBuf, String> {
-    let name = std::path::absolute(dir)
+    let name = dir
+        .canonicalize()
         .ok()
         .and_then(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_owned))
         .unwrap_or_else(|| "plugin".into())

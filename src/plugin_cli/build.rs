@@ -218,5 +218,15 @@ mod tests {
             .parse()
             .unwrap();
         assert!(check_manifest(&good, dir).is_ok());
+        // A main.rs beside the cdylib: both would write x.wasm.
+        let crate_dir = std::env::temp_dir().join(format!("wasmgate-build-{}", std::process::id()));
+        std::fs::create_dir_all(crate_dir.join("src")).unwrap();
+        std::fs::write(crate_dir.join("src/main.rs"), "fn main() {}").unwrap();
+        let both = check_manifest(&good, &crate_dir).unwrap_err();
+        assert!(
+            both.contains("src/main.rs and the cdylib would both write x.wasm"),
+            "{both}"
+        );
+        std::fs::remove_dir_all(&crate_dir).unwrap();
     }
 }

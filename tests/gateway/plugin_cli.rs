@@ -301,6 +301,29 @@ fn a_new_rust_plugin_builds_as_it_is_and_answers_a_call() {
         started.elapsed().as_secs_f64()
     );
 
+    // The template's unit test runs on the host.
+    let started = Instant::now();
+    let test = std::process::Command::new("cargo")
+        .arg("test")
+        .current_dir(dir.join("hello"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(
+        test.status.success(),
+        "{}",
+        String::from_utf8_lossy(&test.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&test.stdout).contains("greets_as_often_as_asked ... ok"),
+        "{}",
+        String::from_utf8_lossy(&test.stdout)
+    );
+    eprintln!(
+        "cargo test of the template {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
     // A crate that lost its cdylib is told what to change, before cargo runs.
     let manifest = dir.join("hello/Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();

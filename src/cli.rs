@@ -1,4 +1,4 @@
-//! Command line: `serve` (the default), `check`, `tools`, `call`. Parses flags, loads
+//! Command line: `serve` (the default), `check`, `tools`, `call`, `wit`, `plugin …`. Parses flags, loads
 //! the config, runs, and maps the outcome to an exit code.
 
 use std::path::PathBuf;
@@ -61,17 +61,22 @@ enum Command {
     },
     /// Print the plugin WIT (wasmgate:plugin) that this gateway loads, for a plugin's `wit/`.
     Wit,
+    /// A plugin author's commands: `new`, `build`, `inspect`, `call`.
+    #[command(subcommand)]
+    Plugin(crate::plugin_cli::PluginCommand),
 }
-
-/// The plugin contract this binary was built with: `wasmgate wit > wit/plugin.wit`.
-const PLUGIN_WIT: &str = include_str!("../wit/plugin.wit");
 
 pub fn run(cli: Cli) -> ExitCode {
     let command = cli.command.unwrap_or(Command::Serve { http: None });
     crate::descriptors::raise();
+    let command = match command {
+        // No config: each works on the files it is given.
+        Command::Plugin(command) => return crate::plugin_cli::run(command),
+        command => command,
+    };
     if let Command::Wit = command {
         use std::io::Write;
-        return match std::io::stdout().write_all(PLUGIN_WIT.as_bytes()) {
+        return match std::io::stdout().write_all(crate::plugin_cli::PLUGIN_WIT.as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("wasmgate: cannot write the WIT: {e}");
@@ -155,7 +160,9 @@ pub fn run(cli: Cli) -> ExitCode {
                 .map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
             Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
-            Command::Check | Command::Wit => unreachable!("handled before the runtime starts"),
+            Command::Check | Command::Wit | Command::Plugin(_) => {
+                unreachable!("handled before the runtime starts")
+            }
         }
     });
     // Plugin tasks and stuck backends must not keep the process alive.
@@ -279,23 +286,5 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
         .call_once(tool, arguments)
         .await;
     gateway.shutdown().await;
-    match outcome {
-        Ok(result) => {
-            println!("{}", serde_json::to_string_pretty(&result)?);
-            Ok(
-                if result.get("isError").and_then(Value::as_bool) == Some(true) {
-                    ExitCode::from(1)
-                } else {
-                    ExitCode::SUCCESS
-                },
-            )
-        }
-        Err(error) => {
-            eprintln!("error {}: {}", error.code, error.message);
-            if let Some(data) = error.data {
-                eprintln!("data: {data}");
-            }
-            Ok(ExitCode::from(1))
-        }
-    }
+    Ok(crate::plugin_cli::print_outcome(outcome))
 }

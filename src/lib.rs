@@ -43,6 +43,7 @@ pub mod nesting;
 pub mod peer;
 pub mod pipe;
 pub mod plugin;
+pub mod plugin_cli;
 pub mod protocol;
 pub mod reload;
 pub mod router;

@@ -688,13 +688,52 @@ impl Router<'_> {
     /// dispatch, for a peer that no notification reaches.
     pub async fn call_once(&self, tool: &str, arguments: Value) -> Result<Value, RpcError> {
         let (out, _nobody) = crate::pipe::outbox::outbox("nobody");
-        let context = RequestContext {
-            trace_id: crate::telemetry::events::new_trace_id(),
-            peer: Arc::new(crate::peer::ClientPeer::new(out)),
-            request: None,
-        };
+        let context = once_context(crate::peer::ClientPeer::new(out));
         self.call_tool(&context, json!({"name": tool, "arguments": arguments}))
             .await
             .map(Reply::into_value)
+    }
+
+    /// [`Self::call_once`] for a caller that shows the call's log messages (every level)
+    /// and progress: the notifications the call sent, with its outcome.
+    pub async fn call_once_observed(
+        &self,
+        tool: &str,
+        arguments: Value,
+    ) -> (Result<Value, RpcError>, Vec<Value>) {
+        let (out, mut inbox) = crate::pipe::outbox::outbox("command line");
+        let peer = crate::peer::ClientPeer::new(out);
+        // Log messages go to initialized sessions only: this one is, as a current client.
+        let _ = peer.initialized(
+            protocol::LATEST_VERSION,
+            json!({}),
+            json!({"name": "wasmgate plugin call"}),
+        );
+        peer.set_log_level(0);
+        let context = once_context(peer);
+        let params = json!({
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {"progressToken": "command line"},
+        });
+        let outcome = self
+            .call_tool(&context, params)
+            .await
+            .map(Reply::into_value);
+        let mut notifications = Vec::new();
+        while let Some(message) = inbox.try_recv() {
+            if let Ok(value) = serde_json::from_str(&message.line) {
+                notifications.push(value);
+            }
+        }
+        (outcome, notifications)
+    }
+}
+
+fn once_context(peer: crate::peer::ClientPeer) -> RequestContext {
+    RequestContext {
+        trace_id: crate::telemetry::events::new_trace_id(),
+        peer: Arc::new(peer),
+        request: None,
     }
 }

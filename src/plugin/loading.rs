@@ -430,7 +430,7 @@ pub fn check_plugin_files(config: &PluginsConfig) -> Vec<(String, PathBuf, Strin
 
 /// Refuses what is not a component before wasmtime sees it, with a reason a
 /// plugin author can act on.
-pub(super) fn check_header(bytes: &[u8]) -> Result<(), String> {
+pub fn check_header(bytes: &[u8]) -> Result<(), String> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err("is not a WebAssembly file".into());
     }

@@ -17,6 +17,7 @@ mod hardening;
 mod http_front;
 mod lifecycle;
 mod notifications;
+mod plugin_cli;
 mod plugins;
 mod promises;
 mod protocol;

@@ -1,0 +1,232 @@
+//! `plugin build [DIR]`: builds a plugin project for wasm32-wasip2 with its language's
+//! tools, then checks the new component as `inspect` does and prints its tools.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+const TARGET: &str = "wasm32-wasip2";
+
+pub async fn run(dir: PathBuf) -> ExitCode {
+    let started = Instant::now();
+    let built = if dir.join("Cargo.toml").is_file() {
+        build_rust(&dir)
+    } else if dir.join("app.py").is_file() || dir.join("pyproject.toml").is_file() {
+        build_python(&dir)
+    } else {
+        Err(format!(
+            "{}: no Cargo.toml (Rust) or app.py / pyproject.toml (Python) here; \
+             `wasmgate plugin new NAME` makes a project",
+            dir.display()
+        ))
+    };
+    let wasm = match built {
+        Ok(wasm) => wasm,
+        Err(e) => {
+            eprintln!("wasmgate: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    eprintln!(
+        "built {} in {:.1} s",
+        wasm.display(),
+        started.elapsed().as_secs_f64()
+    );
+    let report = super::inspect::report(&wasm).await;
+    print!("{}", super::inspect::render(&report.json));
+    match report.error {
+        Some(error) => {
+            eprintln!("{}: {error}", wasm.display());
+            ExitCode::from(1)
+        }
+        None => {
+            println!(
+                "try: wasmgate plugin call {} TOOL '{{...}}'",
+                wasm.display()
+            );
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// What in a Cargo.toml keeps it from building one component, and what to change.
+fn check_manifest(manifest: &toml::Table, dir: &Path) -> Result<(), String> {
+    let package = manifest
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(toml::Value::as_str);
+    let crate_types: Vec<&str> = manifest
+        .get("lib")
+        .and_then(|lib| lib.get("crate-type"))
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    if package.is_some() && !crate_types.contains(&"cdylib") {
+        return Err(
+            "Cargo.toml builds no component: a plugin is a cdylib; add\n\n  [lib]\n  \
+             crate-type = [\"cdylib\"]\n\n(without it cargo writes an .rlib, and a .wasm \
+             left in target/ from before would be stale)"
+                .into(),
+        );
+    }
+    // The binary and the cdylib of a crate whose name has no `-` write one file.
+    if let Some(name) = package
+        && !name.contains('-')
+        && dir.join("src/main.rs").is_file()
+    {
+        return Err(format!(
+            "src/main.rs and the cdylib would both write {name}.wasm, and the last one wins: \
+             remove src/main.rs, or give the binary another name ([[bin]] name = \"{name}-cli\")"
+        ));
+    }
+    Ok(())
+}
+
+fn build_rust(dir: &Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(dir.join("Cargo.toml"))
+        .map_err(|e| format!("cannot read Cargo.toml: {e}"))?;
+    let manifest: toml::Table = text
+        .parse()
+        .map_err(|e| format!("Cargo.toml is not valid TOML: {e}"))?;
+    check_manifest(&manifest, dir)?;
+    add_target()?;
+    eprintln!("cargo build --release --target {TARGET}");
+    let output = Command::new("cargo")
+        .args(["build", "--release", "--target", TARGET])
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err("the build failed (the compiler's messages are above)".into());
+    }
+    // The artifacts cargo reports for this build, not whatever target/ holds from before.
+    let wasm: Vec<PathBuf> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter(|m| {
+            m["target"]["crate_types"]
+                .as_array()
+                .is_some_and(|types| types.iter().any(|t| t == "cdylib"))
+        })
+        .flat_map(|m| {
+            m["filenames"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|f| f.as_str().map(PathBuf::from))
+        })
+        .filter(|f| f.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    match wasm.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err("cargo built no .wasm: is there a [lib] with crate-type = [\"cdylib\"]?".into()),
+        many => Err(format!(
+            "cargo built {} components; build one crate at a time (cd into it)",
+            many.len()
+        )),
+    }
+}
+
+/// Adds the Rust target when rustup is there and lacks it, saying so.
+fn add_target() -> Result<(), String> {
+    let Ok(installed) = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+    else {
+        // Without rustup the toolchain is managed otherwise: cargo says if the target is missing.
+        return Ok(());
+    };
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == TARGET)
+    {
+        return Ok(());
+    }
+    eprintln!("the Rust target {TARGET} is missing: rustup target add {TARGET}");
+    let status = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status()
+        .map_err(|e| format!("cannot run rustup: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`rustup target add {TARGET}` failed"))
+    }
+}
+
+fn build_python(dir: &Path) -> Result<PathBuf, String> {
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_owned))
+        .unwrap_or_else(|| "plugin".into())
+        .replace('-', "_");
+    if !dir.join("wit").is_dir() {
+        return Err(format!(
+            "{}: no wit/ folder; `wasmgate wit > wit/plugin.wit` writes the one this gateway loads",
+            dir.display()
+        ));
+    }
+    let output = format!("{name}.wasm");
+    eprintln!("componentize-py -d wit -w plugin componentize app -o {output}");
+    let status = Command::new("componentize-py")
+        .args([
+            "-d",
+            "wit",
+            "-w",
+            "plugin",
+            "componentize",
+            "app",
+            "-o",
+            &output,
+        ])
+        .current_dir(dir)
+        .status();
+    match status {
+        Ok(status) if status.success() => Ok(dir.join(output)),
+        Ok(_) => Err("componentize-py failed (its messages are above)".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "componentize-py is not on PATH: pip install componentize-py=={}",
+            super::new::COMPONENTIZE_PY
+        )),
+        Err(e) => Err(format!("cannot run componentize-py: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crate_that_builds_no_component_is_told_what_to_change() {
+        let dir = Path::new("/nonexistent");
+        let rlib: toml::Table = "[package]\nname = \"x\"\n".parse().unwrap();
+        assert!(
+            check_manifest(&rlib, dir)
+                .unwrap_err()
+                .contains("crate-type = [\"cdylib\"]")
+        );
+        let good: toml::Table = "[package]\nname = \"x\"\n[lib]\ncrate-type = [\"cdylib\"]\n"
+            .parse()
+            .unwrap();
+        assert!(check_manifest(&good, dir).is_ok());
+        // A main.rs beside the cdylib: both would write x.wasm.
+        let crate_dir = std::env::temp_dir().join(format!("wasmgate-build-{}", std::process::id()));
+        std::fs::create_dir_all(crate_dir.join("src")).unwrap();
+        std::fs::write(crate_dir.join("src/main.rs"), "fn main() {}").unwrap();
+        let both = check_manifest(&good, &crate_dir).unwrap_err();
+        assert!(
+            both.contains("src/main.rs and the cdylib would both write x.wasm"),
+            "{both}"
+        );
+        std::fs::remove_dir_all(&crate_dir).unwrap();
+    }
+}

@@ -1,0 +1,153 @@
+//! `plugin call FILE TOOL [JSON]`: one call through the gateway's own call path (catalog,
+//! argument checks, sandbox, limits) for a config of this one plugin.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::setup::{self, Grants};
+use crate::gateway::Gateway;
+
+#[derive(clap::Args, Debug)]
+pub struct CallArgs {
+    /// The component (.wasm).
+    file: PathBuf,
+    /// The tool's name as the plugin lists it (without the gateway's prefix).
+    tool: String,
+    /// Arguments as a JSON object.
+    #[arg(default_value = "{}")]
+    arguments: String,
+    /// A directory the plugin may open, as HOST:GUEST[:ro|rw] (read-only by default; repeatable).
+    #[arg(long = "allow-dir", value_name = "HOST:GUEST[:ro|rw]")]
+    allow_dirs: Vec<String>,
+    /// A host the plugin may send HTTP requests to (`name`, `name:port`, `*.suffix`; repeatable).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// An environment variable of this process the plugin may read (repeatable).
+    #[arg(long = "allow-env", value_name = "NAME")]
+    allow_env: Vec<String>,
+    /// Linear memory per instance, e.g. 64MiB (the gateway's default when absent).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Wall time for the call, e.g. 10s (the gateway's default when absent).
+    #[arg(long, value_name = "DURATION")]
+    timeout: Option<String>,
+}
+
+pub async fn run(args: CallArgs) -> ExitCode {
+    let arguments: Value = match serde_json::from_str(&args.arguments) {
+        Ok(arguments) => arguments,
+        Err(e) => {
+            eprintln!("wasmgate: the arguments are not valid JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let grants = Grants {
+        dirs: args.allow_dirs,
+        hosts: args.allow_hosts,
+        env: args.allow_env,
+        memory: args.memory,
+        timeout: args.timeout,
+    };
+    let (name, config) = match setup::config_for(&args.file, &grants) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let namespace = config.plugins.plugins[&name].namespace.clone();
+    let tool = format!("{namespace}{}{}", config.gateway.separator, args.tool);
+    let loading = Instant::now();
+    let gateway = Gateway::start(config);
+    gateway.wait_for_plugins().await;
+    let load_ms = loading.elapsed().as_millis();
+    let host = gateway.plugin_host();
+    if let Some(failed) = host
+        .as_ref()
+        .and_then(|h| h.failed_plugins().into_iter().next())
+    {
+        eprintln!("{}", failed.reason());
+        gateway.shutdown().await;
+        return ExitCode::from(2);
+    }
+    if gateway.catalog().tool(&tool).is_none() {
+        let tools: Vec<String> = host
+            .iter()
+            .flat_map(|h| h.plugins())
+            .flat_map(|p| p.tools)
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        eprintln!(
+            "{}: no tool `{}`; it has: {}",
+            args.file.display(),
+            args.tool,
+            tools.join(", ")
+        );
+        gateway.shutdown().await;
+        return ExitCode::from(2);
+    }
+    let started = Instant::now();
+    let (outcome, notifications) = crate::router::Router::new(&gateway)
+        .call_once_observed(&tool, arguments)
+        .await;
+    let call_us = started.elapsed().as_micros();
+    gateway.shutdown().await;
+    // The result alone on stdout, for a script to read; the rest on stderr.
+    for note in &notifications {
+        let params = &note["params"];
+        match note["method"].as_str() {
+            Some("notifications/message") => {
+                let data = &params["data"];
+                eprintln!(
+                    "log {}: {}",
+                    params["level"].as_str().unwrap_or("?"),
+                    data.as_str()
+                        .map_or_else(|| data.to_string(), str::to_owned)
+                );
+            }
+            Some("notifications/progress") => {
+                let total = params["total"].as_f64().map(|t| format!("/{t}"));
+                eprintln!(
+                    "progress {}{} {}",
+                    params["progress"],
+                    total.unwrap_or_default(),
+                    params["message"].as_str().unwrap_or_default()
+                );
+            }
+            _ => {}
+        }
+    }
+    eprintln!(
+        "time: call {:.1} ms (load {load_ms} ms)",
+        call_us as f64 / 1000.0
+    );
+    print_outcome(outcome)
+}
+
+/// Prints a call's result (stdout) or JSON-RPC error (stderr): exit 0 for a result, 1 for
+/// an error result or an error, as `wasmgate call` and `plugin call` both report.
+pub fn print_outcome(outcome: Result<Value, crate::protocol::RpcError>) -> ExitCode {
+    match outcome {
+        Ok(result) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&result).unwrap_or_default()
+            );
+            if result.get("isError").and_then(Value::as_bool) == Some(true) {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(error) => {
+            eprintln!("error {}: {}", error.code, error.message);
+            if let Some(data) = error.data {
+                eprintln!("data: {data}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! `wasmgate plugin new / build / inspect / call`: a plugin author's commands, on the
+//! test fixtures and on projects `plugin new` writes and `plugin build` builds.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::harness::{TestDir, run_cli, run_cli_with_env};
+
+const LIMIT: Duration = Duration::from_secs(60);
+/// A fresh crate's first build compiles wit-bindgen and its dependencies.
+const BUILD_LIMIT: Duration = Duration::from_secs(900);
+
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("WASMGATE_TEST_PLUGINS")).join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing (build.rs builds it)",
+        path.display()
+    );
+    path.to_str().unwrap().to_owned()
+}
+
+/// `list[*][key]`, each a string.
+fn field_of_each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    let items = list.as_array().expect("a list");
+    items
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn inspect_names_the_world_the_tools_and_the_grants_of_a_plugin() {
+    let dir = TestDir::new("inspect");
+    let out = run_cli(
+        &["plugin", "inspect", &fixture("echo"), "--json"],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["component"], true);
+    assert_eq!(report["world"], "wasmgate:plugin/plugin@0.1.0");
+    assert!(report["compile_ms"].as_u64().is_some(), "{report:#}");
+    let tools = field_of_each(&report["tools"], "name");
+    assert!(
+        tools.contains(&"echo") && tools.contains(&"read"),
+        "{tools:?}"
+    );
+    assert!(report["tools"][0]["inputSchema"].is_object(), "{report:#}");
+    // echo reads files, the environment and sends HTTP requests: each grant is named.
+    let grants = field_of_each(&report["grants"], "grant");
+    for grant in ["env", "files", "outbound HTTP"] {
+        assert!(grants.contains(&grant), "{grant} missing from {grants:?}");
+    }
+
+    let text = run_cli(
+        &["plugin", "inspect", &fixture("minimal")],
+        &dir.path,
+        LIMIT,
+    );
+    text.assert_exit(0);
+    assert!(text.stdout.contains("tools (1):"), "{}", text.stdout);
+    assert!(
+        text.stdout
+            .contains("world:   wasmgate:plugin/plugin@0.1.0"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn inspect_says_precisely_why_a_file_is_no_plugin() {
+    let dir = TestDir::new("inspect-bad");
+    let core = dir.join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    let text = dir.write("notes.wasm", "not wasm at all");
+    let cases = [
+        (
+            core.to_str().unwrap().to_owned(),
+            "is a core WebAssembly module, not a component",
+        ),
+        (
+            text.to_str().unwrap().to_owned(),
+            "is not a WebAssembly file",
+        ),
+        (
+            fixture("wrongworld"),
+            "is a component of another world: it exports run",
+        ),
+        (
+            dir.join("absent.wasm").to_str().unwrap().to_owned(),
+            "cannot read the file",
+        ),
+    ];
+    for (file, expected) in cases {
+        let out = run_cli(&["plugin", "inspect", &file], &dir.path, LIMIT);
+        out.assert_exit(1);
+        assert!(out.stderr.contains(expected), "{file}: {}", out.stderr);
+        let json = run_cli(&["plugin", "inspect", &file, "--json"], &dir.path, LIMIT);
+        json.assert_exit(1);
+        let report: Value = serde_json::from_str(&json.stdout).unwrap();
+        assert!(
+            report["error"].as_str().unwrap().contains(expected),
+            "{report:#}"
+        );
+    }
+}
+
+#[test]
+fn call_runs_in_the_sandbox_with_only_the_grants_given() {
+    let dir = TestDir::new("call");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("a.txt"), "hello from the host").unwrap();
+    let echo = fixture("echo");
+    let grant = format!("{}:/data", data.display());
+    let read = r#"{"path": "/data/a.txt"}"#;
+
+    let allowed = run_cli(
+        &["plugin", "call", &echo, "read", read, "--allow-dir", &grant],
+        &dir.path,
+        LIMIT,
+    );
+    allowed.assert_exit(0);
+    let result: Value = serde_json::from_str(&allowed.stdout).unwrap();
+    assert_eq!(result["content"][0]["text"], "hello from the host");
+    assert!(allowed.stderr.contains("time: call"), "{}", allowed.stderr);
+
+    // No grant: the plugin sees no /data; the tool's failure is an error result, exit 1.
+    let denied = run_cli(&["plugin", "call", &echo, "read", read], &dir.path, LIMIT);
+    denied.assert_exit(1);
+    let result: Value = serde_json::from_str(&denied.stdout).unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+
+    // Read-only by default: a write is refused, and allowed with :rw.
+    let write = r#"{"path": "/data/b.txt", "text": "x"}"#;
+    run_cli(
+        &[
+            "plugin",
+            "call",
+            &echo,
+            "write",
+            write,
+            "--allow-dir",
+            &grant,
+        ],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(1);
+    assert!(!data.join("b.txt").exists());
+    let rw = format!("{grant}:rw");
+    run_cli(
+        &["plugin", "call", &echo, "write", write, "--allow-dir", &rw],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(0);
+    assert_eq!(std::fs::read_to_string(data.join("b.txt")).unwrap(), "x");
+
+    // The environment: only the variables named.
+    let env = [("PLUGIN_CLI_SECRET", "s3cret")];
+    let name = r#"{"name": "PLUGIN_CLI_SECRET"}"#;
+    let out = run_cli_with_env(
+        &["plugin", "call", &echo, "env", name],
+        &dir.path,
+        &env,
+        LIMIT,
+    );
+    assert!(!out.stdout.contains("s3cret"), "{}", out.stdout);
+    let out = run_cli_with_env(
+        &[
+            "plugin",
+            "call",
+            &echo,
+            "env",
+            name,
+            "--allow-env",
+            "PLUGIN_CLI_SECRET",
+        ],
+        &dir.path,
+        &env,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    assert!(out.stdout.contains("s3cret"), "{}", out.stdout);
+
+    // Log lines at every level, on stderr.
+    let out = run_cli(
+        &["plugin", "call", &echo, "log", r#"{"message": "hi"}"#],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    for level in ["debug", "info", "warning", "error"] {
+        assert!(
+            out.stderr.contains(&format!("log {level}: hi")),
+            "{}",
+            out.stderr
+        );
+    }
+
+    let out = run_cli(
+        &["plugin", "call", &echo, "progress", r#"{"steps": 2}"#],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    assert!(out.stderr.contains("progress 1"), "{}", out.stderr);
+
+    // The limits are the gateway's: a call past --timeout is stopped.
+    let out = run_cli(
+        &[
+            "plugin",
+            "call",
+            &echo,
+            "sleep",
+            r#"{"ms": 5000}"#,
+            "--timeout",
+            "200ms",
+        ],
+        &dir.path,
+        LIMIT,
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", out.stdout);
+
+    // What cannot be called says so, with exit 2.
+    let out = run_cli(&["plugin", "call", &echo, "nope"], &dir.path, LIMIT);
+    out.assert_exit(2);
+    assert!(
+        out.stderr.contains("no tool `nope`; it has: "),
+        "{}",
+        out.stderr
+    );
+    let out = run_cli(
+        &["plugin", "call", &fixture("wrongworld"), "run"],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(2);
+    let out = run_cli(
+        &["plugin", "call", &echo, "echo", "--allow-dir", "/data"],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(2);
+    assert!(out.stderr.contains("HOST:GUEST"), "{}", out.stderr);
+}
+
+/// A target folder shared by every run of the template tests (under the one cargo uses),
+/// so that wit-bindgen and its dependencies are compiled once, not at each run.
+fn shared_target() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/gateway-HASH
+    let target = exe.ancestors().nth(3).unwrap().to_path_buf();
+    target.join("plugin-templates")
+}
+
+#[test]
+fn a_new_rust_plugin_builds_as_it_is_and_answers_a_call() {
+    let dir = TestDir::new("new-rust");
+    let target = shared_target();
+    let env = [("CARGO_TARGET_DIR", target.to_str().unwrap())];
+    let started = Instant::now();
+    run_cli(
+        &["plugin", "new", "hello_plugin", "--dir", "hello"],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(0);
+    let build = run_cli_with_env(&["plugin", "build", "hello"], &dir.path, &env, BUILD_LIMIT);
+    build.assert_exit(0);
+    let built = started.elapsed();
+    assert!(build.stdout.contains("greet"), "{}", build.stdout);
+    let wasm = target.join("wasm32-wasip2/release/hello_plugin.wasm");
+    let call = run_cli(
+        &[
+            "plugin",
+            "call",
+            wasm.to_str().unwrap(),
+            "greet",
+            r#"{"name": "CI", "times": 2}"#,
+        ],
+        &dir.path,
+        LIMIT,
+    );
+    call.assert_exit(0);
+    let result: Value = serde_json::from_str(&call.stdout).unwrap();
+    assert_eq!(result["content"][0]["text"], "Hello, CI!\nHello, CI!");
+    assert!(
+        call.stderr.contains("log info: greet called"),
+        "{}",
+        call.stderr
+    );
+    eprintln!(
+        "plugin new → build {:.1} s, → call {:.1} s",
+        built.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+
+    // The template's unit test runs on the host.
+    let started = Instant::now();
+    let test = std::process::Command::new("cargo")
+        .arg("test")
+        .current_dir(dir.join("hello"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(
+        test.status.success(),
+        "{}",
+        String::from_utf8_lossy(&test.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&test.stdout).contains("greets_as_often_as_asked ... ok"),
+        "{}",
+        String::from_utf8_lossy(&test.stdout)
+    );
+    eprintln!(
+        "cargo test of the template {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // A crate that lost its cdylib is told what to change, before cargo runs.
+    let manifest = dir.join("hello/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("crate-type = [\"cdylib\"]", "")).unwrap();
+    let out = run_cli_with_env(&["plugin", "build", "hello"], &dir.path, &env, LIMIT);
+    out.assert_exit(1);
+    assert!(
+        out.stderr.contains("crate-type = [\"cdylib\"]"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// componentize-py is in CI's test tools (target/test-tools/py/bin on PATH); without it
+/// the test says so and passes.
+#[test]
+fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
+    let found = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("componentize-py").is_file())
+    });
+    if !found {
+        eprintln!("skipped: componentize-py is not on PATH");
+        return;
+    }
+    let dir = TestDir::new("new-python");
+    run_cli(
+        &["plugin", "new", "hello_py", "--lang", "python"],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(0);
+    let build = run_cli(&["plugin", "build", "hello_py"], &dir.path, BUILD_LIMIT);
+    build.assert_exit(0);
+    assert!(build.stdout.contains("greet"), "{}", build.stdout);
+    let call = run_cli(
+        &[
+            "plugin",
+            "call",
+            "hello_py/hello_py.wasm",
+            "greet",
+            r#"{"name": "CI"}"#,
+        ],
+        &dir.path,
+        BUILD_LIMIT,
+    );
+    call.assert_exit(0);
+    assert!(call.stdout.contains("Hello, CI!"), "{}", call.stdout);
+}

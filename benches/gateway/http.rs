@@ -196,7 +196,12 @@ impl HttpTarget {
         let deadline = Instant::now() + Duration::from_secs(60);
         let addr = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(rest) = text.split("listening on http://").nth(1) {
+            // A whole line only: the file may be read while the line is being written.
+            if let Some((rest, _)) = text
+                .split("listening on http://")
+                .nth(1)
+                .and_then(|r| r.split_once('\n'))
+            {
                 break rest
                     .split('/')
                     .next()

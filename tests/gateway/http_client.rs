@@ -136,9 +136,14 @@ pub fn spawn(
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let text = std::fs::read_to_string(dir.join("gateway.stderr")).unwrap_or_default();
-        if let Some(rest) = text.split("listening on ").nth(1) {
-            let authority = rest.split("://").nth(1).unwrap().split('/').next().unwrap();
-            let addr = authority.parse().unwrap();
+        // A whole line only: the file may be read while the line is being written.
+        if let Some((line, _)) = text
+            .split("listening on ")
+            .nth(1)
+            .and_then(|r| r.split_once('\n'))
+        {
+            let authority = line.split("://").nth(1).unwrap().split('/').next().unwrap();
+            let addr = authority.parse().unwrap_or_else(|e| panic!("{line}: {e}"));
             return (child, Some(addr));
         }
         if let Ok(Some(_)) = child.try_wait() {

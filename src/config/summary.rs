@@ -15,6 +15,43 @@ impl Config {
         out
     }
 
+    /// `[http]` and `[profiles]`, when set: token names only, never the tokens.
+    fn write_http(&self, out: &mut String) -> std::fmt::Result {
+        let h = &self.http;
+        if h.listen.is_none() && h.tokens.is_empty() && self.profiles.is_empty() {
+            return Ok(());
+        }
+        writeln!(out, "http:")?;
+        writeln!(
+            out,
+            "  listen {}{}, sessions at most {} (idle {}), body at most {} bytes",
+            h.listen.as_deref().unwrap_or("(only with --http)"),
+            if h.tls.is_some() { " with TLS" } else { "" },
+            h.max_sessions,
+            dur(h.session_idle_timeout),
+            h.max_body
+        )?;
+        let tokens: Vec<String> = h
+            .tokens
+            .iter()
+            .map(|t| match t.profiles.is_empty() {
+                true => t.name.clone(),
+                false => format!("{} (profiles {})", t.name, t.profiles.join(", ")),
+            })
+            .collect();
+        match tokens.is_empty() {
+            true => writeln!(
+                out,
+                "  tokens: none (loopback only, unless allow_unauthenticated)"
+            )?,
+            false => writeln!(out, "  tokens: {}", tokens.join(", "))?,
+        }
+        for name in self.profiles.keys() {
+            writeln!(out, "  profile {name}: /mcp/{name}")?;
+        }
+        Ok(())
+    }
+
     fn write_summary(&self, out: &mut String) -> std::fmt::Result {
         match &self.source {
             Some(path) => writeln!(out, "configuration: {}", path.display())?,
@@ -51,6 +88,7 @@ impl Config {
             dur(g.shutdown_grace)
         )?;
 
+        self.write_http(out)?;
         writeln!(out, "servers ({}):", self.servers.len())?;
         for s in self.servers.values() {
             let state = if s.disabled { " [disabled]" } else { "" };

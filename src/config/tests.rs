@@ -1115,3 +1115,58 @@ fn a_table_for_a_bundled_plugin_needs_no_path_and_grants_are_one_per_guest_path(
         d.message
     );
 }
+
+/// `[http]` and `[profiles]`: tokens expanded from the environment and never shown by
+/// `check`, profiles compiled; a short token, an undefined profile and a listen address
+/// without a port are errors at their key.
+#[test]
+fn http_and_profiles_parse_and_tokens_stay_secret() {
+    let dir = scratch();
+    let config = toml(
+        r#"
+[http]
+listen = "127.0.0.1:8787"
+tokens = [{ name = "ci", token = "${HOME}-0123456789abcdef", profiles = ["docs"] }]
+max_sessions = 5
+
+[profiles.docs]
+tools = ["docs__*"]
+servers = ["docs"]
+"#,
+        dir.path(),
+    )
+    .expect("valid");
+    assert_eq!(config.http.listen.as_deref(), Some("127.0.0.1:8787"));
+    assert_eq!(config.http.max_sessions, 5);
+    let token = &config.http.tokens[0];
+    assert_eq!(
+        (token.name.as_str(), token.profiles.as_slice()),
+        ("ci", &["docs".to_string()][..])
+    );
+    assert!(token.token.ends_with("-0123456789abcdef") && !token.token.contains("${"));
+    let docs = &config.profiles["docs"];
+    assert!(docs.tools.as_ref().unwrap().is_match("docs__search"));
+    assert!(!docs.tools.as_ref().unwrap().is_match("time__now"));
+    let summary = config.summary();
+    assert!(summary.contains("tokens: ci (profiles docs)"), "{summary}");
+    assert!(!summary.contains(&token.token), "{summary}");
+    assert!(
+        !format!("{config:?}").contains(&token.token),
+        "Debug shows no token"
+    );
+
+    for (text, says) in [
+        (
+            "[http]\ntokens = [{ name = \"a\", token = \"short\" }]",
+            "shorter than 16",
+        ),
+        (
+            "[http]\ntokens = [{ name = \"a\", token = \"0123456789abcdefg\", profiles = [\"x\"] }]",
+            "not defined",
+        ),
+        ("[http]\nlisten = \"127.0.0.1\"", "no port"),
+    ] {
+        let error = only_error(toml(text, dir.path()));
+        assert!(error.message.contains(says), "{text}: {}", error.message);
+    }
+}

@@ -64,9 +64,16 @@ enum Command {
     /// A plugin author's commands: `new`, `build`, `inspect`, `call`.
     #[command(subcommand)]
     Plugin(crate::plugin_cli::PluginCommand),
+    /// Serve over stdio as `serve` does, and rebuild each plugin SOURCE folder (a
+    /// `wasmgate plugin new` project) when it changes: the new version is swapped in.
+    Dev {
+        /// Plugin project folders to build, serve and watch.
+        #[arg(value_name = "SOURCE")]
+        sources: Vec<PathBuf>,
+    },
 }
 
-pub fn run(cli: Cli) -> ExitCode {
+pub fn run(mut cli: Cli) -> ExitCode {
     let command = cli.command.unwrap_or(Command::Serve { http: None });
     crate::descriptors::raise();
     let command = match command {
@@ -83,6 +90,15 @@ pub fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         };
+    }
+    if let Command::Dev { sources } = &command {
+        match crate::plugin_cli::dev::build_all(sources) {
+            Ok(built) => cli.plugins.extend(built),
+            Err(e) => {
+                eprintln!("wasmgate dev: {e}");
+                return ExitCode::from(1);
+            }
+        }
     }
     let config = match config::load_with_plugin_files(cli.config.as_deref(), &cli.plugins) {
         Ok(config) => config,
@@ -155,7 +171,10 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match command {
-            Command::Serve { .. } => serve(config, cli.plugins, listen)
+            Command::Dev { sources } => serve(config, cli.plugins, None, sources)
+                .await
+                .map(|_| ExitCode::SUCCESS),
+            Command::Serve { .. } => serve(config, cli.plugins, listen, Vec::new())
                 .await
                 .map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
@@ -176,11 +195,19 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-async fn serve(config: Config, plugin_files: Vec<PathBuf>, listen: Option<String>) -> Result<()> {
+async fn serve(
+    config: Config,
+    plugin_files: Vec<PathBuf>,
+    listen: Option<String>,
+    sources: Vec<PathBuf>,
+) -> Result<()> {
     let watch_path = config.source.clone();
     let gateway = Gateway::start(config);
     let _watcher =
         watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path, plugin_files));
+    let _sources = (!sources.is_empty())
+        .then(|| crate::plugin_cli::dev::watch(gateway.clone(), sources))
+        .flatten();
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("SIGTERM handler")?;
     let signal = async move {

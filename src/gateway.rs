@@ -238,7 +238,7 @@ impl Gateway {
     /// `notifications/message` from the gateway to every client, unless the client set a
     /// level above `level` (`logging/setLevel`). For what a client's user must act on, such
     /// as a plugin build the gateway refused; a plugin's own log lines wait for a level.
-    fn tell_clients(&self, level: &str, logger: &str, data: &str) {
+    pub fn tell_clients(&self, level: &str, logger: &str, data: &str) {
         for session in self.live_sessions() {
             session.log(level, logger, data, true);
         }

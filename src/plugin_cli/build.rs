@@ -9,19 +9,24 @@ use serde_json::Value;
 
 const TARGET: &str = "wasm32-wasip2";
 
-pub async fn run(dir: PathBuf) -> ExitCode {
-    let started = Instant::now();
-    let built = if dir.join("Cargo.toml").is_file() {
-        build_rust(&dir)
+/// Builds the project in `dir` with its language's tools; the component's path.
+pub fn build_project(dir: &Path) -> Result<PathBuf, String> {
+    if dir.join("Cargo.toml").is_file() {
+        build_rust(dir)
     } else if dir.join("app.py").is_file() || dir.join("pyproject.toml").is_file() {
-        build_python(&dir)
+        build_python(dir)
     } else {
         Err(format!(
             "{}: no Cargo.toml (Rust) or app.py / pyproject.toml (Python) here; \
              `wasmgate plugin new NAME` makes a project",
             dir.display()
         ))
-    };
+    }
+}
+
+pub async fn run(dir: PathBuf) -> ExitCode {
+    let started = Instant::now();
+    let built = build_project(&dir);
     let wasm = match built {
         Ok(wasm) => wasm,
         Err(e) => {

@@ -5,6 +5,7 @@
 
 mod build;
 mod call;
+pub mod dev;
 mod inspect;
 mod new;
 mod setup;

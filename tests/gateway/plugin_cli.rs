@@ -372,3 +372,58 @@ fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
     call.assert_exit(0);
     assert!(call.stdout.contains("Hello, CI!"), "{}", call.stdout);
 }
+
+/// `wasmgate dev SOURCE`: a plugin project built and served; an edit of its source is
+/// rebuilt and the new version served; an edit that does not compile leaves the previous
+/// version serving and tells the client why, at level `error`.
+#[test]
+fn dev_rebuilds_an_edited_plugin_and_keeps_serving_after_a_broken_edit() {
+    let dir = TestDir::new("dev");
+    let target = shared_target();
+    let env = [("CARGO_TARGET_DIR", target.to_str().unwrap())];
+    run_cli(
+        &["plugin", "new", "dev_plugin", "--dir", "devsrc"],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(0);
+    // Built once ahead, so that the gateway's start is not a cold build.
+    run_cli_with_env(&["plugin", "build", "devsrc"], &dir.path, &env, BUILD_LIMIT).assert_exit(0);
+    let source = dir.join("devsrc/src/lib.rs");
+    let mut client = crate::harness::Client::spawn_with_env(&["dev", "devsrc"], dir, &env);
+    client.initialize();
+    let greet = |client: &mut crate::harness::Client| {
+        let result = client.call("dev_plugin__greet", serde_json::json!({"name": "A"}));
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(greet(&mut client), "Hello, A!");
+    client.result("tools/list", serde_json::json!({}));
+
+    let text = std::fs::read_to_string(&source).unwrap();
+    std::fs::write(
+        &source,
+        text.replace("format!(\"Hello, {name}!\")", "format!(\"Howdy, {name}!\")"),
+    )
+    .unwrap();
+    client.next_notification("notifications/tools/list_changed", BUILD_LIMIT);
+    assert_eq!(greet(&mut client), "Howdy, A!");
+
+    std::fs::write(&source, "this is not Rust").unwrap();
+    let told = client
+        .take(BUILD_LIMIT, |m| {
+            m["method"] == "notifications/message" && m["params"]["logger"] == "wasmgate dev"
+        })
+        .expect("the failed build is told to the client");
+    assert_eq!(told["params"]["level"], "error", "{told}");
+    assert!(
+        told["params"]["data"]
+            .as_str()
+            .unwrap()
+            .contains("keeps serving"),
+        "{told}"
+    );
+    assert_eq!(greet(&mut client), "Howdy, A!");
+}

@@ -662,6 +662,12 @@ fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
     if let Some((name, message)) = told {
         gateway.tell_clients("error", name, &message);
     }
+    // The last thing a developer saw was the refusal: say when it is over.
+    if let PluginEvent::Recovered { name } = &event {
+        let message =
+            format!("plugin `{name}` is healthy again: its file is a version that serves");
+        gateway.tell_clients("notice", name, &message);
+    }
     let (event_type, name, status, fields) = match event {
         PluginEvent::Loaded {
             name,
@@ -699,6 +705,7 @@ fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
             json!({"error": reason}),
         ),
         PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
+        PluginEvent::Recovered { name } => ("plugin.recovered", name, Status::Success, Value::Null),
     };
     gateway.events.emit(event_type, &name, status, fields);
 }

@@ -105,9 +105,15 @@ impl PluginHost {
             .await;
         match loaded {
             Ok(None) => {
-                // Same bytes as the running version: a refused version in between is moot.
-                if let Some(slot) = self.slots.load().get(&name) {
-                    slot.stats.set_reload_error(None);
+                // Same bytes as the running version: a refused version in between is moot,
+                // and whoever saw it refused hears that the plugin is healthy again.
+                let recovered = self
+                    .slots
+                    .load()
+                    .get(&name)
+                    .is_some_and(|slot| slot.stats.set_reload_error(None));
+                if recovered {
+                    self.emit(PluginEvent::Recovered { name: name.clone() });
                 }
                 if let Some(old) = existing
                     .filter(|old| !old.settings.same_as(&settings) || !old.source.same_as(&source))
@@ -120,7 +126,9 @@ impl PluginHost {
                 let tools = version.tools.len();
                 let total_ms = ms(started);
                 tracing::info!(plugin = %name, tools, total_ms, "plugin {name} ready in {total_ms} ms");
-                self.install(&name, version);
+                if self.install(&name, version) {
+                    self.emit(PluginEvent::Recovered { name: name.clone() });
+                }
                 self.emit(match existing {
                     Some(_) => PluginEvent::Reloaded {
                         name,
@@ -368,21 +376,23 @@ impl PluginHost {
         )))
     }
 
-    pub(super) fn install(&self, name: &str, version: Version) {
+    /// Serves `version` from now on; `true` when it replaces a version whose last reload
+    /// had been refused.
+    pub(super) fn install(&self, name: &str, version: Version) -> bool {
         let version = Arc::new(version);
         self.forget_failure(name);
         if let Some(slot) = self.slots.load().get(name) {
             slot.set_turn_limit(turn_limit(&version.code));
             // Calls in flight keep the old version; its spare instances go now.
             self.discard(&slot.current.swap(version).pool);
-            slot.stats.set_reload_error(None);
-            return;
+            return slot.stats.set_reload_error(None);
         }
         self.slots.rcu(|slots| {
             let mut slots = BTreeMap::clone(slots);
             slots.insert(name.to_string(), Arc::new(Slot::new(version.clone())));
             slots
         });
+        false
     }
 
     pub(super) fn unload(&self, name: &str) {

@@ -210,6 +210,11 @@ pub enum PluginEvent {
     Unloaded {
         name: String,
     },
+    /// After a refused build, the plugin's file is a version that serves again (the one
+    /// serving, rebuilt as it was, or a new one).
+    Recovered {
+        name: String,
+    },
 }
 
 /// Tools one plugin may list: clients handle a few hundred tools in all, and a catalog

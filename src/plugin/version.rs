@@ -218,8 +218,9 @@ impl Stats {
         *lock(&self.last_error) = Some(reason.to_string());
     }
 
-    pub(super) fn set_reload_error(&self, reason: Option<String>) {
-        *lock(&self.reload_error) = reason;
+    /// Sets or clears why the newest file was refused; whether one was set before.
+    pub(super) fn set_reload_error(&self, reason: Option<String>) -> bool {
+        std::mem::replace(&mut *lock(&self.reload_error), reason).is_some()
     }
 }
 

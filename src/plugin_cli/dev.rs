@@ -68,6 +68,8 @@ pub fn watch(gateway: Arc<Gateway>, sources: Vec<PathBuf>) -> Option<Recommended
         }
     }
     tokio::spawn(async move {
+        // The sources whose last build failed: their next good one is announced.
+        let mut failing = vec![false; roots.len()];
         while let Some(first) = changed.recv().await {
             tokio::time::sleep(SETTLE).await;
             let mut due = vec![first];
@@ -77,14 +79,16 @@ pub fn watch(gateway: Arc<Gateway>, sources: Vec<PathBuf>) -> Option<Recommended
             due.sort_unstable();
             due.dedup();
             for i in due {
-                rebuild(&gateway, &roots[i]).await;
+                failing[i] = !rebuild(&gateway, &roots[i], failing[i]).await;
             }
         }
     });
     Some(watcher)
 }
 
-async fn rebuild(gateway: &Gateway, dir: &Path) {
+/// Rebuilds `dir`; whether it built. `was_failing`: the last build failed, so clients,
+/// whose last word was that failure, hear that it builds again.
+async fn rebuild(gateway: &Gateway, dir: &Path, was_failing: bool) -> bool {
     let started = Instant::now();
     let owned = dir.to_path_buf();
     let built = tokio::task::spawn_blocking(move || super::build::build_project(&owned))
@@ -92,10 +96,20 @@ async fn rebuild(gateway: &Gateway, dir: &Path) {
         .unwrap_or_else(|e| Err(format!("the build task failed: {e}")));
     let took = started.elapsed().as_secs_f64();
     match built {
-        Ok(wasm) => eprintln!(
-            "wasmgate dev: rebuilt {} in {took:.1} s; the gateway swaps it in once compiled",
-            wasm.display()
-        ),
+        Ok(wasm) => {
+            eprintln!(
+                "wasmgate dev: rebuilt {} in {took:.1} s; the gateway swaps it in once compiled",
+                wasm.display()
+            );
+            if was_failing {
+                let message = format!(
+                    "{}: builds again; the plugin is healthy again",
+                    dir.display()
+                );
+                gateway.tell_clients("notice", "wasmgate dev", &message);
+            }
+            true
+        }
         Err(why) => {
             let message = format!(
                 "{}: the rebuild failed after {took:.1} s; the previous version keeps serving: {why}",
@@ -103,6 +117,7 @@ async fn rebuild(gateway: &Gateway, dir: &Path) {
             );
             eprintln!("wasmgate dev: {message}");
             gateway.tell_clients("error", "wasmgate dev", &message);
+            false
         }
     }
 }

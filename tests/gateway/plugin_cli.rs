@@ -426,4 +426,18 @@ fn dev_rebuilds_an_edited_plugin_and_keeps_serving_after_a_broken_edit() {
         "{told}"
     );
     assert_eq!(greet(&mut client), "Howdy, A!");
+
+    // The fix is the version serving, rebuilt: the client hears the plugin is healthy again.
+    let howdy = text.replace("format!(\"Hello, {name}!\")", "format!(\"Howdy, {name}!\")");
+    std::fs::write(&source, howdy).unwrap();
+    let healthy = client
+        .take(BUILD_LIMIT, |m| {
+            m["method"] == "notifications/message"
+                && m["params"]["data"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("healthy again"))
+        })
+        .expect("told the plugin is healthy again");
+    assert_eq!(healthy["params"]["level"], "notice", "{healthy}");
+    assert_eq!(greet(&mut client), "Howdy, A!");
 }

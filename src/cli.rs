@@ -130,7 +130,9 @@ pub fn run(cli: Cli) -> ExitCode {
         _ => None,
     };
     // One client over stdio is served fastest on one thread; over HTTP, `[http] threads`.
-    let threads = std::env::var("WASMGATE_HTTP_THREADS").ok().and_then(|t| t.parse::<usize>().ok());
+    let threads = std::env::var("WASMGATE_HTTP_THREADS")
+        .ok()
+        .and_then(|t| t.parse::<usize>().ok());
     let runtime = match (listen.as_ref(), threads) {
         (Some(_), Some(1)) | (None, _) => tokio::runtime::Builder::new_current_thread(),
         (Some(_), Some(n)) => {

@@ -337,7 +337,10 @@ pub async fn bench(
         // SAFETY: the bench sets it before starting the process and removes it after, on
         // its only thread that reads the environment.
         unsafe { std::env::set_var("WASMGATE_HTTP_THREADS", "1") };
-        for (name, tool) in [("http-wasm-1t", "wecho__echo"), ("http-server-1t", "ex__echo")] {
+        for (name, tool) in [
+            ("http-wasm-1t", "wecho__echo"),
+            ("http-server-1t", "ex__echo"),
+        ] {
             http.push(HttpTarget::start(name, tool, &paths.gateway, &gateway_args, scratch).await?);
         }
         unsafe { std::env::remove_var("WASMGATE_HTTP_THREADS") };

@@ -117,10 +117,11 @@ pub struct Server {
     pub disabled_tools: Vec<String>,
     #[serde(default)]
     pub disabled: bool,
-    /// A remote server; accepted so that configs written for remote support parse,
-    /// skipped with a warning until it lands.
+    /// A remote server, instead of `command`.
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
+    /// "streamable-http", "sse" or "auto" (the default).
+    pub transport: Option<String>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.

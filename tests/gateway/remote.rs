@@ -1,0 +1,256 @@
+//! Remote servers over Streamable HTTP, through the real binary on loopback: a wasmgate
+//! fronting a second wasmgate (`serve --http`) that fronts the example server, so that
+//! every message crosses both hops; faults of the remote end; headers and `check`.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{Client, TIMEOUT, TestDir, config, eventually, run_cli_with_env, text};
+use crate::http_client::{HttpGateway, spawn};
+use crate::http_front::with_example;
+
+const TOKEN: &str = "an-upstream-token-0123456789";
+
+/// The inner gateway: the example server as `ex`, behind a bearer token named `outer`.
+fn inner_config() -> String {
+    with_example("[http]\ntokens = [{ name = \"outer\", token = \"${INNER_TOKEN}\" }]\n")
+}
+
+fn inner() -> HttpGateway {
+    HttpGateway::start(&inner_config(), &[("INNER_TOKEN", TOKEN)])
+}
+
+/// The outer gateway over stdio, with the inner one as the remote server `up`.
+fn outer(url: &str, extra: &[&str]) -> Client {
+    let mut lines = vec![r#"headers = { Authorization = "Bearer ${UP_TOKEN}" }"#];
+    lines.extend_from_slice(extra);
+    let dir = TestDir::new("outer");
+    let config = config().remote("up", url, &lines).render(&dir.path);
+    let path = dir.write("gateway.toml", &config);
+    let path = path.to_str().unwrap().to_string();
+    let mut client =
+        Client::spawn_with_env(&["serve", "--config", &path], dir, &[("UP_TOKEN", TOKEN)]);
+    client.initialize();
+    client
+}
+
+fn tool_names(client: &mut Client) -> Vec<String> {
+    let tools = client.result("tools/list", json!({}));
+    tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Names, calls, `isError` results, JSON-RPC errors, progress and sampling survive both
+/// hops; the header with `${UP_TOKEN}` reached the inner gateway (its event names the token).
+#[test]
+fn a_remote_gateway_serves_through_both_hops() {
+    let inner = inner();
+    let mut client = outer(&inner.url("/mcp"), &[]);
+    client.wait_ready();
+    let names = tool_names(&mut client);
+    assert!(names.contains(&"up__ex__echo".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"up__gateway_status".to_string()),
+        "{names:?}"
+    );
+
+    let echo = client.call("up__ex__echo", json!({"text": "hi"}));
+    assert_eq!(text(&echo), "hi", "{echo}");
+    let failed = client.call("up__ex__fail", json!({}));
+    assert_eq!(failed["isError"], true, "{failed}");
+    let error = client.error(
+        "tools/call",
+        json!({"name": "up__ex__error", "arguments": {"code": -32042, "message": "boom"}}),
+    );
+    assert_eq!(error["code"], -32042, "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("boom"),
+        "{error}"
+    );
+
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__ex__slow", "arguments": {"ms": 150}, "_meta": {"progressToken": "p-1"}}),
+    );
+    let (before, response) = client.until_response(&id, TIMEOUT);
+    let steps: Vec<u64> = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| {
+            assert_eq!(m["params"]["progressToken"], "p-1", "{m}");
+            m["params"]["progress"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(steps, [1, 2, 3], "{before:?}");
+    assert_eq!(text(&response["result"]), "slept 150 ms");
+
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__ex__sample", "arguments": {"prompt": "say hi"}}),
+    );
+    let asked = client.next_client_request(TIMEOUT);
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    assert_eq!(asked["params"]["messages"][0]["content"]["text"], "say hi");
+    client.respond(
+        asked["id"].clone(),
+        json!({"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "m", "stopReason": "endTurn"}),
+    );
+    let sampled = client.wait_response(&id, TIMEOUT);
+    assert_eq!(text(&sampled["result"]), "sampled", "{sampled}");
+
+    let events = client.call("up__get_events", json!({"event_type": "tool.called"}));
+    let events: Value = serde_json::from_str(text(&events)).unwrap();
+    assert_eq!(events[0]["token"], "outer", "{events}");
+
+    let status = client.status();
+    assert_eq!(status["backends"]["up"]["kind"], "remote", "{status}");
+    assert_eq!(status["backends"]["up"]["status"], "ready", "{status}");
+    assert!(
+        !client.stderr().contains(TOKEN),
+        "the token is never logged"
+    );
+}
+
+/// Killed mid-call, the call fails at once naming the server; restarted on the same
+/// port, the gateway opens a new session and the next call succeeds.
+#[test]
+fn a_remote_server_killed_and_restarted() {
+    let mut inner = inner();
+    let addr = inner.addr;
+    let mut client = outer(&inner.url("/mcp"), &[r#"timeout = "20s""#]);
+    client.wait_ready();
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__ex__slow", "arguments": {"ms": 10000}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Instant::now();
+    inner.kill();
+    let response = client.wait_response(&id, TIMEOUT);
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "at once, not at the timeout"
+    );
+    assert_eq!(response["error"]["code"], -32000, "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`up`"),
+        "{response}"
+    );
+
+    // While it is away: at once, naming it, and its tools still listed.
+    let error = client.error(
+        "tools/call",
+        json!({"name": "up__ex__echo", "arguments": {"text": "x"}}),
+    );
+    assert_eq!(error["code"], -32000, "{error}");
+    assert!(tool_names(&mut client).contains(&"up__ex__echo".to_string()));
+    let status = client.status();
+    assert!(
+        status["backends"]["up"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("reconnecting")),
+        "{status}"
+    );
+
+    let path = inner.dir.join("gateway.toml");
+    let (child, bound) = spawn(
+        &path,
+        &inner.dir,
+        &addr.to_string(),
+        &[("INNER_TOKEN", TOKEN)],
+    );
+    assert_eq!(bound, Some(addr), "{}", inner.stderr());
+    let _restarted = Restarted(child);
+    eventually(Duration::from_secs(30), "a call after the restart", || {
+        let id = client.send_request(
+            "tools/call",
+            json!({"name": "up__ex__echo", "arguments": {"text": "back"}}),
+        );
+        let response = client.wait_response(&id, TIMEOUT);
+        (response["result"]["content"][0]["text"] == "back").then_some(())
+    });
+}
+
+/// Kills the restarted inner gateway at the end of the test.
+struct Restarted(std::process::Child);
+
+impl Drop for Restarted {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An HTML error page where the MCP endpoint should be: a clear error naming the server
+/// in `gateway_status`.
+#[test]
+fn an_html_error_page_is_a_clear_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut buffer = [0u8; 4096];
+            let _ = stream.read(&mut buffer);
+            let body = "<html><body><h1>502 Bad Gateway</h1></body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let mut client = outer(&format!("http://{addr}/mcp"), &[]);
+    let last_error = eventually(TIMEOUT, "the failed start in gateway_status", || {
+        let status = client.status();
+        status["backends"]["up"]["last_error"]
+            .as_str()
+            .map(str::to_string)
+    });
+    assert!(
+        last_error.contains("502") && last_error.contains("Bad Gateway"),
+        "{last_error}"
+    );
+    let error = client.error(
+        "tools/call",
+        json!({"name": "up__anything", "arguments": {}}),
+    );
+    assert!(error["message"].is_string(), "{error}");
+}
+
+/// `check` shows the URL and header names, never a header's value.
+#[test]
+fn check_does_not_print_header_values() {
+    let dir = TestDir::new("check");
+    let config = config()
+        .remote(
+            "up",
+            "http://127.0.0.1:9/mcp",
+            &[r#"headers = { Authorization = "Bearer ${UP_TOKEN}", X-Static = "plain-secret-value" }"#],
+        )
+        .render(&dir.path);
+    let path = dir.write("gateway.toml", &config);
+    let out = run_cli_with_env(
+        &["check", "--config", path.to_str().unwrap()],
+        &dir.path,
+        &[("UP_TOKEN", TOKEN)],
+        TIMEOUT,
+    );
+    let shown = format!("{}{}", out.stdout, out.stderr);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("http://127.0.0.1:9/mcp"), "{shown}");
+    assert!(shown.contains("Authorization"), "{shown}");
+    assert!(
+        !shown.contains(TOKEN) && !shown.contains("plain-secret-value"),
+        "{shown}"
+    );
+}

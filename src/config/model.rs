@@ -159,6 +159,9 @@ pub struct HttpEndpoint {
     pub url: String,
     /// Sent on every request, `${VAR}` already expanded: secrets, never shown.
     pub headers: BTreeMap<String, String>,
+    /// Its contents are the bearer token, read again whenever the file changes (a token
+    /// that an outside process refreshes).
+    pub bearer_token_file: Option<PathBuf>,
     pub transport: HttpTransport,
 }
 

@@ -122,6 +122,10 @@ pub struct Server {
     pub headers: Option<BTreeMap<String, String>>,
     /// "streamable-http", "sse" or "auto" (the default).
     pub transport: Option<String>,
+    /// `Authorization: Bearer` with the value of this environment variable.
+    pub bearer_token_env: Option<String>,
+    /// `Authorization: Bearer` with this file's contents, read again when it changes.
+    pub bearer_token_file: Option<String>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.

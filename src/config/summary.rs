@@ -84,11 +84,15 @@ impl Config {
                         writeln!(out, "    env {}", names.join(", "))?;
                     }
                 }
-                ServerTransport::Http(h) if !h.headers.is_empty() => {
-                    let names: Vec<&str> = h.headers.keys().map(String::as_str).collect();
-                    writeln!(out, "    headers {} (values not shown)", names.join(", "))?;
+                ServerTransport::Http(h) => {
+                    if !h.headers.is_empty() {
+                        let names: Vec<&str> = h.headers.keys().map(String::as_str).collect();
+                        writeln!(out, "    headers {} (values not shown)", names.join(", "))?;
+                    }
+                    if let Some(file) = &h.bearer_token_file {
+                        writeln!(out, "    bearer token from {}", file.display())?;
+                    }
                 }
-                ServerTransport::Http(_) => {}
             }
             write_filter(out, &s.tool_filter)?;
         }

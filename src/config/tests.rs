@@ -1013,6 +1013,46 @@ fn every_validation_error_is_reported_in_file_order() {
 }
 
 #[test]
+fn remote_servers_take_a_url_headers_and_tokens() {
+    let base = scratch();
+    let text = "[servers.a]\nurl = \"https://example.test/mcp\"\nbearer_token_env = \"MY_TOKEN\"\ntransport = \"sse\"\n\
+                [servers.b]\nurl = \"http://127.0.0.1:1/mcp\"\nbearer_token_file = \"token\"\n";
+    let config = toml(text, &base).unwrap();
+    let ServerTransport::Http(a) = &config.servers["a"].transport else {
+        panic!("a is remote")
+    };
+    assert_eq!(a.headers["Authorization"], "Bearer s3cret");
+    assert_eq!(a.transport, HttpTransport::Sse);
+    let ServerTransport::Http(b) = &config.servers["b"].transport else {
+        panic!("b is remote")
+    };
+    assert_eq!(b.bearer_token_file, Some(base.join("token")));
+    assert_eq!(b.transport, HttpTransport::Auto);
+
+    for (entry, problem) in [
+        (
+            "url = \"ftp://example.test/\"",
+            "is not an http:// or https:// URL",
+        ),
+        (
+            "url = \"https://example.test/\"\ncommand = \"x\"",
+            "has both a command and a url",
+        ),
+        (
+            "url = \"https://example.test/\"\ntransport = \"ws\"",
+            "unknown transport",
+        ),
+        (
+            "url = \"https://example.test/\"\nheaders = { \"A B\" = \"v\" }",
+            "is not a valid HTTP header",
+        ),
+    ] {
+        let err = toml(&format!("[servers.c]\n{entry}\n"), &base).unwrap_err();
+        assert!(err.to_string().contains(problem), "{entry}: {err}");
+    }
+}
+
+#[test]
 fn self_referencing_servers_are_skipped_with_warnings() {
     let base = scratch();
     let text = "[servers.docs]\nurl = \"https://example.test/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n\

@@ -25,8 +25,12 @@ fn inner() -> HttpGateway {
 fn outer(url: &str, extra: &[&str]) -> Client {
     let mut lines = vec![r#"headers = { Authorization = "Bearer ${UP_TOKEN}" }"#];
     lines.extend_from_slice(extra);
-    let dir = TestDir::new("outer");
-    let config = config().remote("up", url, &lines).render(&dir.path);
+    outer_in(TestDir::new("outer"), url, &lines)
+}
+
+/// The outer gateway in `dir`, its `up` entry's lines after `url` being `lines`.
+fn outer_in(dir: TestDir, url: &str, lines: &[&str]) -> Client {
+    let config = config().remote("up", url, lines).render(&dir.path);
     let path = dir.write("gateway.toml", &config);
     let path = path.to_str().unwrap().to_string();
     let mut client =
@@ -177,6 +181,31 @@ fn a_remote_server_killed_and_restarted() {
         let response = client.wait_response(&id, TIMEOUT);
         (response["result"]["content"][0]["text"] == "back").then_some(())
     });
+}
+
+/// A token in `bearer_token_file` is read again when the file changes: refused at first
+/// (401 named in `gateway_status`), the session opens once the right token is written.
+#[test]
+fn a_bearer_token_file_is_read_again_when_it_changes() {
+    let inner = inner();
+    let dir = TestDir::new("outer");
+    let file = dir.write("token", "a-wrong-token-0123456789\n");
+    let mut client = outer_in(
+        dir,
+        &inner.url("/mcp"),
+        &[r#"bearer_token_file = "{dir}/token""#],
+    );
+    let last_error = eventually(TIMEOUT, "the refusal in gateway_status", || {
+        let status = client.status();
+        status["backends"]["up"]["last_error"]
+            .as_str()
+            .map(str::to_string)
+    });
+    assert!(last_error.contains("401"), "{last_error}");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    client.wait_ready();
+    let echo = client.call("up__ex__echo", json!({"text": "in"}));
+    assert_eq!(text(&echo), "in", "{echo}");
 }
 
 /// Kills the restarted inner gateway at the end of the test.

@@ -30,6 +30,7 @@ pub(super) struct Connection {
     client: Arc<HttpClient>,
     uri: http::Uri,
     headers: http::HeaderMap,
+    token_file: Option<TokenFile>,
     session: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     next_id: AtomicU64,
@@ -64,6 +65,7 @@ impl Connection {
             client,
             uri,
             headers,
+            token_file: endpoint.bearer_token_file.clone().map(TokenFile::new),
             session: Mutex::new(None),
             version: Mutex::new(None),
             next_id: AtomicU64::new(1),
@@ -144,6 +146,11 @@ impl Connection {
             .body(Body::new(body.unwrap_or_default().into()))
             .expect("valid parts");
         request.headers_mut().extend(self.headers.clone());
+        if let Some(token) = self.token_file.as_ref().and_then(TokenFile::header) {
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, token);
+        }
         request
     }
 
@@ -487,6 +494,39 @@ impl Drop for CancelGuard<'_> {
                 Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
             );
         }
+    }
+}
+
+/// A bearer token kept in a file: read again when its modification time changes.
+struct TokenFile {
+    path: std::path::PathBuf,
+    read: Mutex<Option<(std::time::SystemTime, http::HeaderValue)>>,
+}
+
+impl TokenFile {
+    fn new(path: std::path::PathBuf) -> Self {
+        TokenFile {
+            path,
+            read: Mutex::new(None),
+        }
+    }
+
+    fn header(&self) -> Option<http::HeaderValue> {
+        let modified = std::fs::metadata(&self.path).and_then(|m| m.modified());
+        let mut read = self.read.lock().unwrap();
+        match (&*read, &modified) {
+            (Some((at, value)), Ok(now)) if at == now => return Some(value.clone()),
+            (_, Err(err)) => {
+                tracing::warn!(path = %self.path.display(), "cannot read the bearer token file: {err}");
+                return read.as_ref().map(|(_, value)| value.clone());
+            }
+            _ => {}
+        }
+        let token = std::fs::read_to_string(&self.path).ok()?;
+        let mut value = http::HeaderValue::from_str(&format!("Bearer {}", token.trim())).ok()?;
+        value.set_sensitive(true);
+        *read = Some((modified.ok()?, value.clone()));
+        Some(value)
     }
 }
 

@@ -85,6 +85,8 @@ impl Ctx<'_> {
                 }
                 .to_string()
             }),
+            bearer_token_env: None,
+            bearer_token_file: None,
             url: entry.url.filter(|_| remote),
             headers: entry.headers.filter(|_| remote),
         })
@@ -163,6 +165,18 @@ impl Ctx<'_> {
             }
             headers.insert(key.clone(), value);
         }
+        if let Some(var) = &raw.bearer_token_env {
+            let token = self.expand(
+                &format!("${{{var}}}"),
+                &[s, name, "bearer_token_env"],
+                strict,
+            );
+            headers.insert("Authorization".into(), format!("Bearer {}", token.trim()));
+        }
+        let bearer_token_file = raw
+            .bearer_token_file
+            .as_deref()
+            .and_then(|file| self.path(file, &[s, name, "bearer_token_file"], strict));
         let transport = match raw.transport.as_deref() {
             None | Some("auto") => HttpTransport::Auto,
             Some("streamable-http" | "streamableHttp" | "http") => HttpTransport::StreamableHttp,
@@ -180,6 +194,7 @@ impl Ctx<'_> {
         Some(HttpEndpoint {
             url,
             headers,
+            bearer_token_file,
             transport,
         })
     }

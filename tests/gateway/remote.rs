@@ -283,3 +283,89 @@ fn check_does_not_print_header_values() {
         "{shown}"
     );
 }
+
+/// The reference "everything" server in its Streamable HTTP mode, killed when dropped.
+struct Everything(std::process::Child);
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `mcp-server-everything streamableHttp` on a free port; its `/mcp` URL.
+fn everything_over_http(dir: &TestDir) -> Option<(Everything, String)> {
+    let command = crate::third_party::everything_server()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = dir.join("everything.stderr");
+    let child = std::process::Command::new(command)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the everything server");
+    let server = Everything(child);
+    eventually(TIMEOUT, "the everything server to listen", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("listening").then_some(())
+    });
+    Some((server, format!("http://127.0.0.1:{port}/mcp")))
+}
+
+/// The reference server over Streamable HTTP: its lists (tools it adds after seeing the
+/// gateway's capabilities arrive with list_changed), calls, progress and sampling.
+#[test]
+fn the_everything_server_over_streamable_http() {
+    let dir = TestDir::new("everything");
+    let Some((_server, url)) = everything_over_http(&dir) else {
+        return;
+    };
+    let mut client = outer_in(
+        TestDir::new("outer"),
+        &url,
+        &[r#"transport = "streamable-http""#],
+    );
+    client.wait_ready();
+    let echo = client.call("up__echo", json!({"message": "over http"}));
+    assert_eq!(text(&echo), "Echo: over http", "{echo}");
+
+    crate::third_party::wait_for_tool(&mut client, "up__trigger-long-running-operation");
+    let result = client.result(
+        "tools/call",
+        json!({"name": "up__trigger-long-running-operation", "arguments": {"duration": 1, "steps": 3},
+               "_meta": {"progressToken": "every-progress"}}),
+    );
+    assert!(text(&result).contains("completed"), "{result}");
+    let progress = client.next_notification("notifications/progress", Duration::from_secs(5));
+    assert_eq!(
+        progress["params"]["progressToken"], "every-progress",
+        "{progress}"
+    );
+
+    crate::third_party::wait_for_tool(&mut client, "up__trigger-sampling-request");
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__trigger-sampling-request", "arguments": {"prompt": "what is 2+2", "maxTokens": 20}}),
+    );
+    // It asks for the client's roots (on its GET stream) as well.
+    let request = loop {
+        let request = client.next_client_request(TIMEOUT);
+        if request["method"] != "roots/list" {
+            break request;
+        }
+        client.respond(request["id"].clone(), json!({"roots": []}));
+    };
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    client.respond(
+        request["id"].clone(),
+        json!({"role": "assistant", "content": {"type": "text", "text": "four"}, "model": "test", "stopReason": "endTurn"}),
+    );
+    let response = client.wait_response(&id, TIMEOUT);
+    assert!(text(&response["result"]).contains("four"), "{response}");
+}

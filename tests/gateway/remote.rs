@@ -183,6 +183,41 @@ fn a_remote_server_killed_and_restarted() {
     });
 }
 
+/// A call past its timeout fails with the timeout error, and the remote server is told
+/// with `notifications/cancelled` (the inner gateway records the call as cancelled).
+#[test]
+fn a_timed_out_call_is_cancelled_on_the_remote_server() {
+    let inner = inner();
+    let mut client = outer(
+        &inner.url("/mcp"),
+        &[r#"tool_timeouts = { "ex__slow" = "300ms" }"#],
+    );
+    client.wait_ready();
+    let started = Instant::now();
+    let error = client.error(
+        "tools/call",
+        json!({"name": "up__ex__slow", "arguments": {"ms": 5000}}),
+    );
+    assert_eq!(error["code"], -32001, "{error}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    eventually(
+        TIMEOUT,
+        "the inner gateway to record the cancellation",
+        || {
+            let events = client.call("up__get_events", json!({"event_type": "tool.called"}));
+            let events: Value = serde_json::from_str(text(&events)).ok()?;
+            let slow = events
+                .as_array()?
+                .iter()
+                .find(|e| e["tool"] == "ex__slow")?
+                .clone();
+            (slow["cancelled"] == true).then_some(())
+        },
+    );
+    let echo = client.call("up__ex__echo", json!({"text": "still here"}));
+    assert_eq!(text(&echo), "still here", "{echo}");
+}
+
 /// A token in `bearer_token_file` is read again when the file changes: refused at first
 /// (401 named in `gateway_status`), the session opens once the right token is written.
 #[test]

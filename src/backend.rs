@@ -59,7 +59,12 @@ pub enum BackendError {
     #[error("server `{server}` is unreachable: {reason}")]
     Unreachable { server: String, reason: String },
     #[error("server `{server}` answered over HTTP with {detail}")]
-    Http { server: String, detail: String },
+    Http {
+        server: String,
+        /// The HTTP status, when that is what was wrong (else 0).
+        status: u16,
+        detail: String,
+    },
     #[error(
         "server `{server}` is not reading its stdin ({} MiB waiting for it); the request was not sent",
         .backlog >> 20

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use super::common::{Common, stop_requested};
-use super::mcp_client::{self, Upstream};
-use super::{BackendError, BackendEvent, BackendState, ListKind, Responder};
+use super::mcp_client::{self, HandshakeError, Upstream};
+use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind, Responder};
 use crate::config::{HttpEndpoint, HttpTransport, ServerConfig, ServerTransport};
 use crate::protocol::{self, Message};
 use crate::telemetry::events::{EventLog, Status};
@@ -162,31 +162,14 @@ impl RemoteBackend {
     ) -> (Result<(), String>, bool) {
         let name = &self.name;
         let endpoint = self.endpoint();
-        if endpoint.transport == HttpTransport::Sse {
-            return (
-                Err(
-                    "the legacy SSE transport is not supported yet; use a Streamable HTTP endpoint"
-                        .into(),
-                ),
-                false,
-            );
-        }
-        let connection = match Connection::new(name, &endpoint, self.to_gateway.clone()) {
-            Ok(connection) => connection,
-            Err(reason) => return (Err(reason), false),
-        };
         let begun = Instant::now();
-        let handshake = tokio::select! {
-            r = mcp_client::handshake(&*connection, name, self.init_timeout) => r.map_err(|e| e.to_string()),
+        let opened = tokio::select! {
+            r = self.open_any(&endpoint) => r,
             _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
         };
-        let discovered = match handshake {
-            Ok(discovered) => discovered,
-            Err(reason) => {
-                connection.close(Closed::Stopped);
-                connection.delete().await;
-                return (Err(reason), false);
-            }
+        let (connection, discovered) = match opened {
+            Ok(opened) => opened,
+            Err(reason) => return (Err(reason), false),
         };
         self.discovered.store(Arc::new(discovered));
         self.connection.store(Some(connection.clone()));
@@ -219,5 +202,62 @@ impl RemoteBackend {
         };
         listener.abort();
         (outcome, true)
+    }
+}
+
+impl RemoteBackend {
+    /// A session over the transport the entry names; with `auto`, Streamable HTTP and then,
+    /// when the server refuses its `initialize` with a 4xx, the legacy SSE transport.
+    async fn open_any(
+        &self,
+        endpoint: &HttpEndpoint,
+    ) -> Result<(Arc<Connection>, Discovered), String> {
+        let opened = match endpoint.transport {
+            HttpTransport::Sse => self.open(endpoint, true).await,
+            HttpTransport::StreamableHttp => self.open(endpoint, false).await,
+            HttpTransport::Auto => match self.open(endpoint, false).await {
+                Err((reason, true)) => {
+                    tracing::info!(server = %self.name, "Streamable HTTP refused ({reason}); trying the legacy SSE transport");
+                    self.open(endpoint, true).await.map_err(|(legacy, _)| {
+                        (
+                            format!("{reason}; over the legacy SSE transport: {legacy}"),
+                            false,
+                        )
+                    })
+                }
+                other => other,
+            },
+        };
+        opened.map_err(|(reason, _)| reason)
+    }
+
+    /// A connection and its handshake. On failure: why, and whether the server refused
+    /// the `initialize` POST itself (a 4xx: it may speak the legacy transport).
+    async fn open(
+        &self,
+        endpoint: &HttpEndpoint,
+        legacy: bool,
+    ) -> Result<(Arc<Connection>, Discovered), (String, bool)> {
+        let connection = Connection::new(&self.name, endpoint, self.to_gateway.clone())
+            .map_err(|reason| (reason, false))?;
+        if legacy && let Err(err) = connection.open_legacy(self.init_timeout).await {
+            connection.close(Closed::Stopped);
+            return Err((err.to_string(), false));
+        }
+        match mcp_client::handshake(&*connection, &self.name, self.init_timeout).await {
+            Ok(discovered) => Ok((connection, discovered)),
+            Err(err) => {
+                let refused = matches!(
+                    &err,
+                    HandshakeError::Initialize(BackendError::Http {
+                        status: 400..=499,
+                        ..
+                    })
+                );
+                connection.close(Closed::Stopped);
+                connection.delete().await;
+                Err((err.to_string(), refused))
+            }
+        }
     }
 }

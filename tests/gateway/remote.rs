@@ -120,6 +120,50 @@ fn a_remote_gateway_serves_through_both_hops() {
     );
 }
 
+/// Over the legacy HTTP+SSE transport, named or found by `auto` after the server refused
+/// a Streamable HTTP `initialize`: calls, progress and sampling survive both hops.
+#[test]
+fn a_remote_gateway_over_the_legacy_sse_transport() {
+    let inner = inner();
+    for transport in ["sse", "auto"] {
+        let line = format!("transport = \"{transport}\"");
+        let mut client = outer(&inner.url("/sse"), &[&line]);
+        client.wait_ready();
+        let echo = client.call("up__ex__echo", json!({"text": transport}));
+        assert_eq!(text(&echo), transport, "{echo}");
+        let id = client.send_request(
+            "tools/call",
+            json!({"name": "up__ex__slow", "arguments": {"ms": 100}, "_meta": {"progressToken": 7}}),
+        );
+        let (before, response) = client.until_response(&id, TIMEOUT);
+        assert!(
+            before
+                .iter()
+                .any(|m| m["method"] == "notifications/progress"),
+            "{transport}: {before:?}"
+        );
+        assert_eq!(text(&response["result"]), "slept 100 ms");
+        let id = client.send_request(
+            "tools/call",
+            json!({"name": "up__ex__sample", "arguments": {"prompt": "legacy"}}),
+        );
+        let asked = client.next_client_request(TIMEOUT);
+        client.respond(
+            asked["id"].clone(),
+            json!({"role": "assistant", "content": {"type": "text", "text": "old"}, "model": "m"}),
+        );
+        let sampled = client.wait_response(&id, TIMEOUT);
+        assert_eq!(text(&sampled["result"]), "old", "{transport}: {sampled}");
+        if transport == "auto" {
+            assert!(
+                client.stderr().contains("trying the legacy SSE transport"),
+                "{}",
+                client.stderr()
+            );
+        }
+    }
+}
+
 /// Killed mid-call, the call fails at once naming the server; restarted on the same
 /// port, the gateway opens a new session and the next call succeeds.
 #[test]
@@ -329,8 +373,8 @@ impl Drop for Everything {
     }
 }
 
-/// Starts `mcp-server-everything streamableHttp` on a free port; its `/mcp` URL.
-fn everything_over_http(dir: &TestDir) -> Option<(Everything, String)> {
+/// Starts `mcp-server-everything MODE` (`streamableHttp`, `sse`) on a free port; its URL.
+fn everything_over_http(dir: &TestDir, mode: &str) -> Option<(Everything, String)> {
     let command = crate::third_party::everything_server()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -339,7 +383,7 @@ fn everything_over_http(dir: &TestDir) -> Option<(Everything, String)> {
         .port();
     let log = dir.join("everything.stderr");
     let child = std::process::Command::new(command)
-        .arg("streamableHttp")
+        .arg(mode)
         .env("PORT", port.to_string())
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -348,24 +392,32 @@ fn everything_over_http(dir: &TestDir) -> Option<(Everything, String)> {
     let server = Everything(child);
     eventually(TIMEOUT, "the everything server to listen", || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        text.contains("listening").then_some(())
+        (text.contains("listening") || text.contains("running")).then_some(())
     });
-    Some((server, format!("http://127.0.0.1:{port}/mcp")))
+    let path = if mode == "sse" { "sse" } else { "mcp" };
+    Some((server, format!("http://127.0.0.1:{port}/{path}")))
 }
 
 /// The reference server over Streamable HTTP: its lists (tools it adds after seeing the
 /// gateway's capabilities arrive with list_changed), calls, progress and sampling.
 #[test]
 fn the_everything_server_over_streamable_http() {
+    everything_through_the_gateway("streamableHttp", "streamable-http");
+}
+
+/// The same over its legacy SSE mode, found by `auto`.
+#[test]
+fn the_everything_server_over_sse() {
+    everything_through_the_gateway("sse", "auto");
+}
+
+fn everything_through_the_gateway(mode: &str, transport: &str) {
     let dir = TestDir::new("everything");
-    let Some((_server, url)) = everything_over_http(&dir) else {
+    let Some((_server, url)) = everything_over_http(&dir, mode) else {
         return;
     };
-    let mut client = outer_in(
-        TestDir::new("outer"),
-        &url,
-        &[r#"transport = "streamable-http""#],
-    );
+    let line = format!("transport = \"{transport}\"");
+    let mut client = outer_in(TestDir::new("outer"), &url, &[&line]);
     client.wait_ready();
     let echo = client.call("up__echo", json!({"message": "over http"}));
     assert_eq!(text(&echo), "Echo: over http", "{echo}");

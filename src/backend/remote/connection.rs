@@ -12,6 +12,8 @@ use super::sse::SseReader;
 use super::*;
 use crate::protocol::methods;
 
+mod legacy;
+
 /// Longest error page text quoted in an error.
 const SHOWN: usize = 200;
 
@@ -30,6 +32,8 @@ pub(super) struct Connection {
     client: Arc<HttpClient>,
     uri: http::Uri,
     headers: http::HeaderMap,
+    /// Set once the legacy transport's stream named its endpoint.
+    legacy: Mutex<Option<legacy::Legacy>>,
     token_file: Option<TokenFile>,
     session: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
@@ -65,6 +69,7 @@ impl Connection {
             client,
             uri,
             headers,
+            legacy: Mutex::new(None),
             token_file: endpoint.bearer_token_file.clone().map(TokenFile::new),
             session: Mutex::new(None),
             version: Mutex::new(None),
@@ -120,14 +125,17 @@ impl Connection {
 
     /// A request with the session's headers.
     fn build(&self, method: http::Method, body: Option<String>) -> http::Request<Body> {
+        let path = match self.legacy_path() {
+            Some(path) if method == http::Method::POST => path,
+            _ => self
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string(),
+        };
         let mut request = http::Request::builder()
             .method(method)
-            .uri(
-                self.uri
-                    .path_and_query()
-                    .map_or("/", |p| p.as_str())
-                    .to_string(),
-            )
+            .uri(path)
             .header(
                 http::header::HOST,
                 self.uri.authority().map_or("", |a| a.as_str()),
@@ -233,6 +241,9 @@ impl Connection {
             .wait_for(|sent| *sent >= queued)
             .await;
         let body = protocol::request(id.into(), method, params).to_string();
+        if self.legacy.lock().unwrap().is_some() {
+            return self.exchange_legacy(id, body).await;
+        }
         let (response, lease) = self
             .send(self.build(http::Method::POST, Some(body)))
             .await?;
@@ -251,7 +262,10 @@ impl Connection {
         let content_type = content_type(&response);
         if !status.is_success() {
             let text = read_text(response.into_body()).await;
-            return Err(self.http_error(format!("status {status}: {}", shown(&text))));
+            return Err(self.http_error(
+                status.as_u16(),
+                format!("status {status}: {}", shown(&text)),
+            ));
         }
         if content_type == "text/event-stream" {
             let mut events = SseReader::new(response.into_body());
@@ -279,22 +293,27 @@ impl Connection {
             Err(err) => return Err(self.broken(format!("the answer broke off: {err}"))),
         };
         if content_type != "application/json" {
-            return Err(self.http_error(format!(
-                "status {status} and content type `{content_type}`, not JSON-RPC: {}",
-                shown(&text)
-            )));
+            return Err(self.http_error(
+                0,
+                format!(
+                    "status {status} and content type `{content_type}`, not JSON-RPC: {}",
+                    shown(&text)
+                ),
+            ));
         }
         self.incoming(&text, Some(id)).unwrap_or_else(|| {
-            Err(self.http_error(format!(
-                "JSON that holds no answer to the request: {}",
-                shown(&text)
-            )))
+            Err(self.http_error(
+                0,
+                format!("JSON that holds no answer to the request: {}", shown(&text)),
+            ))
         })
     }
 
-    fn http_error(&self, detail: String) -> BackendError {
+    /// `status` is 0 when the fault is not the HTTP status.
+    fn http_error(&self, status: u16, detail: String) -> BackendError {
         BackendError::Http {
             server: self.server.clone(),
+            status,
             detail,
         }
     }
@@ -313,10 +332,10 @@ impl Connection {
             Ok(value) => value,
             Err(err) => {
                 return waiting.map(|_| {
-                    Err(self.http_error(format!(
-                        "a message that is not JSON ({err}): {}",
-                        shown(text)
-                    )))
+                    Err(self.http_error(
+                        0,
+                        format!("a message that is not JSON ({err}): {}", shown(text)),
+                    ))
                 });
             }
         };
@@ -327,20 +346,20 @@ impl Connection {
         let mut answer = None;
         for message in messages {
             match protocol::parse_message(message) {
-                Ok(Message::Response { id, result })
-                    if id.as_u64().is_some() && id.as_u64() == waiting =>
-                {
-                    answer = Some(match result {
+                Ok(Message::Response { id, result }) => {
+                    let result = match result {
                         Ok(value) => serde_json::value::to_raw_value(&value)
-                            .map_err(|e| self.http_error(format!("an unreadable result: {e}"))),
+                            .map_err(|e| self.http_error(0, format!("an unreadable result: {e}"))),
                         Err(error) => Err(BackendError::Rpc {
                             server: self.server.clone(),
                             error,
                         }),
-                    });
-                }
-                Ok(Message::Response { id, .. }) => {
-                    tracing::debug!(server = %self.server, %id, "an answer to no request waiting for one; ignored")
+                    };
+                    if id.as_u64().is_some() && id.as_u64() == waiting {
+                        answer = Some(result);
+                    } else if !self.complete_legacy(&id, result) {
+                        tracing::debug!(server = %self.server, %id, "an answer to no request waiting for one; ignored")
+                    }
                 }
                 Ok(Message::Notification { method, params }) => {
                     let _ = self.to_gateway.send(BackendEvent::Notification {
@@ -393,6 +412,10 @@ impl Connection {
     /// session ends; reopened after a drop, resumed from the last event seen. Returns at
     /// once when the server offers none (405).
     pub(super) async fn listen(self: Arc<Self>) {
+        // The legacy transport's one stream is read already.
+        if self.legacy_path().is_some() {
+            return;
+        }
         let mut last_id: Option<String> = None;
         let mut backoff = Duration::from_millis(100);
         while self.closed.borrow().is_none() {

@@ -68,8 +68,37 @@ impl RemoteBackend {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Box<RawValue>, BackendError> {
+        let started = tokio::time::Instant::now();
+        let connection = self.ready_connection()?;
+        let result = connection
+            .request_raw(method, params.clone(), timeout)
+            .await;
+        if !(result.is_err() && connection.expired()) {
+            return result;
+        }
+        // The server forgot the session, so the request never ran: it goes once more on
+        // the new session (initialized, and what clients asked restored, first).
+        let deadline = started + timeout;
+        let mut state = self.state.subscribe();
+        let renewed = tokio::time::timeout_at(
+            deadline,
+            state.wait_for(|s| {
+                *s == BackendState::Ready
+                    && self
+                        .connection
+                        .load()
+                        .as_ref()
+                        .is_some_and(|c| !Arc::ptr_eq(c, &connection))
+            }),
+        )
+        .await
+        .is_ok_and(|r| r.is_ok());
+        if !renewed {
+            return result;
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         self.ready_connection()?
-            .request_raw(method, params, timeout)
+            .request_raw(method, params, left)
             .await
     }
 

@@ -17,6 +17,9 @@ mod legacy;
 /// Longest error page text quoted in an error.
 const SHOWN: usize = 200;
 
+/// Why a session ended when the server forgot it.
+pub(super) const SESSION_ENDED: &str = "the server ended the session (404); starting a new one";
+
 /// Why a session ended, for the supervisor and for requests in flight.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Closed {
@@ -109,6 +112,11 @@ impl Connection {
             server: self.server.clone(),
             reason,
         }
+    }
+
+    /// Whether the server forgot this session (a request it answered 404 never ran).
+    pub(super) fn expired(&self) -> bool {
+        *self.closed.borrow() == Some(Closed::Broken(SESSION_ENDED.into()))
     }
 
     fn gone(&self) -> BackendError {
@@ -255,9 +263,7 @@ impl Connection {
         }
         let status = response.status();
         if status == http::StatusCode::NOT_FOUND && self.session.lock().unwrap().is_some() {
-            return Err(
-                self.broken("the server ended the session (404); starting a new one".into())
-            );
+            return Err(self.broken(SESSION_ENDED.into()));
         }
         let content_type = content_type(&response);
         if !status.is_success() {
@@ -435,9 +441,7 @@ impl Connection {
             };
             let status = response.status();
             if status == http::StatusCode::NOT_FOUND && self.session.lock().unwrap().is_some() {
-                self.close(Closed::Broken(
-                    "the server ended the session (404); starting a new one".into(),
-                ));
+                self.close(Closed::Broken(SESSION_ENDED.into()));
                 return;
             }
             if !status.is_success() || content_type(&response) != "text/event-stream" {

@@ -111,6 +111,22 @@ fn a_remote_gateway_serves_through_both_hops() {
     let events: Value = serde_json::from_str(text(&events)).unwrap();
     assert_eq!(events[0]["token"], "outer", "{events}");
 
+    // A list change of the example server crosses both hops (the inner gateway sends it on
+    // its GET stream); the outer gateway fetches the list again.
+    assert_eq!(
+        text(&client.call("up__ex__notify_changed", json!({}))),
+        "changed"
+    );
+    eventually(TIMEOUT, "up__ex__late_tool to be listed", || {
+        client.try_notification(
+            "notifications/tools/list_changed",
+            Duration::from_millis(200),
+        );
+        tool_names(&mut client)
+            .contains(&"up__ex__late_tool".to_string())
+            .then_some(())
+    });
+
     let status = client.status();
     assert_eq!(status["backends"]["up"]["kind"], "remote", "{status}");
     assert_eq!(status["backends"]["up"]["status"], "ready", "{status}");
@@ -225,6 +241,10 @@ fn a_remote_server_killed_and_restarted() {
         let response = client.wait_response(&id, TIMEOUT);
         (response["result"]["content"][0]["text"] == "back").then_some(())
     });
+    for event in ["backend.disconnected", "backend.reconnected"] {
+        let events = client.call("get_events", json!({"event_type": event}));
+        assert!(text(&events).contains("\"up\""), "{event}: {events}");
+    }
 }
 
 /// A call past its timeout fails with the timeout error, and the remote server is told

@@ -162,6 +162,8 @@ pub struct HttpEndpoint {
     /// Its contents are the bearer token, read again whenever the file changes (a token
     /// that an outside process refreshes).
     pub bearer_token_file: Option<PathBuf>,
+    /// PEM certificates trusted besides the webpki roots (a private CA), read at each connect.
+    pub ca_file: Option<PathBuf>,
     pub transport: HttpTransport,
 }
 

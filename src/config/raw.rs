@@ -126,6 +126,8 @@ pub struct Server {
     pub bearer_token_env: Option<String>,
     /// `Authorization: Bearer` with this file's contents, read again when it changes.
     pub bearer_token_file: Option<String>,
+    /// PEM certificates trusted besides the webpki roots (a private CA).
+    pub ca_file: Option<String>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.

@@ -92,6 +92,9 @@ impl Config {
                     if let Some(file) = &h.bearer_token_file {
                         writeln!(out, "    bearer token from {}", file.display())?;
                     }
+                    if let Some(file) = &h.ca_file {
+                        writeln!(out, "    trusts the CA certificates in {}", file.display())?;
+                    }
                 }
             }
             write_filter(out, &s.tool_filter)?;

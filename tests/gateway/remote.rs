@@ -39,6 +39,16 @@ fn outer_in(dir: TestDir, url: &str, lines: &[&str]) -> Client {
     client
 }
 
+/// The `up` server's `last_error` in `gateway_status`, once it has one.
+fn last_error(client: &mut Client) -> String {
+    eventually(TIMEOUT, "a last_error for `up` in gateway_status", || {
+        let status = client.status();
+        status["backends"]["up"]["last_error"]
+            .as_str()
+            .map(str::to_string)
+    })
+}
+
 fn tool_names(client: &mut Client) -> Vec<String> {
     let tools = client.result("tools/list", json!({}));
     tools["tools"]
@@ -282,6 +292,108 @@ fn a_timed_out_call_is_cancelled_on_the_remote_server() {
     assert_eq!(text(&echo), "still here", "{echo}");
 }
 
+/// HTTPS to a server whose certificate a private CA signed: refused with the webpki roots
+/// alone, served once `ca_file` trusts it.
+#[test]
+fn https_with_a_private_ca() {
+    let certs = TestDir::new("tls");
+    make_ca_and_certificate(&certs);
+    let cert = certs.join("cert.pem");
+    let extra = format!(
+        "[http]\ntls_cert = {}\ntls_key = {}",
+        crate::harness::toml_str(cert.to_str().unwrap()),
+        crate::harness::toml_str(certs.join("key.pem").to_str().unwrap()),
+    );
+    let inner = HttpGateway::start(&with_example(&extra), &[]);
+    let url = format!("https://localhost:{}/mcp", inner.addr.port());
+
+    let mut refused = outer_in(TestDir::new("outer"), &url, &[]);
+    let last_error = last_error(&mut refused);
+    assert!(last_error.contains("TLS"), "{last_error}");
+
+    let line = format!(
+        "ca_file = {}",
+        crate::harness::toml_str(certs.join("ca.pem").to_str().unwrap())
+    );
+    let mut client = outer_in(TestDir::new("outer"), &url, &[&line]);
+    client.wait_ready();
+    let echo = client.call("up__ex__echo", json!({"text": "over tls"}));
+    assert_eq!(text(&echo), "over tls", "{echo}");
+}
+
+/// A private CA (`ca.pem`) and a certificate it signed for `localhost` and 127.0.0.1
+/// (`cert.pem`, `key.pem`), made by openssl in `certs`.
+fn make_ca_and_certificate(certs: &TestDir) {
+    let openssl = |args: &[&str]| {
+        let status = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&certs.path)
+            .stdout(std::process::Stdio::null())
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "openssl {args:?}");
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-days",
+                "1",
+                "-subj",
+                "/CN=wasmgate test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req", "-new"],
+            &ec[..],
+            &[
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "key.pem",
+                "-out",
+                "cert.csr",
+            ],
+        ]
+        .concat(),
+    );
+    certs.write(
+        "ext.cnf",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    );
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "cert.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext.cnf",
+        "-out",
+        "cert.pem",
+    ]);
+}
+
 /// A token in `bearer_token_file` is read again when the file changes: refused at first
 /// (401 named in `gateway_status`), the session opens once the right token is written.
 #[test]
@@ -294,12 +406,7 @@ fn a_bearer_token_file_is_read_again_when_it_changes() {
         &inner.url("/mcp"),
         &[r#"bearer_token_file = "{dir}/token""#],
     );
-    let last_error = eventually(TIMEOUT, "the refusal in gateway_status", || {
-        let status = client.status();
-        status["backends"]["up"]["last_error"]
-            .as_str()
-            .map(str::to_string)
-    });
+    let last_error = last_error(&mut client);
     assert!(last_error.contains("401"), "{last_error}");
     std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
     client.wait_ready();
@@ -338,12 +445,7 @@ fn an_html_error_page_is_a_clear_error() {
         }
     });
     let mut client = outer(&format!("http://{addr}/mcp"), &[]);
-    let last_error = eventually(TIMEOUT, "the failed start in gateway_status", || {
-        let status = client.status();
-        status["backends"]["up"]["last_error"]
-            .as_str()
-            .map(str::to_string)
-    });
+    let last_error = last_error(&mut client);
     assert!(
         last_error.contains("502") && last_error.contains("Bad Gateway"),
         "{last_error}"

@@ -40,7 +40,11 @@ impl Lease {
 }
 
 impl HttpClient {
-    pub(super) fn new(uri: &http::Uri) -> Result<Arc<Self>, String> {
+    /// `ca_file`: PEM certificates trusted besides the webpki roots.
+    pub(super) fn new(
+        uri: &http::Uri,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Arc<Self>, String> {
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
@@ -52,9 +56,20 @@ impl HttpClient {
             .trim_end_matches(']')
             .to_string();
         let tls = https.then(|| {
-            let roots = rustls::RootCertStore {
+            let mut roots = rustls::RootCertStore {
                 roots: webpki_roots::TLS_SERVER_ROOTS.into(),
             };
+            if let Some(file) = ca_file {
+                use rustls::pki_types::{CertificateDer, pem::PemObject};
+                let certs = CertificateDer::pem_file_iter(file)
+                    .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+                    .map_err(|e| format!("ca_file {}: {e}", file.display()))?;
+                for cert in certs {
+                    roots
+                        .add(cert)
+                        .map_err(|e| format!("ca_file {}: {e}", file.display()))?;
+                }
+            }
             let config = rustls::ClientConfig::builder_with_provider(Arc::new(
                 rustls::crypto::ring::default_provider(),
             ))

@@ -56,7 +56,7 @@ impl Connection {
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
     ) -> Result<Arc<Self>, String> {
         let uri: http::Uri = endpoint.url.parse().map_err(|e| format!("{e}"))?;
-        let client = HttpClient::new(&uri)?;
+        let client = HttpClient::new(&uri, endpoint.ca_file.as_deref())?;
         let mut headers = http::HeaderMap::new();
         for (name, value) in &endpoint.headers {
             let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;

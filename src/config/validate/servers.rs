@@ -87,6 +87,7 @@ impl Ctx<'_> {
             }),
             bearer_token_env: None,
             bearer_token_file: None,
+            ca_file: None,
             url: entry.url.filter(|_| remote),
             headers: entry.headers.filter(|_| remote),
         })
@@ -191,10 +192,15 @@ impl Ctx<'_> {
                 HttpTransport::Auto
             }
         };
+        let ca_file = raw
+            .ca_file
+            .as_deref()
+            .and_then(|file| self.path(file, &[s, name, "ca_file"], strict));
         Some(HttpEndpoint {
             url,
             headers,
             bearer_token_file,
+            ca_file,
             transport,
         })
     }

@@ -17,6 +17,10 @@ mod legacy;
 /// Longest error page text quoted in an error.
 const SHOWN: usize = 200;
 
+/// Requests in flight to one server at once (each holds an HTTP/1.1 connection); more
+/// wait for a turn within their timeout.
+const MAX_IN_FLIGHT: usize = 64;
+
 /// Why a session ended when the server forgot it.
 pub(super) const SESSION_ENDED: &str = "the server ended the session (404); starting a new one";
 
@@ -41,6 +45,7 @@ pub(super) struct Connection {
     session: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     next_id: AtomicU64,
+    in_flight: tokio::sync::Semaphore,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     closed: watch::Sender<Option<Closed>>,
     /// Notifications go out one after another, and before any later request.
@@ -77,6 +82,7 @@ impl Connection {
             session: Mutex::new(None),
             version: Mutex::new(None),
             next_id: AtomicU64::new(1),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
             to_gateway,
             closed: watch::channel(None).0,
             notes,
@@ -199,6 +205,7 @@ impl Connection {
         };
         let mut closed = self.closed.subscribe();
         let outcome = tokio::time::timeout(timeout, async {
+            let _turn = self.in_flight.acquire().await;
             tokio::select! {
                 result = self.exchange(id, method, params) => result,
                 _ = closed.wait_for(Option::is_some) => Err(self.gone()),

@@ -1,9 +1,11 @@
 //! Backends: where tools, resources and prompts live. A closed set, dispatched with
-//! `match`: subprocess MCP servers (`process`) and WASM plugins (`crate::plugin`);
-//! remote servers will join as a third variant.
+//! `match`: subprocess MCP servers (`process`), remote MCP servers over HTTP (`remote`)
+//! and WASM plugins (`crate::plugin`).
 
+mod common;
 pub mod mcp_client;
 pub mod process;
+pub mod remote;
 mod server;
 mod stderr;
 
@@ -54,6 +56,15 @@ pub enum BackendError {
     NotAnObject { server: String, result: String },
     #[error("server `{server}` did not answer within {} ms", .timeout.as_millis())]
     Timeout { server: String, timeout: Duration },
+    #[error("server `{server}` is unreachable: {reason}")]
+    Unreachable { server: String, reason: String },
+    #[error("server `{server}` answered over HTTP with {detail}")]
+    Http {
+        server: String,
+        /// The HTTP status, when that is what was wrong (else 0).
+        status: u16,
+        detail: String,
+    },
     #[error(
         "server `{server}` is not reading its stdin ({} MiB waiting for it); the request was not sent",
         .backlog >> 20
@@ -76,6 +87,8 @@ impl BackendError {
             BackendError::Unavailable { server, .. }
             | BackendError::NotReading { server, .. }
             | BackendError::Crashed { server }
+            | BackendError::Unreachable { server, .. }
+            | BackendError::Http { server, .. }
             | BackendError::Stopped { server } => {
                 RpcError::new(protocol::BACKEND_UNAVAILABLE, self.to_string())
                     .with_data(json!({"server": server}))
@@ -89,6 +102,37 @@ impl BackendError {
                     .with_data(json!({"server": server, "timeoutMs": timeout.as_millis() as u64}))
             }
         }
+    }
+}
+
+/// Answers one request that a server sent to the client, over whatever carries that server.
+pub struct Responder {
+    id: Value,
+    send: Box<dyn FnOnce(Value) + Send>,
+}
+
+impl Responder {
+    /// `send` gets the JSON-RPC response to deliver to the server.
+    pub fn new(id: Value, send: impl FnOnce(Value) + Send + 'static) -> Self {
+        Responder {
+            id,
+            send: Box::new(send),
+        }
+    }
+
+    /// The server's id for its request.
+    pub fn id(&self) -> &Value {
+        &self.id
+    }
+
+    pub fn send(self, result: Result<Value, RpcError>) {
+        (self.send)(protocol::response(self.id, result));
+    }
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder").field("id", &self.id).finish()
     }
 }
 
@@ -144,7 +188,7 @@ pub enum BackendEvent {
         server: String,
         method: String,
         params: Option<Value>,
-        reply: process::Responder,
+        reply: Responder,
     },
     /// A server finished its handshake (its first start or a restart) and is not yet
     /// marked ready: the gateway answers with what clients asked of it before (a log

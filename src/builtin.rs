@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::backend::BackendState;
-use crate::config::Config;
+use crate::config::{Config, ServerTransport};
 use crate::gateway::Gateway;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
@@ -84,7 +84,10 @@ pub fn status(gateway: &Gateway) -> Value {
         backends.insert(
             server.name.clone(),
             json!({
-                "kind": "process",
+                "kind": match server.transport {
+                    ServerTransport::Stdio(_) => "process",
+                    ServerTransport::Http(_) => "remote",
+                },
                 "status": state.as_str(),
                 "namespace": server.namespace,
                 "tool_count": tools_of(false, &server.name),
@@ -94,7 +97,14 @@ pub fn status(gateway: &Gateway) -> Value {
                 "restarts": backend.restarts(),
                 "last_error": backend.last_error(),
                 "pid": backend.pid(),
-                "command": server.stdio().command,
+                "command": match &server.transport {
+                    ServerTransport::Stdio(c) => Some(&c.command),
+                    ServerTransport::Http(_) => None,
+                },
+                "url": match &server.transport {
+                    ServerTransport::Stdio(_) => None,
+                    ServerTransport::Http(h) => Some(&h.url),
+                },
                 "protocol_version": discovered.protocol_version,
                 "server_info": discovered.server_info,
                 "timeout_ms": server.timeout.as_millis() as u64,

@@ -17,12 +17,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::backend::Backend;
-use crate::backend::process::ProcessBackend;
 use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered, ListKind};
 use crate::catalog::view::Kind;
 use crate::catalog::{Catalog, Source, Target};
 use crate::config::Config;
-use crate::config::ServerTransport;
 use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol::methods;
@@ -126,14 +124,12 @@ impl Gateway {
 
     fn start_server(&self, server: crate::config::ServerConfig) {
         let name = server.name.clone();
-        let backend = match server.transport {
-            ServerTransport::Stdio(_) => Backend::Process(ProcessBackend::start(
-                server,
-                &self.config.load().gateway,
-                self.events.clone(),
-                self.to_gateway.clone(),
-            )),
-        };
+        let backend = Backend::start(
+            server,
+            &self.config.load().gateway,
+            self.events.clone(),
+            self.to_gateway.clone(),
+        );
         self.backends.lock().unwrap().insert(name, backend);
     }
 

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -12,14 +13,30 @@ use super::{BackendError, BackendEvent, ClientRequests, Discovered, ListKind};
 use crate::protocol::{self, methods};
 
 /// One live connection to an MCP server, whatever carries it.
-pub trait Upstream {
+pub trait Upstream: Sync {
+    /// The server's name, for errors.
+    fn server(&self) -> &str;
+
+    /// Sends a request and waits for its result, kept as the server's JSON text.
+    fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Box<RawValue>, BackendError>> + Send;
+
     /// Sends a request and waits for its result.
     fn request(
         &self,
         method: &str,
         params: Option<Value>,
         timeout: Duration,
-    ) -> impl Future<Output = Result<Value, BackendError>> + Send;
+    ) -> impl Future<Output = Result<Value, BackendError>> + Send {
+        async move {
+            let raw = self.request_raw(method, params, timeout).await?;
+            super::common::read_result(self.server(), &raw)
+        }
+    }
 
     /// Sends a notification, without waiting.
     fn notify(&self, method: &str, params: Option<Value>);

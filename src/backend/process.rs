@@ -9,15 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwapOption;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::BufReader;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::common::{Common, stop_requested};
 use super::mcp_client::{self, Upstream};
-use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
+use super::{BackendError, BackendEvent, BackendState, ListKind};
 use crate::config::ServerConfig;
 use crate::pipe::lines::{self, Line};
 use crate::pipe::outbox::{Outbox, outbox, write_lines};
@@ -37,40 +38,20 @@ const HEALTHY_RUN: Duration = Duration::from_secs(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 pub struct ProcessBackend {
-    name: String,
-    /// Swapped by a config reload that changes only what needs no new process (filters,
-    /// timeouts, namespace); a change to the process itself replaces the whole backend.
-    config: ArcSwap<ServerConfig>,
-    state: watch::Sender<BackendState>,
+    common: Common,
     connection: ArcSwapOption<Connection>,
-    discovered: ArcSwap<Discovered>,
-    restarts: AtomicU32,
     pid: AtomicU32,
-    last_error: Mutex<Option<String>>,
-    stopping: watch::Sender<bool>,
-    events: Arc<EventLog>,
-    to_gateway: mpsc::UnboundedSender<BackendEvent>,
     max_restarts: u32,
     /// For `initialize` and the first lists of each start.
     init_timeout: Duration,
     shutdown_grace: Duration,
 }
 
-/// Answers one request that a server sent to the client.
-#[derive(Debug)]
-pub struct Responder {
-    connection: Arc<Connection>,
-    id: Value,
-}
+impl std::ops::Deref for ProcessBackend {
+    type Target = Common;
 
-impl Responder {
-    /// The server's id for its request.
-    pub fn id(&self) -> &Value {
-        &self.id
-    }
-
-    pub fn send(self, result: Result<Value, RpcError>) {
-        self.connection.send(protocol::response(self.id, result));
+    fn deref(&self) -> &Common {
+        &self.common
     }
 }
 
@@ -82,17 +63,9 @@ impl ProcessBackend {
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
     ) -> Arc<Self> {
         let backend = Arc::new(ProcessBackend {
-            name: config.name.clone(),
-            config: ArcSwap::from_pointee(config),
-            state: watch::channel(BackendState::Starting).0,
+            common: Common::new(config, events, to_gateway),
             connection: ArcSwapOption::empty(),
-            discovered: ArcSwap::from_pointee(Discovered::default()),
-            restarts: AtomicU32::new(0),
             pid: AtomicU32::new(0),
-            last_error: Mutex::new(None),
-            stopping: watch::channel(false).0,
-            events,
-            to_gateway,
             max_restarts: gateway.max_restarts,
             init_timeout: gateway.init_timeout,
             shutdown_grace: gateway.shutdown_grace,
@@ -101,89 +74,8 @@ impl ProcessBackend {
         backend
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn config(&self) -> Arc<ServerConfig> {
-        self.config.load_full()
-    }
-
-    /// Takes a reloaded entry whose process settings are unchanged (`reload::same_process`):
-    /// calls in flight go on, the next catalog build and calls use the new settings.
-    pub fn update_config(&self, config: ServerConfig) {
-        let filter_changed = !config.tool_filter.same_as(&self.config.load().tool_filter);
-        self.config.store(Arc::new(config));
-        if filter_changed && self.state() == BackendState::Ready {
-            self.warn_unmatched_filter();
-        }
-    }
-
-    /// Says which `tools` / `disabled_tools` patterns match none of the server's tools.
-    fn warn_unmatched_filter(&self) {
-        let config = self.config.load();
-        let discovered = self.discovered.load();
-        let names: Vec<&str> = discovered
-            .tools
-            .iter()
-            .filter_map(|tool| tool["name"].as_str())
-            .collect();
-        let unmatched = config.tool_filter.unmatched(&names);
-        if !unmatched.is_empty() {
-            tracing::warn!(
-                server = %self.name,
-                "tool filter patterns that match none of its {} tools: {} (a typo, or a tool the server renamed)",
-                names.len(),
-                unmatched.join(", ")
-            );
-        }
-    }
-
-    pub fn state(&self) -> BackendState {
-        *self.state.borrow()
-    }
-
-    pub fn discovered(&self) -> Arc<Discovered> {
-        self.discovered.load_full()
-    }
-
-    pub fn restarts(&self) -> u32 {
-        self.restarts.load(Ordering::Relaxed)
-    }
-
     pub fn pid(&self) -> Option<u32> {
         Some(self.pid.load(Ordering::Relaxed)).filter(|p| *p != 0)
-    }
-
-    pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().unwrap().clone()
-    }
-
-    /// Resolves once the server has left `Starting` (ready, failed, ...) or `deadline` passed.
-    pub async fn wait_started(&self, deadline: tokio::time::Instant) {
-        let mut rx = self.state.subscribe();
-        let _ =
-            tokio::time::timeout_at(deadline, rx.wait_for(|s| *s != BackendState::Starting)).await;
-    }
-
-    /// Timeout for one call of `tool` (per-tool override, else the server's).
-    pub fn timeout_for(&self, tool: Option<&str>) -> Duration {
-        let config = self.config.load();
-        tool.and_then(|t| config.tool_timeouts.get(t))
-            .copied()
-            .unwrap_or(config.timeout)
-    }
-
-    /// Forwards a request. Fails at once unless the server is ready.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Value, BackendError> {
-        self.ready_connection()?
-            .request(method, params, timeout)
-            .await
     }
 
     /// Forwards a request whose result goes back to a client as the server wrote it.
@@ -217,36 +109,7 @@ impl ProcessBackend {
 
     /// Re-fetches one list after the server said it changed.
     pub async fn refresh(&self, kind: ListKind) -> Result<(), BackendError> {
-        let Some(connection) = self.connection.load_full() else {
-            return Ok(());
-        };
-        let timeout = self.config.load().timeout;
-        let next = mcp_client::refresh_list(
-            &*connection,
-            &self.name,
-            &self.discovered.load_full(),
-            kind,
-            timeout,
-        )
-        .await?;
-        self.discovered.store(Arc::new(next));
-        Ok(())
-    }
-
-    /// Stops the server: stdin closed, then SIGTERM, then SIGKILL, each after the grace period.
-    pub async fn stop(&self) {
-        self.stopping.send_replace(true);
-        let mut rx = self.state.subscribe();
-        let _ = rx
-            .wait_for(|s| matches!(s, BackendState::Stopped | BackendState::Failed))
-            .await;
-    }
-
-    fn set_state(&self, state: BackendState) {
-        self.state.send_replace(state);
-        let _ = self.to_gateway.send(BackendEvent::Changed {
-            server: self.name.clone(),
-        });
+        self.common.refresh(self.connection.load_full(), kind).await
     }
 
     fn fail(&self, message: String) {

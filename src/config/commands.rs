@@ -45,9 +45,12 @@ pub fn check_commands(config: &Config, file: &Path, env: EnvLookup<'_>) -> Resul
 /// working directory), any other is looked up on the `PATH` of the server's `env`, else
 /// the gateway's.
 fn unrunnable(server: &ServerConfig, env: EnvLookup<'_>) -> Option<(String, String)> {
-    let command = &server.stdio().command;
+    let crate::config::ServerTransport::Stdio(stdio) = &server.transport else {
+        return None;
+    };
+    let command = &stdio.command;
     if command.contains('/') {
-        let path = match &server.stdio().cwd {
+        let path = match &stdio.cwd {
             Some(cwd) => cwd.join(command),
             None => std::path::absolute(command).unwrap_or_else(|_| PathBuf::from(command)),
         };
@@ -68,12 +71,7 @@ fn unrunnable(server: &ServerConfig, env: EnvLookup<'_>) -> Option<(String, Stri
             Ok(_) => None,
         };
     }
-    let search = server
-        .stdio()
-        .env
-        .get("PATH")
-        .cloned()
-        .or_else(|| env("PATH"))?;
+    let search = stdio.env.get("PATH").cloned().or_else(|| env("PATH"))?;
     if std::env::split_paths(&search).any(|dir| executable(&dir.join(command))) {
         return None;
     }

@@ -148,11 +148,45 @@ pub struct ServerConfig {
     pub disabled: bool,
 }
 
-/// How the gateway reaches a server: a process it starts and speaks to over stdio (remote
-/// servers over HTTP are the next variant).
+/// How the gateway reaches a server: a process it starts and speaks to over stdio, or a
+/// remote server at a URL.
 #[derive(Debug, Clone)]
 pub enum ServerTransport {
     Stdio(StdioCommand),
+    Http(HttpEndpoint),
+}
+
+/// Where a remote server listens and what each request to it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpEndpoint {
+    pub url: String,
+    /// Sent on every request, `${VAR}` already expanded: secrets, never shown.
+    pub headers: BTreeMap<String, String>,
+    /// Its contents are the bearer token, read again whenever the file changes (a token
+    /// that an outside process refreshes).
+    pub bearer_token_file: Option<PathBuf>,
+    /// PEM certificates trusted besides the webpki roots (a private CA), read at each connect.
+    pub ca_file: Option<PathBuf>,
+    pub transport: HttpTransport,
+}
+
+/// Which MCP HTTP transport a remote server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpTransport {
+    /// Streamable HTTP, and the legacy SSE transport when the server refuses it.
+    Auto,
+    StreamableHttp,
+    Sse,
+}
+
+impl HttpTransport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpTransport::Auto => "auto",
+            HttpTransport::StreamableHttp => "streamable-http",
+            HttpTransport::Sse => "sse",
+        }
+    }
 }
 
 /// What starts a server's process.
@@ -170,23 +204,31 @@ pub struct StdioCommand {
 }
 
 impl ServerConfig {
-    /// The command that starts the server's process.
+    /// The command that starts the server's process; panics for a remote server (callers
+    /// `match` on `transport` where both can occur).
     pub fn stdio(&self) -> &StdioCommand {
         match &self.transport {
             ServerTransport::Stdio(command) => command,
+            ServerTransport::Http(_) => panic!("server `{}` is remote", self.name),
         }
     }
 
-    /// True when a running server's process can serve the `new` entry: what starts the
-    /// process is unchanged. Everything else (tool filters, timeouts, namespace) is applied
-    /// to it live, so that editing a filter does not kill the calls in flight.
+    /// True when a running server's process (or connection) can serve the `new` entry:
+    /// what starts the process, or where it connects, is unchanged. Everything else (tool
+    /// filters, timeouts, namespace) is applied to it live, so that editing a filter does
+    /// not kill the calls in flight.
     pub fn starts_same_process(&self, new: &ServerConfig) -> bool {
-        let (old, new) = (self.stdio(), new.stdio());
-        old.command == new.command
-            && old.args == new.args
-            && old.env == new.env
-            && old.inherit_env == new.inherit_env
-            && old.cwd == new.cwd
+        match (&self.transport, &new.transport) {
+            (ServerTransport::Stdio(old), ServerTransport::Stdio(new)) => {
+                old.command == new.command
+                    && old.args == new.args
+                    && old.env == new.env
+                    && old.inherit_env == new.inherit_env
+                    && old.cwd == new.cwd
+            }
+            (ServerTransport::Http(old), ServerTransport::Http(new)) => old == new,
+            _ => false,
+        }
     }
 }
 

@@ -118,10 +118,17 @@ pub struct Server {
     pub disabled_tools: Vec<String>,
     #[serde(default)]
     pub disabled: bool,
-    /// A remote server; accepted so that configs written for remote support parse,
-    /// skipped with a warning until it lands.
+    /// A remote server, instead of `command`.
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
+    /// "streamable-http", "sse" or "auto" (the default).
+    pub transport: Option<String>,
+    /// `Authorization: Bearer` with the value of this environment variable.
+    pub bearer_token_env: Option<String>,
+    /// `Authorization: Bearer` with this file's contents, read again when it changes.
+    pub bearer_token_file: Option<String>,
+    /// PEM certificates trusted besides the webpki roots (a private CA).
+    pub ca_file: Option<String>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.

@@ -92,12 +92,12 @@ impl Config {
         writeln!(out, "servers ({}):", self.servers.len())?;
         for s in self.servers.values() {
             let state = if s.disabled { " [disabled]" } else { "" };
-            writeln!(
-                out,
-                "  {}{state}: {}",
-                s.name,
-                command_line(&s.stdio().command, &s.stdio().args_as_written)
-            )?;
+            let reached = match &s.transport {
+                ServerTransport::Stdio(c) => command_line(&c.command, &c.args_as_written),
+                // Header values are secrets (tokens): only their names are shown.
+                ServerTransport::Http(h) => format!("{} ({})", h.url, h.transport.as_str()),
+            };
+            writeln!(out, "  {}{state}: {reached}", s.name)?;
             writeln!(
                 out,
                 "    namespace {}, timeout {}",
@@ -112,12 +112,28 @@ impl Config {
                     .collect();
                 writeln!(out, "    tool timeouts: {}", per_tool.join(", "))?;
             }
-            if let Some(cwd) = &s.stdio().cwd {
-                writeln!(out, "    cwd {}", cwd.display())?;
-            }
-            if !s.stdio().env.is_empty() {
-                let names: Vec<&str> = s.stdio().env.keys().map(String::as_str).collect();
-                writeln!(out, "    env {}", names.join(", "))?;
+            match &s.transport {
+                ServerTransport::Stdio(c) => {
+                    if let Some(cwd) = &c.cwd {
+                        writeln!(out, "    cwd {}", cwd.display())?;
+                    }
+                    if !c.env.is_empty() {
+                        let names: Vec<&str> = c.env.keys().map(String::as_str).collect();
+                        writeln!(out, "    env {}", names.join(", "))?;
+                    }
+                }
+                ServerTransport::Http(h) => {
+                    if !h.headers.is_empty() {
+                        let names: Vec<&str> = h.headers.keys().map(String::as_str).collect();
+                        writeln!(out, "    headers {} (values not shown)", names.join(", "))?;
+                    }
+                    if let Some(file) = &h.bearer_token_file {
+                        writeln!(out, "    bearer token from {}", file.display())?;
+                    }
+                    if let Some(file) = &h.ca_file {
+                        writeln!(out, "    trusts the CA certificates in {}", file.display())?;
+                    }
+                }
             }
             write_filter(out, &s.tool_filter)?;
         }

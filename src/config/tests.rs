@@ -316,8 +316,10 @@ const CLAUDE: &str = r#"{
       "namespace": "g",
       "tools": ["git_*"]
     },
-    "docs": { "url": "https://docs.example.test/mcp" },
+    "docs": { "url": "https://docs.example.test/mcp", "headers": { "Authorization": "Bearer ${MY_TOKEN}" } },
     "events": { "type": "sse", "url": "https://events.example.test/sse" },
+    "hosted": { "type": "http", "url": "https://hosted.example.test/mcp" },
+    "socket": { "type": "ws", "url": "wss://socket.example.test/" },
     "time": { "command": "uvx", "args": ["mcp-server-time"], "timeout": "5s", "tool_timeouts": { "convert": "1s" } }
   }
 }"#;
@@ -328,8 +330,18 @@ fn claude_desktop_json_with_client_keys_and_remote_entries() {
     let config = json(CLAUDE, &base).unwrap();
     assert_eq!(
         config.servers.keys().collect::<Vec<_>>(),
-        ["filesystem", "git", "time"]
+        ["docs", "events", "filesystem", "git", "hosted", "time"]
     );
+    let remote = |name: &str| match &config.servers[name].transport {
+        ServerTransport::Http(endpoint) => endpoint.clone(),
+        other => panic!("{name} is not remote: {other:?}"),
+    };
+    let docs = remote("docs");
+    assert_eq!(docs.url, "https://docs.example.test/mcp");
+    assert_eq!(docs.headers["Authorization"], "Bearer s3cret");
+    assert_eq!(docs.transport, HttpTransport::Auto);
+    assert_eq!(remote("events").transport, HttpTransport::Sse);
+    assert_eq!(remote("hosted").transport, HttpTransport::StreamableHttp);
     let fs = &config.servers["filesystem"];
     assert_eq!(fs.stdio().args[2], "/home/ada/Desktop");
     assert_eq!(fs.stdio().env["TOKEN"], "s3cret");
@@ -349,18 +361,12 @@ fn claude_desktop_json_with_client_keys_and_remote_entries() {
         (Duration::from_secs(5), Duration::from_secs(1))
     );
     assert!(
-        config.warnings.contains(
-            &"server `docs` is remote (url); remote servers are not supported yet, skipped"
-                .to_owned()
-        ),
-        "{:?}",
-        config.warnings
-    );
-    assert!(
         config
             .warnings
             .iter()
-            .any(|w| w.starts_with("server `events` is remote (type \"sse\")"))
+            .any(|w| w.starts_with("server `socket` is remote over WebSocket")),
+        "{:?}",
+        config.warnings
     );
 }
 
@@ -1007,7 +1013,47 @@ fn every_validation_error_is_reported_in_file_order() {
 }
 
 #[test]
-fn remote_and_self_referencing_servers_are_skipped_with_warnings() {
+fn remote_servers_take_a_url_headers_and_tokens() {
+    let base = scratch();
+    let text = "[servers.a]\nurl = \"https://example.test/mcp\"\nbearer_token_env = \"MY_TOKEN\"\ntransport = \"sse\"\n\
+                [servers.b]\nurl = \"http://127.0.0.1:1/mcp\"\nbearer_token_file = \"token\"\n";
+    let config = toml(text, &base).unwrap();
+    let ServerTransport::Http(a) = &config.servers["a"].transport else {
+        panic!("a is remote")
+    };
+    assert_eq!(a.headers["Authorization"], "Bearer s3cret");
+    assert_eq!(a.transport, HttpTransport::Sse);
+    let ServerTransport::Http(b) = &config.servers["b"].transport else {
+        panic!("b is remote")
+    };
+    assert_eq!(b.bearer_token_file, Some(base.join("token")));
+    assert_eq!(b.transport, HttpTransport::Auto);
+
+    for (entry, problem) in [
+        (
+            "url = \"ftp://example.test/\"",
+            "is not an http:// or https:// URL",
+        ),
+        (
+            "url = \"https://example.test/\"\ncommand = \"x\"",
+            "has both a command and a url",
+        ),
+        (
+            "url = \"https://example.test/\"\ntransport = \"ws\"",
+            "unknown transport",
+        ),
+        (
+            "url = \"https://example.test/\"\nheaders = { \"A B\" = \"v\" }",
+            "is not a valid HTTP header",
+        ),
+    ] {
+        let err = toml(&format!("[servers.c]\n{entry}\n"), &base).unwrap_err();
+        assert!(err.to_string().contains(problem), "{entry}: {err}");
+    }
+}
+
+#[test]
+fn self_referencing_servers_are_skipped_with_warnings() {
     let base = scratch();
     let text = "[servers.docs]\nurl = \"https://example.test/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n\
                 [servers.me]\ncommand = \"/usr/local/bin/wasmgate\"\nargs = [\"serve\", \"--config\", \"gateway.toml\"]\n\
@@ -1015,13 +1061,7 @@ fn remote_and_self_referencing_servers_are_skipped_with_warnings() {
                 [servers.flag]\ncommand = \"wasmgate\"\nargs = [\"--config=gateway.toml\"]\n\
                 [servers.variable]\ncommand = \"wasmgate\"\nenv = { WASMGATE_CONFIG = \"./gateway.toml\" }\n";
     let config = toml(text, &base).unwrap();
-    assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["other"]);
-    assert!(
-        config
-            .warnings
-            .iter()
-            .any(|w| w.contains("`docs` is remote (url)"))
-    );
+    assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["docs", "other"]);
     for name in ["me", "flag", "variable"] {
         let warning = format!("`{name}` runs wasmgate with this same configuration");
         assert!(

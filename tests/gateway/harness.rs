@@ -150,6 +150,17 @@ impl Config {
         self
     }
 
+    /// `[servers.NAME]` for a remote server at `url`, with more lines for its table.
+    pub fn remote(mut self, name: &str, url: &str, extra: &[&str]) -> Config {
+        let mut table = format!("[servers.{name}]\nurl = {}\n", toml_str(url));
+        for line in extra {
+            table.push_str(line);
+            table.push('\n');
+        }
+        self.servers.push(table);
+        self
+    }
+
     pub fn render(&self, dir: &Path) -> String {
         let mut text = String::from("[gateway]\n");
         for line in &self.gateway {

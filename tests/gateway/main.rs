@@ -22,6 +22,7 @@ mod plugins;
 mod promises;
 mod protocol;
 mod reload;
+mod remote;
 mod replicas;
 mod routing;
 mod third_party;

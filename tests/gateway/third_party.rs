@@ -44,7 +44,7 @@ pub(crate) fn time_server() -> Option<PathBuf> {
     require("mcp-server-time", found, "pip install mcp-server-time")
 }
 
-fn everything_server() -> Option<PathBuf> {
+pub(crate) fn everything_server() -> Option<PathBuf> {
     let found = match std::env::var_os("WASMGATE_EVERYTHING") {
         Some(path) => Some(PathBuf::from(path)).filter(|p| is_executable(p)),
         None => on_path("mcp-server-everything"),
@@ -98,7 +98,7 @@ fn everything() -> Option<Client> {
 
 /// Waits until `tool` is listed: the server registers some tools only after it saw
 /// the gateway's capabilities, and announces them with list_changed.
-fn wait_for_tool(client: &mut Client, tool: &str) {
+pub(crate) fn wait_for_tool(client: &mut Client, tool: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
     while !client.tool_names().iter().any(|n| n == tool) {
         let left = deadline.saturating_duration_since(Instant::now());

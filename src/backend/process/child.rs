@@ -101,10 +101,6 @@ pub(super) fn spawn(config: &ServerConfig) -> std::io::Result<Child> {
 }
 
 /// Resolves when a stop was asked for; the borrow of the flag ends here, before any await of the caller.
-pub(super) async fn stop_requested(stopping: &mut watch::Receiver<bool>) {
-    let _ = stopping.wait_for(|s| *s).await;
-}
-
 pub(super) fn signal_group(pid: u32, signal: i32) {
     // SAFETY: kill(2) with a negative pid signals the process group we created for the child.
     unsafe {

@@ -28,20 +28,6 @@ impl Connection {
         self.writer.send_or_drop(message.to_string());
     }
 
-    /// Sends a request and waits for its answer, read into a `Value`.
-    pub(super) async fn request(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Value, BackendError> {
-        let raw = self.request_raw(method, params, timeout).await?;
-        serde_json::from_str(raw.get()).map_err(|e| BackendError::Rpc {
-            server: self.server.clone(),
-            error: RpcError::new(protocol::INTERNAL_ERROR, format!("unreadable result: {e}")),
-        })
-    }
-
     /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
     /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
     pub(super) async fn request_raw(
@@ -144,13 +130,17 @@ impl Connection {
 }
 
 impl Upstream for Connection {
-    fn request(
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn request_raw(
         &self,
         method: &str,
         params: Option<Value>,
         timeout: Duration,
-    ) -> impl Future<Output = Result<Value, BackendError>> + Send {
-        Connection::request(self, method, params, timeout)
+    ) -> impl Future<Output = Result<Box<RawValue>, BackendError>> + Send {
+        Connection::request_raw(self, method, params, timeout)
     }
 
     fn notify(&self, method: &str, params: Option<Value>) {
@@ -237,10 +227,9 @@ pub(super) async fn read_lines(
                 });
             }
             Ok(Message::Request { id, method, params }) => {
-                let reply = Responder {
-                    connection: connection.clone(),
-                    id,
-                };
+                let to_server = connection.clone();
+                let reply =
+                    super::super::Responder::new(id, move |response| to_server.send(response));
                 let _ = to_gateway.send(BackendEvent::Request {
                     server: server.clone(),
                     method,

@@ -35,20 +35,14 @@ impl Ctx<'_> {
                 return None;
             }
         };
-        if remote {
+        if matches!(transport, Some("ws" | "websocket")) {
             self.warnings.push(format!(
-                "server `{name}` is remote (type \"{}\"); remote servers are not supported yet, skipped",
-                transport.unwrap_or_default()
+                "server `{name}` is remote over WebSocket, which MCP does not define; skipped"
             ));
             return None;
         }
-        if (entry.url.is_some() || entry.headers.is_some()) && entry.command.is_empty() {
-            self.warnings.push(format!(
-                "server `{name}` is remote (url); remote servers are not supported yet, skipped"
-            ));
-            return None;
-        }
-        if entry.url.is_some() {
+        let remote = remote || (entry.url.is_some() && entry.command.is_empty());
+        if entry.url.is_some() && !remote {
             self.warnings.push(format!(
                 "server `{name}`: `url` is ignored because the entry has a `command`"
             ));
@@ -82,8 +76,20 @@ impl Ctx<'_> {
             tools: entry.tools,
             disabled_tools,
             disabled: entry.disabled,
-            url: None,
-            headers: None,
+            transport: remote.then(|| {
+                match transport {
+                    Some("sse") => "sse",
+                    Some(_) => "streamable-http",
+                    // A bare `url`: what the server speaks is found out.
+                    None => "auto",
+                }
+                .to_string()
+            }),
+            bearer_token_env: None,
+            bearer_token_file: None,
+            ca_file: None,
+            url: entry.url.filter(|_| remote),
+            headers: entry.headers.filter(|_| remote),
         })
     }
 
@@ -94,13 +100,119 @@ impl Ctx<'_> {
         gateway: &GatewayConfig,
     ) -> Option<ServerConfig> {
         let s = self.servers_key();
-        if raw.url.is_some() || raw.headers.is_some() {
-            self.warnings.push(format!(
-                "server `{name}` is remote (url); remote servers are not supported yet, skipped"
-            ));
-            return None;
-        }
         let strict = !raw.disabled;
+        let transport = match raw.url.is_some() || raw.headers.is_some() {
+            true => ServerTransport::Http(self.remote(name, &raw, strict)?),
+            false => ServerTransport::Stdio(self.stdio(name, &raw, strict)?),
+        };
+        let namespace = self.namespace(name, raw.namespace, &[s, name], "server");
+        let mut tool_timeouts = BTreeMap::new();
+        for (tool, t) in raw.tool_timeouts {
+            tool_timeouts.insert(tool, t.0);
+        }
+        let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &[s, name]);
+        Some(ServerConfig {
+            name: name.to_owned(),
+            transport,
+            namespace,
+            timeout: raw.timeout.map_or(gateway.timeout, |t| t.0),
+            tool_timeouts,
+            tool_filter,
+            disabled: raw.disabled,
+        })
+    }
+
+    /// A remote server's URL, headers (`${VAR}` expanded) and transport.
+    fn remote(&mut self, name: &str, raw: &raw::Server, strict: bool) -> Option<HttpEndpoint> {
+        let s = self.servers_key();
+        let url = self.expand(raw.url.as_deref().unwrap_or(""), &[s, name, "url"], strict);
+        if !raw.command.is_empty() {
+            self.error(
+                &[s, name, "url"],
+                None,
+                format!("server `{name}` has both a command and a url"),
+                "keep `command` for a server the gateway starts, or `url` for a remote one",
+            );
+        }
+        match url.parse::<::http::Uri>() {
+            Ok(uri)
+                if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
+            _ => self.error(
+                &[s, name, "url"],
+                None,
+                format!(
+                    "server `{name}`: url \"{}\" is not an http:// or https:// URL",
+                    raw.url.as_deref().unwrap_or("")
+                ),
+                "write the server's MCP endpoint, e.g. url = \"https://example.com/mcp\"",
+            ),
+        }
+        let mut headers = BTreeMap::new();
+        for (key, value) in raw.headers.iter().flatten() {
+            let value = self.expand(value, &[s, name, "headers", key], strict);
+            if ::http::HeaderName::from_bytes(key.as_bytes()).is_err()
+                || ::http::HeaderValue::from_str(&value).is_err()
+            {
+                // The value is a secret: the message names the header only.
+                self.error(
+                    &[s, name, "headers"],
+                    Some(key),
+                    format!(
+                        "server `{name}`: header `{key}` is not a valid HTTP header name and value"
+                    ),
+                    "use a token for the name and visible ASCII for the value",
+                );
+                continue;
+            }
+            headers.insert(key.clone(), value);
+        }
+        if let Some(var) = &raw.bearer_token_env {
+            let token = self.expand(
+                &format!("${{{var}}}"),
+                &[s, name, "bearer_token_env"],
+                strict,
+            );
+            headers.insert("Authorization".into(), format!("Bearer {}", token.trim()));
+        }
+        let bearer_token_file = raw
+            .bearer_token_file
+            .as_deref()
+            .and_then(|file| self.path(file, &[s, name, "bearer_token_file"], strict));
+        let transport = match raw.transport.as_deref() {
+            None | Some("auto") => HttpTransport::Auto,
+            Some("streamable-http" | "streamableHttp" | "http") => HttpTransport::StreamableHttp,
+            Some("sse") => HttpTransport::Sse,
+            Some(other) => {
+                self.error(
+                    &[s, name, "transport"],
+                    None,
+                    format!("server `{name}`: unknown transport \"{other}\""),
+                    "write \"streamable-http\", \"sse\" or \"auto\"",
+                );
+                HttpTransport::Auto
+            }
+        };
+        let ca_file = raw
+            .ca_file
+            .as_deref()
+            .and_then(|file| self.path(file, &[s, name, "ca_file"], strict));
+        Some(HttpEndpoint {
+            url,
+            headers,
+            bearer_token_file,
+            ca_file,
+            transport,
+        })
+    }
+
+    /// What starts a local server's process.
+    fn stdio(&mut self, name: &str, raw: &raw::Server, strict: bool) -> Option<StdioCommand> {
+        let s = self.servers_key();
+        if raw.transport.is_some() {
+            self.warnings.push(format!(
+                "server `{name}`: `transport` is ignored because the entry has no `url`"
+            ));
+        }
         let command = self.expand(&raw.command, &[s, name, "command"], strict);
         let command = match command.strip_prefix("~/") {
             Some(rest) => match (self.env)("HOME") {
@@ -154,27 +266,13 @@ impl Ctx<'_> {
                 cwd.display()
             ));
         }
-        let namespace = self.namespace(name, raw.namespace, &[s, name], "server");
-        let mut tool_timeouts = BTreeMap::new();
-        for (tool, t) in raw.tool_timeouts {
-            tool_timeouts.insert(tool, t.0);
-        }
-        let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &[s, name]);
-        Some(ServerConfig {
-            name: name.to_owned(),
-            transport: ServerTransport::Stdio(StdioCommand {
-                command,
-                args,
-                args_as_written: raw.args.clone(),
-                env,
-                inherit_env: raw.inherit_env,
-                cwd,
-            }),
-            namespace,
-            timeout: raw.timeout.map_or(gateway.timeout, |t| t.0),
-            tool_timeouts,
-            tool_filter,
-            disabled: raw.disabled,
+        Some(StdioCommand {
+            command,
+            args,
+            args_as_written: raw.args.clone(),
+            env,
+            inherit_env: raw.inherit_env,
+            cwd,
         })
     }
 

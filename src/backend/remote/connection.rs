@@ -1,0 +1,593 @@
+//! One MCP session with a remote server over Streamable HTTP: each request a `POST`
+//! answered with JSON or an event stream, the session id and protocol version sent back,
+//! the server's own messages passed to the gateway, and the `GET` stream.
+
+use std::sync::Weak;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::client::{Body, HttpClient, Lease};
+use super::sse::SseReader;
+use super::*;
+use crate::protocol::methods;
+
+mod legacy;
+
+/// Longest error page text quoted in an error.
+const SHOWN: usize = 200;
+
+/// Requests in flight to one server at once (each holds an HTTP/1.1 connection); more
+/// wait for a turn within their timeout.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// Why a session ended when the server forgot it.
+pub(super) const SESSION_ENDED: &str = "the server ended the session (404); starting a new one";
+
+/// Why a session ended, for the supervisor and for requests in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Closed {
+    /// Unreachable, or the session expired: the supervisor connects again.
+    Broken(String),
+    /// The gateway is stopping it.
+    Stopped,
+}
+
+pub(super) struct Connection {
+    pub(super) server: String,
+    me: Weak<Connection>,
+    client: Arc<HttpClient>,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    /// Set once the legacy transport's stream named its endpoint.
+    legacy: Mutex<Option<legacy::Legacy>>,
+    token_file: Option<TokenFile>,
+    session: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    next_id: AtomicU64,
+    in_flight: tokio::sync::Semaphore,
+    to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    closed: watch::Sender<Option<Closed>>,
+    /// Notifications go out one after another, and before any later request.
+    notes: mpsc::UnboundedSender<Value>,
+    notes_queued: AtomicU64,
+    notes_sent: watch::Sender<u64>,
+}
+
+impl Connection {
+    pub(super) fn new(
+        server: &str,
+        endpoint: &crate::config::HttpEndpoint,
+        to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    ) -> Result<Arc<Self>, String> {
+        let uri: http::Uri = endpoint.url.parse().map_err(|e| format!("{e}"))?;
+        let client = HttpClient::new(&uri, endpoint.ca_file.as_deref())?;
+        let mut headers = http::HeaderMap::new();
+        for (name, value) in &endpoint.headers {
+            let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
+            let mut value = http::HeaderValue::from_str(value)
+                .map_err(|_| format!("header `{name}` has a value HTTP cannot carry"))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        let (notes, queue) = mpsc::unbounded_channel();
+        let connection = Arc::new_cyclic(|me| Connection {
+            server: server.to_string(),
+            me: me.clone(),
+            client,
+            uri,
+            headers,
+            legacy: Mutex::new(None),
+            token_file: endpoint.bearer_token_file.clone().map(TokenFile::new),
+            session: Mutex::new(None),
+            version: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            to_gateway,
+            closed: watch::channel(None).0,
+            notes,
+            notes_queued: AtomicU64::new(0),
+            notes_sent: watch::channel(0).0,
+        });
+        tokio::spawn(send_notes(Arc::downgrade(&connection), queue));
+        Ok(connection)
+    }
+
+    /// Resolves when the session ended, with why.
+    pub(super) async fn ended(&self) -> Closed {
+        let mut rx = self.closed.subscribe();
+        let closed = rx.wait_for(Option::is_some).await;
+        closed.map_or(Closed::Stopped, |c| c.clone().unwrap_or(Closed::Stopped))
+    }
+
+    /// Ends the session (the first reason wins); requests in flight fail at once.
+    pub(super) fn close(&self, why: Closed) {
+        self.closed.send_if_modified(|closed| {
+            if closed.is_none() {
+                *closed = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    fn broken(&self, reason: String) -> BackendError {
+        self.close(Closed::Broken(reason.clone()));
+        BackendError::Unreachable {
+            server: self.server.clone(),
+            reason,
+        }
+    }
+
+    /// Whether the server forgot this session (a request it answered 404 never ran).
+    pub(super) fn expired(&self) -> bool {
+        *self.closed.borrow() == Some(Closed::Broken(SESSION_ENDED.into()))
+    }
+
+    fn gone(&self) -> BackendError {
+        match self.closed.borrow().clone() {
+            Some(Closed::Broken(reason)) => BackendError::Unreachable {
+                server: self.server.clone(),
+                reason,
+            },
+            _ => BackendError::Stopped {
+                server: self.server.clone(),
+            },
+        }
+    }
+
+    /// A request with the session's headers.
+    fn build(&self, method: http::Method, body: Option<String>) -> http::Request<Body> {
+        let path = match self.legacy_path() {
+            Some(path) if method == http::Method::POST => path,
+            _ => self
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string(),
+        };
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(
+                http::header::HOST,
+                self.uri.authority().map_or("", |a| a.as_str()),
+            )
+            .header(http::header::ACCEPT, "application/json, text/event-stream");
+        if body.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(session) = &*self.session.lock().unwrap() {
+            request = request.header("mcp-session-id", session);
+        }
+        if let Some(version) = &*self.version.lock().unwrap() {
+            request = request.header("mcp-protocol-version", version);
+        }
+        let mut request = request
+            .body(Body::new(body.unwrap_or_default().into()))
+            .expect("valid parts");
+        request.headers_mut().extend(self.headers.clone());
+        if let Some(token) = self.token_file.as_ref().and_then(TokenFile::header) {
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, token);
+        }
+        request
+    }
+
+    async fn send(
+        &self,
+        request: http::Request<Body>,
+    ) -> Result<(http::Response<Incoming>, Lease), BackendError> {
+        match self.client.send(request, CONNECT_TIMEOUT).await {
+            Ok(sent) => Ok(sent),
+            Err(reason) => Err(self.broken(reason)),
+        }
+    }
+
+    /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
+    /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
+    pub(super) async fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, BackendError> {
+        if self.closed.borrow().is_some() {
+            return Err(self.gone());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut guard = CancelGuard {
+            connection: self,
+            id,
+            done: method == methods::INITIALIZE,
+        };
+        let mut closed = self.closed.subscribe();
+        let outcome = tokio::time::timeout(timeout, async {
+            let _turn = self.in_flight.acquire().await;
+            tokio::select! {
+                result = self.exchange(id, method, params) => result,
+                _ = closed.wait_for(Option::is_some) => Err(self.gone()),
+            }
+        })
+        .await;
+        let result = match outcome {
+            Ok(result) => {
+                guard.done = true;
+                result?
+            }
+            Err(_) => {
+                return Err(BackendError::Timeout {
+                    server: self.server.clone(),
+                    timeout,
+                });
+            }
+        };
+        // Every MCP result is a JSON object; anything else would reach the client as it
+        // is, and clients drop such an answer.
+        if !result.get().trim_start().starts_with('{') {
+            return Err(BackendError::NotAnObject {
+                server: self.server.clone(),
+                result: result.get().chars().take(100).collect(),
+            });
+        }
+        if method == methods::INITIALIZE
+            && let Ok(init) = serde_json::from_str::<Value>(result.get())
+            && let Some(version) = init["protocolVersion"].as_str()
+        {
+            *self.version.lock().unwrap() = Some(version.to_string());
+        }
+        Ok(result)
+    }
+
+    /// One `POST` of a request, and its answer out of JSON or an event stream.
+    async fn exchange(
+        &self,
+        id: u64,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Box<RawValue>, BackendError> {
+        // The notifications queued before this request reach the server before it.
+        let queued = self.notes_queued.load(Ordering::Acquire);
+        let _ = self
+            .notes_sent
+            .subscribe()
+            .wait_for(|sent| *sent >= queued)
+            .await;
+        let body = protocol::request(id.into(), method, params).to_string();
+        if self.legacy.lock().unwrap().is_some() {
+            return self.exchange_legacy(id, body).await;
+        }
+        let (response, lease) = self
+            .send(self.build(http::Method::POST, Some(body)))
+            .await?;
+        if method == methods::INITIALIZE
+            && let Some(session) = response.headers().get("mcp-session-id")
+            && let Ok(session) = session.to_str()
+        {
+            *self.session.lock().unwrap() = Some(session.to_string());
+        }
+        let status = response.status();
+        if status == http::StatusCode::NOT_FOUND && self.session.lock().unwrap().is_some() {
+            return Err(self.broken(SESSION_ENDED.into()));
+        }
+        let content_type = content_type(&response);
+        if !status.is_success() {
+            let text = read_text(response.into_body()).await;
+            return Err(self.http_error(
+                status.as_u16(),
+                format!("status {status}: {}", shown(&text)),
+            ));
+        }
+        if content_type == "text/event-stream" {
+            let mut events = SseReader::new(response.into_body());
+            loop {
+                match events.next().await {
+                    Ok(Some(event)) => {
+                        if let Some(answer) = self.incoming(&event.data, Some(id)) {
+                            // The rest of the stream is of no use: the connection is dropped.
+                            return answer;
+                        }
+                    }
+                    Ok(None) => {
+                        lease.done();
+                        return Err(self.broken("its event stream ended before the answer".into()));
+                    }
+                    Err(reason) => return Err(self.broken(reason)),
+                }
+            }
+        }
+        let text = match response.into_body().collect().await {
+            Ok(body) => {
+                lease.done();
+                String::from_utf8_lossy(&body.to_bytes()).into_owned()
+            }
+            Err(err) => return Err(self.broken(format!("the answer broke off: {err}"))),
+        };
+        if content_type != "application/json" {
+            return Err(self.http_error(
+                0,
+                format!(
+                    "status {status} and content type `{content_type}`, not JSON-RPC: {}",
+                    shown(&text)
+                ),
+            ));
+        }
+        self.incoming(&text, Some(id)).unwrap_or_else(|| {
+            Err(self.http_error(
+                0,
+                format!("JSON that holds no answer to the request: {}", shown(&text)),
+            ))
+        })
+    }
+
+    /// `status` is 0 when the fault is not the HTTP status.
+    fn http_error(&self, status: u16, detail: String) -> BackendError {
+        BackendError::Http {
+            server: self.server.clone(),
+            status,
+            detail,
+        }
+    }
+
+    /// Handles one message (or batch) from the server: the answer to `waiting` is
+    /// returned, the server's notifications and requests go to the gateway.
+    fn incoming(
+        &self,
+        text: &str,
+        waiting: Option<u64>,
+    ) -> Option<Result<Box<RawValue>, BackendError>> {
+        if text.trim().is_empty() {
+            return None;
+        }
+        let value = match serde_json::from_str::<Value>(text) {
+            Ok(value) => value,
+            Err(err) => {
+                return waiting.map(|_| {
+                    Err(self.http_error(
+                        0,
+                        format!("a message that is not JSON ({err}): {}", shown(text)),
+                    ))
+                });
+            }
+        };
+        let messages = match value {
+            Value::Array(messages) => messages,
+            single => vec![single],
+        };
+        let mut answer = None;
+        for message in messages {
+            match protocol::parse_message(message) {
+                Ok(Message::Response { id, result }) => {
+                    let result = match result {
+                        Ok(value) => serde_json::value::to_raw_value(&value)
+                            .map_err(|e| self.http_error(0, format!("an unreadable result: {e}"))),
+                        Err(error) => Err(BackendError::Rpc {
+                            server: self.server.clone(),
+                            error,
+                        }),
+                    };
+                    if id.as_u64().is_some() && id.as_u64() == waiting {
+                        answer = Some(result);
+                    } else if !self.complete_legacy(&id, result) {
+                        tracing::debug!(server = %self.server, %id, "an answer to no request waiting for one; ignored")
+                    }
+                }
+                Ok(Message::Notification { method, params }) => {
+                    let _ = self.to_gateway.send(BackendEvent::Notification {
+                        server: self.server.clone(),
+                        method,
+                        params,
+                    });
+                }
+                Ok(Message::Request { id, method, params }) => {
+                    let me = self.me.clone();
+                    let reply = Responder::new(id, move |response| {
+                        if let Some(connection) = me.upgrade() {
+                            tokio::spawn(async move { connection.post_message(response).await });
+                        }
+                    });
+                    let _ = self.to_gateway.send(BackendEvent::Request {
+                        server: self.server.clone(),
+                        method,
+                        params,
+                        reply,
+                    });
+                }
+                Err(err) => {
+                    tracing::warn!(server = %self.server, "ignored a message that is not JSON-RPC ({}): {}", err.message, shown(text))
+                }
+            }
+        }
+        answer
+    }
+
+    /// `POST`s a notification or a response, which the server acknowledges with 202.
+    async fn post_message(&self, message: Value) {
+        let request = self.build(http::Method::POST, Some(message.to_string()));
+        match self.send(request).await {
+            Ok((response, lease)) => {
+                let status = response.status();
+                let text = read_text(response.into_body()).await;
+                lease.done();
+                if !status.is_success() {
+                    tracing::warn!(server = %self.server, "refused a message with status {status}: {}", shown(&text));
+                }
+            }
+            Err(err) => {
+                tracing::debug!(server = %self.server, "a message was not delivered: {err}")
+            }
+        }
+    }
+
+    /// Reads the server's own stream (`GET`), for messages outside any request, until the
+    /// session ends; reopened after a drop, resumed from the last event seen. Returns at
+    /// once when the server offers none (405).
+    pub(super) async fn listen(self: Arc<Self>) {
+        // The legacy transport's one stream is read already.
+        if self.legacy_path().is_some() {
+            return;
+        }
+        let mut last_id: Option<String> = None;
+        let mut backoff = Duration::from_millis(100);
+        while self.closed.borrow().is_none() {
+            let mut request = self.build(http::Method::GET, None);
+            request.headers_mut().insert(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static("text/event-stream"),
+            );
+            if let Some(id) = last_id
+                .as_deref()
+                .and_then(|id| http::HeaderValue::from_str(id).ok())
+            {
+                request.headers_mut().insert("last-event-id", id);
+            }
+            let Ok((response, _lease)) = self.send(request).await else {
+                return;
+            };
+            let status = response.status();
+            if status == http::StatusCode::NOT_FOUND && self.session.lock().unwrap().is_some() {
+                self.close(Closed::Broken(SESSION_ENDED.into()));
+                return;
+            }
+            if !status.is_success() || content_type(&response) != "text/event-stream" {
+                tracing::debug!(server = %self.server, %status, "no GET stream");
+                return;
+            }
+            let mut events = SseReader::new(response.into_body());
+            while let Ok(Some(event)) = events.next().await {
+                backoff = Duration::from_millis(100);
+                self.incoming(&event.data, None);
+            }
+            last_id = events.last_id().map(str::to_string).or(last_id);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// Ends the session on the server (`DELETE`); a failure is of no consequence.
+    pub(super) async fn delete(&self) {
+        if self.session.lock().unwrap().is_none() {
+            return;
+        }
+        let request = self.build(http::Method::DELETE, None);
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.client.send(request, CONNECT_TIMEOUT),
+        )
+        .await;
+    }
+}
+
+impl Upstream for Connection {
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Box<RawValue>, BackendError>> + Send {
+        Connection::request_raw(self, method, params, timeout)
+    }
+
+    fn notify(&self, method: &str, params: Option<Value>) {
+        self.notes_queued.fetch_add(1, Ordering::AcqRel);
+        let _ = self.notes.send(protocol::notification(method, params));
+    }
+}
+
+/// Posts the queued notifications in order.
+async fn send_notes(connection: Weak<Connection>, mut queue: mpsc::UnboundedReceiver<Value>) {
+    while let Some(note) = queue.recv().await {
+        let Some(connection) = connection.upgrade() else {
+            return;
+        };
+        if connection.closed.borrow().is_none() {
+            connection.post_message(note).await;
+        }
+        connection.notes_sent.send_modify(|sent| *sent += 1);
+    }
+}
+
+/// Tells the server that a request it was sent is no longer wanted, unless it was answered.
+struct CancelGuard<'a> {
+    connection: &'a Connection,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for CancelGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done && self.connection.closed.borrow().is_none() {
+            self.connection.notify(
+                methods::CANCELLED,
+                Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
+            );
+        }
+    }
+}
+
+/// A bearer token kept in a file: read again when its modification time changes.
+struct TokenFile {
+    path: std::path::PathBuf,
+    read: Mutex<Option<(std::time::SystemTime, http::HeaderValue)>>,
+}
+
+impl TokenFile {
+    fn new(path: std::path::PathBuf) -> Self {
+        TokenFile {
+            path,
+            read: Mutex::new(None),
+        }
+    }
+
+    fn header(&self) -> Option<http::HeaderValue> {
+        let modified = std::fs::metadata(&self.path).and_then(|m| m.modified());
+        let mut read = self.read.lock().unwrap();
+        match (&*read, &modified) {
+            (Some((at, value)), Ok(now)) if at == now => return Some(value.clone()),
+            (_, Err(err)) => {
+                tracing::warn!(path = %self.path.display(), "cannot read the bearer token file: {err}");
+                return read.as_ref().map(|(_, value)| value.clone());
+            }
+            _ => {}
+        }
+        let token = std::fs::read_to_string(&self.path).ok()?;
+        let mut value = http::HeaderValue::from_str(&format!("Bearer {}", token.trim())).ok()?;
+        value.set_sensitive(true);
+        *read = Some((modified.ok()?, value.clone()));
+        Some(value)
+    }
+}
+
+fn content_type(response: &http::Response<Incoming>) -> String {
+    let value = response.headers().get(http::header::CONTENT_TYPE);
+    let value = value.and_then(|v| v.to_str().ok()).unwrap_or("");
+    value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// The start of an error body, for a message.
+async fn read_text(body: Incoming) -> String {
+    let limited = http_body_util::Limited::new(body, 64 << 10);
+    match limited.collect().await {
+        Ok(body) => String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+fn shown(text: &str) -> String {
+    let text = text.trim();
+    if text.is_empty() {
+        return "(no body)".into();
+    }
+    protocol::cut_short(text, SHOWN).into_owned()
+}

@@ -1,0 +1,150 @@
+//! The legacy HTTP+SSE transport (MCP 2024-11-05): one `GET` event stream that first names
+//! the URL to `POST` messages to (its `endpoint` event), then carries every answer and
+//! every message of the server; a `POST` is only acknowledged (202).
+
+use std::collections::HashMap;
+
+use tokio::sync::oneshot;
+
+use super::*;
+
+/// Where the answer to a request sent over the legacy transport goes.
+type Waiting = oneshot::Sender<Result<Box<RawValue>, BackendError>>;
+
+#[derive(Default)]
+pub(super) struct Legacy {
+    /// The path and query of the `endpoint` event.
+    pub(super) post_path: String,
+    pub(super) waiting: HashMap<u64, Waiting>,
+}
+
+impl Connection {
+    /// Opens the event stream and waits for its `endpoint` event; the stream is then read
+    /// on a task of its own until the session ends.
+    pub(in crate::backend::remote) async fn open_legacy(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<(), BackendError> {
+        let mut request = self.build(http::Method::GET, None);
+        request.headers_mut().insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("text/event-stream"),
+        );
+        let opened = async {
+            let (response, _lease) = self.send(request).await?;
+            let status = response.status();
+            if !status.is_success() || content_type(&response) != "text/event-stream" {
+                let text = read_text(response.into_body()).await;
+                return Err(self.http_error(
+                    status.as_u16(),
+                    format!("status {status} to the SSE GET: {}", shown(&text)),
+                ));
+            }
+            let mut events = SseReader::new(response.into_body());
+            loop {
+                match events.next().await {
+                    Ok(Some(event)) if event.event == "endpoint" => {
+                        return Ok((events, event.data));
+                    }
+                    Ok(Some(_)) => continue,
+                    Ok(None) => {
+                        return Err(
+                            self.broken("the SSE stream ended before its endpoint event".into())
+                        );
+                    }
+                    Err(reason) => return Err(self.broken(reason)),
+                }
+            }
+        };
+        let (events, endpoint) =
+            tokio::time::timeout(timeout, opened)
+                .await
+                .map_err(|_| BackendError::Timeout {
+                    server: self.server.clone(),
+                    timeout,
+                })??;
+        // Relative to the server's URL, or absolute on the same origin.
+        let post_path = match endpoint.parse::<http::Uri>() {
+            Ok(uri) if uri.authority().is_some() => {
+                uri.path_and_query().map_or("/", |p| p.as_str()).to_string()
+            }
+            _ if endpoint.starts_with('/') => endpoint.trim().to_string(),
+            _ => {
+                let base = self.uri.path();
+                let dir = &base[..base.rfind('/').map_or(0, |i| i + 1)];
+                format!("{dir}{}", endpoint.trim())
+            }
+        };
+        *self.legacy.lock().unwrap() = Some(Legacy {
+            post_path,
+            waiting: HashMap::new(),
+        });
+        tokio::spawn(self.clone().read_legacy(events));
+        Ok(())
+    }
+
+    async fn read_legacy(self: Arc<Self>, mut events: SseReader) {
+        let reason = loop {
+            match events.next().await {
+                Ok(Some(event)) if event.event.is_empty() || event.event == "message" => {
+                    self.incoming(&event.data, None);
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break "the SSE stream ended".to_string(),
+                Err(reason) => break reason,
+            }
+        };
+        self.close(Closed::Broken(reason));
+    }
+
+    /// Sends a request over the legacy transport; its answer comes on the event stream.
+    pub(super) async fn exchange_legacy(
+        &self,
+        id: u64,
+        body: String,
+    ) -> Result<Box<RawValue>, BackendError> {
+        let (tx, rx) = oneshot::channel();
+        if let Some(legacy) = self.legacy.lock().unwrap().as_mut() {
+            legacy.waiting.insert(id, tx);
+        }
+        let (response, lease) = self
+            .send(self.build(http::Method::POST, Some(body)))
+            .await?;
+        let status = response.status();
+        let text = read_text(response.into_body()).await;
+        lease.done();
+        if !status.is_success() {
+            if let Some(legacy) = self.legacy.lock().unwrap().as_mut() {
+                legacy.waiting.remove(&id);
+            }
+            return Err(self.http_error(
+                status.as_u16(),
+                format!("status {status}: {}", shown(&text)),
+            ));
+        }
+        rx.await.unwrap_or_else(|_| Err(self.gone()))
+    }
+
+    /// Hands an answer that came on the legacy stream to its request; false when none waits.
+    pub(super) fn complete_legacy(
+        &self,
+        id: &Value,
+        answer: Result<Box<RawValue>, BackendError>,
+    ) -> bool {
+        let waiting = id.as_u64().and_then(|id| {
+            let mut legacy = self.legacy.lock().unwrap();
+            legacy.as_mut()?.waiting.remove(&id)
+        });
+        match waiting {
+            Some(tx) => {
+                let _ = tx.send(answer);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn legacy_path(&self) -> Option<String> {
+        Some(self.legacy.lock().unwrap().as_ref()?.post_path.clone())
+    }
+}

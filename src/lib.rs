@@ -2,7 +2,9 @@
 //!
 //! # Layout
 //! From the top layer down (docs/architecture.md draws them, with the path of a call):
-//! - `cli`: the commands (`serve`, `check`, `tools`, `call`) and exit codes.
+//! - `cli`: the commands (`serve`, `check`, `tools`, `call`, `dev`) and exit codes.
+//! - `plugin_cli`: the plugin authors' commands (`plugin new`, `build`, `inspect`, `call`)
+//!   and `dev`'s rebuilds.
 //! - `transport`: how clients reach the gateway (`stdio`, `http`).
 //! - `session`: one client: lifecycle, requests in flight.
 //! - `router`: method dispatch over the catalog, name and token rewriting.
@@ -11,8 +13,8 @@
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
 //! - `catalog`: the snapshot of every backend's tools, prompts and resources under their
 //!   served names, and where each name routes.
-//! - `backend`: subprocess MCP servers (`backend::process`), and the MCP client side every
-//!   kind shares (`backend::mcp_client`).
+//! - `backend`: subprocess MCP servers (`backend::process`), remote ones over HTTP
+//!   (`backend::remote`), and the MCP client side both share (`backend::mcp_client`).
 //! - `plugin`: the WASM plugin host: wasmtime engine, sandbox, limits, cache, hot reload.
 //! - `config`: the file schemas, validation, and the model the rest reads.
 //! - `peer`: what the gateway holds of a client: sending to it, what it negotiated, requests

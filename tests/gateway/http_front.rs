@@ -351,6 +351,26 @@ prompts = []
     });
 }
 
+/// `ex__slow` for `ms` with a progress token, answered on its own event stream, once its
+/// first progress arrived: the call has reached the server. The stream and that event's id.
+async fn slow_call_in_flight(
+    gateway: &HttpGateway,
+    session: &crate::http_client::McpSession,
+    id: u64,
+    ms: u64,
+) -> (crate::http_client::EventStream, String) {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "ex__slow", "arguments": {"ms": ms}, "_meta": {"progressToken": "t"}}});
+    let post = [ACCEPT_BOTH, ("content-type", "application/json")];
+    let mut stream = session
+        .open_stream(gateway.connect().await, "POST", &post, &call.to_string())
+        .await
+        .unwrap_or_else(|r| panic!("a stream: {} {}", r.status, r.body));
+    let (event, first) = stream.next_message(WAIT).await.expect("progress");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    (stream, event.expect("events carry ids"))
+}
+
 /// A call that sends progress is answered on an event stream; a client that loses the
 /// stream resumes it with Last-Event-ID and gets the rest, answer included.
 #[test]
@@ -358,16 +378,7 @@ fn a_dropped_request_stream_resumes_with_last_event_id() {
     let gateway = HttpGateway::start(&with_example(""), &[]);
     runtime().block_on(async {
         let session = gateway.session("/mcp", &[]).await;
-        let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-            "name": "ex__slow", "arguments": {"ms": 600}, "_meta": {"progressToken": "t"}}});
-        let post = [ACCEPT_BOTH, ("content-type", "application/json")];
-        let mut stream = session
-            .open_stream(gateway.connect().await, "POST", &post, &call.to_string())
-            .await
-            .unwrap_or_else(|r| panic!("a stream: {} {}", r.status, r.body));
-        let (id, first) = stream.next_message(WAIT).await.expect("progress");
-        assert_eq!(first["method"], "notifications/progress", "{first}");
-        let id = id.expect("events carry ids");
+        let (stream, id) = slow_call_in_flight(&gateway, &session, 5, 600).await;
         drop(stream);
 
         let get = [("accept", "text/event-stream"), ("last-event-id", &id)];
@@ -520,19 +531,33 @@ fn a_client_that_never_reads_does_not_hold_up_others() {
             .open_stream(gateway.connect().await, "GET", &get, "")
             .await
             .ok();
-        let mut big_sender = gateway.session("/mcp", &[]).await;
-        // Another session's large answers and the stalled one's notifications meanwhile.
-        for _ in 0..20 {
-            let big = big_sender
-                .call("ex__big", json!({"bytes": 1_000_000}))
+        let mut sender = gateway.session("/mcp", &[]).await;
+        // The server's log messages go to every session, the stalled one's stream included:
+        // 20 MB of them, more than its connection and its waiting events hold.
+        let line = "x".repeat(20_000);
+        for _ in 0..1_000 {
+            let logged = sender
+                .call(
+                    "ex__log",
+                    json!({"level": "error", "message": line, "ignore_level": true}),
+                )
                 .await;
-            assert!(big["result"].is_object(), "{big}");
+            assert!(logged["result"].is_object(), "{logged}");
         }
         let mut other = gateway.session("/mcp", &[]).await;
         let started = std::time::Instant::now();
         let echo = other.call("ex__echo", json!({"text": "fine"})).await;
         assert_eq!(echo["result"]["content"][0]["text"], "fine");
         assert!(started.elapsed() < Duration::from_secs(5));
+        // The stalled stream's backlog was bounded: what did not fit was dropped, and counted.
+        let metrics = other.conn.request("GET", "/metrics", &[], "").await;
+        let dropped = metrics
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix("wasmgate_client_messages_dropped_total "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        assert!(dropped > 0, "{}", metrics.body);
     });
 }
 
@@ -543,19 +568,21 @@ fn sigterm_lets_calls_in_flight_finish() {
     let mut gateway = HttpGateway::start(&with_example(""), &[]);
     let runtime = runtime();
     let (answer, stream_ended) = runtime.block_on(async {
-        let mut session = gateway.session("/mcp", &[]).await;
+        let session = gateway.session("/mcp", &[]).await;
         let get = [("accept", "text/event-stream")];
         let mut stream = session
             .open_stream(gateway.connect().await, "GET", &get, "")
             .await
             .unwrap_or_else(|r| panic!("{} {}", r.status, r.body));
-        let call = tokio::spawn(async move { session.call("ex__slow", json!({"ms": 800})).await });
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (mut call, _) = slow_call_in_flight(&gateway, &session, 9, 900).await;
         let stopped = tokio::task::spawn_blocking(move || {
             let status = gateway.terminate(Duration::from_secs(10));
             (gateway, status)
         });
-        let answer = call.await.unwrap();
+        let mut answer = Value::Null;
+        while let Some((_, message)) = call.next_message(WAIT).await {
+            answer = message;
+        }
         let ended = stream.next_message(WAIT).await.is_none();
         let (returned, status) = stopped.await.unwrap();
         gateway = returned;
@@ -568,7 +595,7 @@ fn sigterm_lets_calls_in_flight_finish() {
         (answer, ended)
     });
     assert_eq!(
-        answer["result"]["content"][0]["text"], "slept 800 ms",
+        answer["result"]["content"][0]["text"], "slept 900 ms",
         "{answer}"
     );
     assert!(stream_ended, "the session stream ends at shutdown");
@@ -692,10 +719,9 @@ fn list_changed_reaches_a_profile_only_when_its_view_changed() {
 fn delete_cancels_the_sessions_requests_in_flight() {
     let gateway = HttpGateway::start(&with_example(""), &[]);
     runtime().block_on(async {
-        let mut session = gateway.session("/mcp", &[]).await;
+        let session = gateway.session("/mcp", &[]).await;
         let id = session.id.clone();
-        let hang = tokio::spawn(async move { session.call("ex__hang", json!({})).await });
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (_call, _) = slow_call_in_flight(&gateway, &session, 3, 30_000).await;
         let mut conn = gateway.connect().await;
         let reply = conn
             .request("DELETE", "/mcp", &[("mcp-session-id", &id)], "")
@@ -709,6 +735,5 @@ fn delete_cancels_the_sessions_requests_in_flight() {
             assert!(std::time::Instant::now() < deadline, "{}", gateway.stderr());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        hang.abort();
     });
 }

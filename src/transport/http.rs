@@ -18,7 +18,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 
@@ -174,27 +174,17 @@ async fn bind(listen: &str) -> std::io::Result<tokio::net::TcpListener> {
 
 fn routes(front: Arc<Front>) -> Router {
     let limit = front.config.max_body;
+    // The same endpoints with and without a profile segment (the guard reads it).
+    let streamable =
+        post(|State(f), caller, headers, body| streamable::post(f, caller, headers, body))
+            .get(|State(f), caller, headers| streamable::get(f, caller, headers))
+            .delete(|State(f), caller, headers| streamable::delete(f, caller, headers));
+    let legacy = get(|State(f), caller| legacy::open(f, caller, "/messages"));
     let mcp = Router::new()
-        .route(
-            "/mcp",
-            post(|State(f), caller, headers, body| streamable::post(f, caller, headers, body))
-                .get(|State(f), caller, headers| streamable::get(f, caller, headers))
-                .delete(|State(f), caller, headers| streamable::delete(f, caller, headers)),
-        )
-        .route(
-            "/mcp/{profile}",
-            post(|State(f), caller, headers, body| streamable::post(f, caller, headers, body))
-                .get(|State(f), caller, headers| streamable::get(f, caller, headers))
-                .delete(|State(f), caller, headers| streamable::delete(f, caller, headers)),
-        )
-        .route(
-            "/sse",
-            get(|State(f), caller| legacy::open(f, caller, "/messages")),
-        )
-        .route(
-            "/sse/{profile}",
-            get(|State(f), caller| legacy::open(f, caller, "/messages")),
-        )
+        .route("/mcp", streamable.clone())
+        .route("/mcp/{profile}", streamable)
+        .route("/sse", legacy.clone())
+        .route("/sse/{profile}", legacy)
         .route("/messages", post(legacy_post))
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -267,8 +257,6 @@ async fn metrics(State(front): State<Arc<Front>>) -> Response {
     )
         .into_response()
 }
-
-use axum::response::IntoResponse as _;
 
 /// The profile segment of a path, for [`Caller`].
 fn profile_of(path: &str) -> Option<String> {

@@ -65,8 +65,7 @@ pub async fn post(
         );
     };
     let session = match front.sessions.get(&id) {
-        // Bound to the token that opened it: another token's holder cannot post into it.
-        Some(session) if session.legacy && session.token == caller.token => session,
+        Some(session) if session.belongs_to(&caller, true) => session,
         _ => {
             return respond::text(
                 StatusCode::NOT_FOUND,

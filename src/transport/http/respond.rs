@@ -6,6 +6,7 @@ use std::time::Duration;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use futures_util::stream::{self, Stream};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -89,8 +90,6 @@ fn live<G: Send + 'static>(
         Some((Ok(event(next)), (events, guard)))
     })
 }
-
-use futures_util::StreamExt as _;
 
 /// Whether an `Accept` header lists `wanted` (or a wildcard that covers it).
 pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {

@@ -34,6 +34,15 @@ impl HttpSession {
     pub fn id(&self) -> &str {
         &self.session.peer.id
     }
+
+    /// Whether `caller`, over the transport `legacy` says, may use this session: only with
+    /// the token that opened it, and over Streamable HTTP only on the path (profile) it was
+    /// opened on (a legacy session's messages come to `/messages`, which names none).
+    pub fn belongs_to(&self, caller: &super::Caller, legacy: bool) -> bool {
+        self.legacy == legacy
+            && self.token == caller.token
+            && (legacy || self.profile == caller.profile)
+    }
 }
 
 pub struct Sessions {

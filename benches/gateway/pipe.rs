@@ -43,11 +43,23 @@ pub struct McpPipe {
 
 impl McpPipe {
     pub fn spawn(name: &str, program: &Path, args: &[&str], scratch: &Path) -> Result<McpPipe> {
+        McpPipe::spawn_with_env(name, program, args, &[], scratch)
+    }
+
+    /// `spawn` with environment variables set for the child.
+    pub fn spawn_with_env(
+        name: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &Path)],
+        scratch: &Path,
+    ) -> Result<McpPipe> {
         let stderr_log = scratch.join(format!("{name}.stderr.log"));
         let stderr = std::fs::File::create(&stderr_log)
             .map_err(|e| format!("{}: {e}", stderr_log.display()))?;
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -94,6 +106,11 @@ impl McpPipe {
             self.name,
             self.stderr_tail()
         )
+    }
+
+    /// Where the child's stderr goes.
+    pub fn stderr_log(&self) -> &Path {
+        &self.stderr_log
     }
 
     /// The last lines the child wrote to stderr, to explain a failure.

@@ -311,6 +311,11 @@ pub struct PluginsConfig {
     pub plugins: BTreeMap<String, PluginConfig>,
 }
 
+/// A file in a folder that makes it a plugin project `wasmgate plugin build` can build:
+/// Rust, Python (componentize-py), JavaScript (componentize-js).
+pub const PLUGIN_PROJECT_FILES: &[&str] =
+    &["Cargo.toml", "app.py", "pyproject.toml", "package.json"];
+
 /// [`PluginsConfig::compile_timeout`]'s default: compiling CPython on two busy cores stays
 /// well inside it.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
@@ -340,6 +345,9 @@ pub struct PluginConfig {
     pub name: String,
     /// The component file; `None` means `{dir}/{name}.wasm`.
     pub path: Option<PathBuf>,
+    /// The plugin's project folder (`wasmgate plugin new`), which `wasmgate dev` builds,
+    /// serves and rebuilds on a change; `serve` ignores it.
+    pub source: Option<PathBuf>,
     /// Prefix of the plugin's tools (defaults to `name`).
     pub namespace: String,
     pub limits: PluginLimits,
@@ -371,6 +379,7 @@ impl PluginConfig {
         PluginConfig {
             name: name.to_owned(),
             path,
+            source: None,
             namespace,
             limits,
             allow_dirs: Vec::new(),

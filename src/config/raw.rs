@@ -225,6 +225,8 @@ pub const PLUGINS_KEYS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 pub struct PluginEntry {
     pub path: Option<String>,
+    /// The plugin's project folder, which `wasmgate dev` builds and watches.
+    pub source: Option<String>,
     pub namespace: Option<String>,
     pub memory: Option<Bytes>,
     pub timeout: Option<Timeout>,

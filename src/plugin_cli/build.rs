@@ -15,10 +15,12 @@ pub fn build_project(dir: &Path) -> Result<PathBuf, String> {
         build_rust(dir)
     } else if dir.join("app.py").is_file() || dir.join("pyproject.toml").is_file() {
         build_python(dir)
+    } else if dir.join("package.json").is_file() {
+        build_js(dir)
     } else {
         Err(format!(
-            "{}: no Cargo.toml (Rust) or app.py / pyproject.toml (Python) here; \
-             `wasmgate plugin new NAME` makes a project",
+            "{}: no Cargo.toml (Rust), app.py / pyproject.toml (Python) or package.json \
+             (JavaScript) here; `wasmgate plugin new NAME` makes a project",
             dir.display()
         ))
     }
@@ -78,14 +80,50 @@ fn check_manifest(manifest: &toml::Table, dir: &Path) -> Result<(), String> {
                 .into(),
         );
     }
-    // The binary and the cdylib of a crate whose name has no `-` write one file.
-    if let Some(name) = package
-        && !name.contains('-')
-        && dir.join("src/main.rs").is_file()
-    {
+    // A binary and the cdylib write `{name}.wasm` both when their names meet: the lib's
+    // is the package's with `-` as `_`, a binary's the package's (src/main.rs) or its own.
+    let Some(package) = package else {
+        return Ok(());
+    };
+    let lib = manifest
+        .get("lib")
+        .and_then(|lib| lib.get("name"))
+        .and_then(toml::Value::as_str)
+        .map_or_else(|| package.replace('-', "_"), str::to_owned);
+    let bins = manifest
+        .get("bin")
+        .and_then(toml::Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let listed: Vec<&str> = bins
+        .iter()
+        .filter_map(|bin| bin.get("name").and_then(toml::Value::as_str))
+        .collect();
+    // A [[bin]] at src/main.rs takes the place of the binary cargo would infer there.
+    let main_listed = bins
+        .iter()
+        .any(|bin| bin.get("path").and_then(toml::Value::as_str) == Some("src/main.rs"));
+    let autobins = manifest
+        .get("package")
+        .and_then(|p| p.get("autobins"))
+        .and_then(toml::Value::as_bool)
+        .unwrap_or(true);
+    let main_rs =
+        autobins && !main_listed && !listed.contains(&package) && dir.join("src/main.rs").is_file();
+    let clash = listed
+        .iter()
+        .copied()
+        .chain(main_rs.then_some(package))
+        .find(|bin| *bin == lib);
+    if let Some(bin) = clash {
+        let from = if listed.contains(&bin) {
+            format!("the binary `{bin}` ([[bin]])")
+        } else {
+            "src/main.rs".to_owned()
+        };
         return Err(format!(
-            "src/main.rs and the cdylib would both write {name}.wasm, and the last one wins: \
-             remove src/main.rs, or give the binary another name ([[bin]] name = \"{name}-cli\")"
+            "{from} and the cdylib would both write {lib}.wasm to one path, and whichever \
+             cargo writes last is the file served: remove src/main.rs if the crate is only a \
+             plugin, or give the binary another name ([[bin]] name = \"{lib}-cli\", path = \"src/main.rs\")"
         ));
     }
     Ok(())
@@ -174,12 +212,7 @@ fn build_python(dir: &Path) -> Result<PathBuf, String> {
         .and_then(|d| d.file_name().and_then(|n| n.to_str()).map(str::to_owned))
         .unwrap_or_else(|| "plugin".into())
         .replace('-', "_");
-    if !dir.join("wit").is_dir() {
-        return Err(format!(
-            "{}: no wit/ folder; `wasmgate wit > wit/plugin.wit` writes the one this gateway loads",
-            dir.display()
-        ));
-    }
+    has_wit(dir)?;
     let output = format!("{name}.wasm");
     eprintln!("componentize-py -d wit -w plugin componentize app -o {output}");
     let status = Command::new("componentize-py")
@@ -206,6 +239,68 @@ fn build_python(dir: &Path) -> Result<PathBuf, String> {
     }
 }
 
+/// The WIT folder componentize-py and componentize-js read the world from.
+fn has_wit(dir: &Path) -> Result<(), String> {
+    if dir.join("wit").is_dir() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: no wit/ folder; `wasmgate wit > wit/plugin.wit` writes the one this gateway loads",
+            dir.display()
+        ))
+    }
+}
+
+/// componentize-js from the project's node_modules, else from PATH; the component is
+/// `{name}.wasm` (package.json's name, `-` as `_`), as the template's README says.
+fn build_js(dir: &Path) -> Result<PathBuf, String> {
+    let text = std::fs::read_to_string(dir.join("package.json"))
+        .map_err(|e| format!("cannot read package.json: {e}"))?;
+    let package: Value =
+        serde_json::from_str(&text).map_err(|e| format!("package.json is not valid JSON: {e}"))?;
+    let name = package["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or("package.json has no \"name\"; it names the component (NAME.wasm)")?
+        .replace('-', "_");
+    has_wit(dir)?;
+    let entry = ["app.js", "index.js"]
+        .into_iter()
+        .find(|f| dir.join(f).is_file())
+        .ok_or("no app.js (or index.js): the module that exports `tool`")?;
+    let local = dir.join("node_modules/.bin/componentize-js");
+    let program = if local.is_file() {
+        local
+    } else {
+        PathBuf::from("componentize-js")
+    };
+    let output = format!("{name}.wasm");
+    eprintln!("componentize-js --wit wit --world-name plugin --out {output} {entry}");
+    let status = Command::new(&program)
+        .args([
+            "--wit",
+            "wit",
+            "--world-name",
+            "plugin",
+            "--out",
+            &output,
+            entry,
+        ])
+        .current_dir(dir)
+        .status();
+    match status {
+        Ok(status) if status.success() => Ok(dir.join(output)),
+        Ok(_) => Err("componentize-js failed (its messages are above)".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "componentize-js is neither in node_modules nor on PATH: `npm install` in {} \
+             (package.json pins it), or npm install --save-dev @bytecodealliance/componentize-js@{}",
+            dir.display(),
+            super::new::COMPONENTIZE_JS
+        )),
+        Err(e) => Err(format!("cannot run componentize-js: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,9 +324,27 @@ mod tests {
         std::fs::write(crate_dir.join("src/main.rs"), "fn main() {}").unwrap();
         let both = check_manifest(&good, &crate_dir).unwrap_err();
         assert!(
-            both.contains("src/main.rs and the cdylib would both write x.wasm"),
+            both.contains("src/main.rs and the cdylib would both write x.wasm to one path"),
             "{both}"
         );
+        // Renamed, the binary writes x-cli.wasm: no clash. A dash in the package name
+        // parts the files too (my-x.wasm against my_x.wasm).
+        let renamed: toml::Table = "[package]\nname = \"x\"\n[lib]\ncrate-type = [\"cdylib\"]\n\
+             [[bin]]\nname = \"x-cli\"\npath = \"src/main.rs\"\n"
+            .parse()
+            .unwrap();
+        assert!(check_manifest(&renamed, &crate_dir).is_ok());
+        let dashed: toml::Table = "[package]\nname = \"my-x\"\n[lib]\ncrate-type = [\"cdylib\"]\n"
+            .parse()
+            .unwrap();
+        assert!(check_manifest(&dashed, &crate_dir).is_ok());
+        let named_bin: toml::Table =
+            "[package]\nname = \"my-x\"\n[lib]\ncrate-type = [\"cdylib\"]\n\
+             [[bin]]\nname = \"my_x\"\n"
+                .parse()
+                .unwrap();
+        let clash = check_manifest(&named_bin, &crate_dir).unwrap_err();
+        assert!(clash.contains("the binary `my_x` ([[bin]])"), "{clash}");
         std::fs::remove_dir_all(&crate_dir).unwrap();
     }
 }

@@ -1,54 +1,137 @@
 //! `wasmgate dev [SOURCE_DIR...]`: serves as `serve` does and rebuilds a plugin when its
-//! source folder changes. The gateway already watches the built file, so a good build is
-//! swapped in as any rebuilt plugin is (calls in flight finish on the old version, clients
-//! get `list_changed`); a failed one leaves the old version serving, and says why on stderr
-//! and to the clients, as a log message at level `error`.
+//! source folder changes (those given, and those `[plugins.NAME] source` names). The
+//! gateway already watches the built file, so a good build is swapped in as any rebuilt
+//! plugin is (calls in flight finish on the old version, clients get `list_changed`); a
+//! failed one leaves the old version serving, and says why on stderr and to the clients,
+//! as a log message at level `error`. Each rebuild ends with one line of its timings.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
 
 use crate::gateway::Gateway;
+use crate::plugin::PluginEvent;
 
 /// Quiet time after a source change before the rebuild: an editor's save is several writes.
 const SETTLE: Duration = Duration::from_millis(200);
+/// How long the gateway may take to compile and swap in a build before `dev` stops
+/// waiting to time it (a big interpreter component on a debug build takes tens of seconds).
+const SWAP_WITHIN: Duration = Duration::from_secs(300);
 
-/// Builds each source folder once, before serving; the components to serve.
-pub fn build_all(sources: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    sources
-        .iter()
-        .map(|dir| {
-            let started = Instant::now();
-            let wasm =
-                super::build::build_project(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            eprintln!(
-                "wasmgate dev: built {} in {:.1} s",
-                wasm.display(),
-                started.elapsed().as_secs_f64()
-            );
-            Ok(wasm)
-        })
-        .collect()
+/// A plugin project `dev` builds and watches, and the plugin it is served as.
+#[derive(Debug, Clone)]
+pub struct DevSource {
+    pub dir: PathBuf,
+    pub plugin: String,
+    /// The component its build writes (not the link it may be served through).
+    pub built: PathBuf,
+}
+
+/// Builds each source folder once, before serving: the command line's and those the
+/// config's `[plugins.NAME] source` names. The components to serve (as `--plugin`
+/// files) and the sources to watch.
+pub fn build_all(
+    config: Option<&Path>,
+    sources: &[PathBuf],
+) -> Result<(Vec<PathBuf>, Vec<DevSource>), String> {
+    let mut files = Vec::new();
+    let mut watched = Vec::new();
+    for dir in sources {
+        let wasm = build_one(dir)?;
+        files.push(wasm.clone());
+        watched.push(DevSource {
+            dir: dir.clone(),
+            plugin: stem(&wasm),
+            built: wasm,
+        });
+    }
+    for (plugin, dir) in config_sources(config)? {
+        let wasm = build_one(&dir)?;
+        files.push(served_as(&plugin, wasm.clone())?);
+        watched.push(DevSource {
+            dir,
+            plugin,
+            built: wasm,
+        });
+    }
+    Ok((files, watched))
+}
+
+fn build_one(dir: &Path) -> Result<PathBuf, String> {
+    let started = Instant::now();
+    let wasm = super::build::build_project(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    eprintln!(
+        "wasmgate dev: built {} in {:.1} s",
+        wasm.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(wasm)
+}
+
+fn stem(wasm: &Path) -> String {
+    wasm.file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned())
+}
+
+/// The config's `[plugins.NAME] source` entries that are not disabled, by plugin name.
+fn config_sources(config: Option<&Path>) -> Result<Vec<(String, PathBuf)>, String> {
+    let Some(path) = config else {
+        return Ok(Vec::new());
+    };
+    let config = crate::config::load(path).map_err(|e| e.to_string())?;
+    Ok(config
+        .plugins
+        .plugins
+        .into_values()
+        .filter(|entry| !entry.disabled)
+        .filter_map(|entry| Some((entry.name, entry.source?)))
+        .collect())
+}
+
+/// A `--plugin` file serves as the plugin its file stem names: a build whose stem is not
+/// the config's name (crate `my-tool` writes `my_tool.wasm`) is served through a link
+/// named after the entry, which the gateway follows to the rebuilt file.
+fn served_as(plugin: &str, wasm: PathBuf) -> Result<PathBuf, String> {
+    if stem(&wasm) == plugin {
+        return Ok(wasm);
+    }
+    let links = std::env::temp_dir().join(format!("wasmgate-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&links).map_err(|e| format!("{}: {e}", links.display()))?;
+    let link = links.join(format!("{plugin}.wasm"));
+    let _ = std::fs::remove_file(&link);
+    let target = std::path::absolute(&wasm).unwrap_or(wasm);
+    std::os::unix::fs::symlink(&target, &link).map_err(|e| {
+        format!(
+            "cannot link {} to {}: {e}",
+            link.display(),
+            target.display()
+        )
+    })?;
+    Ok(link)
 }
 
 /// What is not source: build output and caches (a rebuild writes them, and would start another).
 fn is_source(path: &Path) -> bool {
     !path.components().any(|c| {
         let part = c.as_os_str().to_string_lossy();
-        part == "target" || part == "__pycache__" || part.starts_with('.')
+        part == "target" || part == "__pycache__" || part == "node_modules" || part.starts_with('.')
     }) && path.extension().is_none_or(|e| e != "wasm")
 }
 
 /// Watches `sources` and rebuilds the one that changed, for as long as the watcher lives.
-pub fn watch(gateway: Arc<Gateway>, sources: Vec<PathBuf>) -> Option<RecommendedWatcher> {
-    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel::<usize>();
-    let roots: Vec<PathBuf> = sources
-        .iter()
-        .map(|s| s.canonicalize().unwrap_or(s.clone()))
+pub fn watch(gateway: Arc<Gateway>, sources: Vec<DevSource>) -> Option<RecommendedWatcher> {
+    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let sources: Vec<DevSource> = sources
+        .into_iter()
+        .map(|s| DevSource {
+            dir: s.dir.canonicalize().unwrap_or(s.dir),
+            ..s
+        })
         .collect();
-    let owners = roots.clone();
+    let owners: Vec<PathBuf> = sources.iter().map(|s| s.dir.clone()).collect();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         if !crate::file_events::is_change(&event.kind) {
@@ -56,68 +139,163 @@ pub fn watch(gateway: Arc<Gateway>, sources: Vec<PathBuf>) -> Option<Recommended
         }
         for path in event.paths.iter().filter(|p| is_source(p)) {
             if let Some(i) = owners.iter().position(|root| path.starts_with(root)) {
-                let _ = tx.send(i);
+                let _ = tx.send((i, Instant::now()));
             }
         }
     })
     .map_err(|e| tracing::error!("wasmgate dev: cannot watch the sources: {e}"))
     .ok()?;
-    for root in &roots {
-        if let Err(e) = watcher.watch(root, RecursiveMode::Recursive) {
-            tracing::error!("wasmgate dev: cannot watch {}: {e}", root.display());
+    for source in &sources {
+        if let Err(e) = watcher.watch(&source.dir, RecursiveMode::Recursive) {
+            tracing::error!("wasmgate dev: cannot watch {}: {e}", source.dir.display());
         }
     }
     tokio::spawn(async move {
         // The sources whose last build failed: their next good one is announced.
-        let mut failing = vec![false; roots.len()];
+        let mut failing = vec![false; sources.len()];
+        // The digest of each source's last good build: an unchanged one is not swapped.
+        let mut served: Vec<Option<Vec<u8>>> = sources.iter().map(|s| digest(&s.built)).collect();
         while let Some(first) = changed.recv().await {
-            tokio::time::sleep(SETTLE).await;
             let mut due = vec![first];
+            tokio::time::sleep(SETTLE).await;
             while let Ok(more) = changed.try_recv() {
                 due.push(more);
             }
-            due.sort_unstable();
-            due.dedup();
-            for i in due {
-                failing[i] = !rebuild(&gateway, &roots[i], failing[i]).await;
+            // Each source once, timed from its first change.
+            due.sort_by_key(|(i, at)| (*i, *at));
+            due.dedup_by_key(|(i, _)| *i);
+            for (i, saved) in due {
+                let rebuild = Rebuild {
+                    source: &sources[i],
+                    saved,
+                    was_failing: failing[i],
+                };
+                failing[i] = !rebuild.run(&gateway, &mut served[i]).await;
             }
         }
     });
     Some(watcher)
 }
 
-/// Rebuilds `dir`; whether it built. `was_failing`: the last build failed, so clients,
-/// whose last word was that failure, hear that it builds again.
-async fn rebuild(gateway: &Gateway, dir: &Path, was_failing: bool) -> bool {
-    let started = Instant::now();
-    let owned = dir.to_path_buf();
-    let built = tokio::task::spawn_blocking(move || super::build::build_project(&owned))
-        .await
-        .unwrap_or_else(|e| Err(format!("the build task failed: {e}")));
-    let took = started.elapsed().as_secs_f64();
-    match built {
-        Ok(wasm) => {
-            eprintln!(
-                "wasmgate dev: rebuilt {} in {took:.1} s; the gateway swaps it in once compiled",
-                wasm.display()
-            );
-            if was_failing {
+/// One rebuild of a source, from the first change seen.
+struct Rebuild<'a> {
+    source: &'a DevSource,
+    saved: Instant,
+    /// The last build failed, so clients, whose last word was that failure, hear that it
+    /// builds again.
+    was_failing: bool,
+}
+
+impl Rebuild<'_> {
+    /// Builds, waits for the gateway to swap the result in, and prints one line of timings;
+    /// whether it built.
+    async fn run(&self, gateway: &Gateway, served: &mut Option<Vec<u8>>) -> bool {
+        let DevSource { dir, plugin, .. } = self.source;
+        let mut news = gateway.plugin_news.subscribe();
+        let started = Instant::now();
+        let owned = dir.clone();
+        let built = tokio::task::spawn_blocking(move || super::build::build_project(&owned))
+            .await
+            .unwrap_or_else(|e| Err(format!("the build task failed: {e}")));
+        let build = started.elapsed();
+        let wasm = match built {
+            Ok(wasm) => wasm,
+            Err(why) => {
                 let message = format!(
-                    "{}: builds again; the plugin is healthy again",
-                    dir.display()
+                    "{}: the rebuild failed after {:.1} s; the previous version keeps serving: {why}",
+                    dir.display(),
+                    build.as_secs_f64()
                 );
-                gateway.tell_clients("notice", "wasmgate dev", &message);
+                eprintln!("wasmgate dev: {message}");
+                gateway.tell_clients("error", "wasmgate dev", &message);
+                return false;
             }
-            true
-        }
-        Err(why) => {
+        };
+        if self.was_failing {
             let message = format!(
-                "{}: the rebuild failed after {took:.1} s; the previous version keeps serving: {why}",
+                "{}: builds again; the plugin is healthy again",
                 dir.display()
             );
-            eprintln!("wasmgate dev: {message}");
-            gateway.tell_clients("error", "wasmgate dev", &message);
-            false
+            gateway.tell_clients("notice", "wasmgate dev", &message);
         }
+        let digest = digest(&wasm);
+        if *served == digest {
+            eprintln!(
+                "wasmgate dev: {plugin}: build {:.1} s; the component is unchanged, nothing to swap",
+                build.as_secs_f64()
+            );
+            return true;
+        }
+        *served = digest;
+        let line = match swapped(&mut news, plugin).await {
+            Some(Swap::Served { compile_ms }) => {
+                let total = self.saved.elapsed();
+                let after_build = started.elapsed().saturating_sub(build);
+                let compile = Duration::from_millis(compile_ms.unwrap_or(0));
+                format!(
+                    "{plugin}: build {:.1} s, compile {:.2} s{}, swap {:.2} s; saved → served {:.1} s",
+                    build.as_secs_f64(),
+                    compile.as_secs_f64(),
+                    if compile_ms.is_none() {
+                        " (cached)"
+                    } else {
+                        ""
+                    },
+                    after_build.saturating_sub(compile).as_secs_f64(),
+                    total.as_secs_f64()
+                )
+            }
+            Some(Swap::Refused(reason)) => format!(
+                "{plugin}: build {:.1} s; the gateway refused the component, the previous \
+                 version keeps serving: {reason}",
+                build.as_secs_f64()
+            ),
+            None => format!(
+                "{plugin}: build {:.1} s; not swapped in within {} s",
+                build.as_secs_f64(),
+                SWAP_WITHIN.as_secs()
+            ),
+        };
+        eprintln!("wasmgate dev: {line}");
+        true
     }
+}
+
+fn digest(file: &Path) -> Option<Vec<u8>> {
+    std::fs::read(file)
+        .ok()
+        .map(|bytes| Sha256::digest(&bytes).to_vec())
+}
+
+enum Swap {
+    Served { compile_ms: Option<u64> },
+    Refused(String),
+}
+
+/// The gateway's word on `plugin`'s new file: served (the catalog shows it) or refused.
+async fn swapped(
+    news: &mut tokio::sync::broadcast::Receiver<PluginEvent>,
+    plugin: &str,
+) -> Option<Swap> {
+    let wait = async {
+        loop {
+            match news.recv().await {
+                Ok(
+                    PluginEvent::Reloaded {
+                        name, compile_ms, ..
+                    }
+                    | PluginEvent::Loaded {
+                        name, compile_ms, ..
+                    },
+                ) if name == plugin => return Some(Swap::Served { compile_ms }),
+                Ok(
+                    PluginEvent::ReloadFailed { name, reason }
+                    | PluginEvent::LoadFailed { name, reason },
+                ) if name == plugin => return Some(Swap::Refused(reason)),
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    };
+    tokio::time::timeout(SWAP_WITHIN, wait).await.ok().flatten()
 }

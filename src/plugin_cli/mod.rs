@@ -54,6 +54,8 @@ pub enum PluginCommand {
 pub enum Lang {
     Rust,
     Python,
+    /// componentize-js: `js` on the command line.
+    Js,
 }
 
 pub fn run(command: PluginCommand) -> ExitCode {

@@ -10,6 +10,8 @@ use super::Lang;
 pub const WIT_BINDGEN: &str = "0.61";
 /// The componentize-py the repository's Python plugin is built with (its build.sh).
 pub const COMPONENTIZE_PY: &str = "0.25.1";
+/// The componentize-js a JavaScript project pins (its package.json) and CI installs.
+pub const COMPONENTIZE_JS: &str = "0.23.0";
 
 const RUST: &[(&str, &str)] = &[
     (
@@ -42,6 +44,22 @@ const PYTHON: &[(&str, &str)] = &[
     (
         ".gitignore",
         include_str!("../../templates/plugin/python/gitignore"),
+    ),
+];
+
+const JS: &[(&str, &str)] = &[
+    ("app.js", include_str!("../../templates/plugin/js/app.js")),
+    (
+        "package.json",
+        include_str!("../../templates/plugin/js/package.json"),
+    ),
+    (
+        "README.md",
+        include_str!("../../templates/plugin/js/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../templates/plugin/js/gitignore"),
     ),
 ];
 
@@ -85,12 +103,14 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
     let files = match lang {
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
+        Lang::Js => JS,
     };
     let fill = |text: &str| {
         text.replace("{{name}}", name)
             .replace("{{crate}}", &name.replace('-', "_"))
             .replace("{{wit_bindgen}}", WIT_BINDGEN)
             .replace("{{componentize_py}}", COMPONENTIZE_PY)
+            .replace("{{componentize_js}}", COMPONENTIZE_JS)
     };
     let write = |path: &str, text: &str| {
         let path = dir.join(path);
@@ -127,6 +147,34 @@ mod tests {
         );
         let build = include_str!("../../plugins/python/text/build.sh");
         assert!(build.contains(&format!("version=\"{COMPONENTIZE_PY}\"")));
+    }
+
+    #[test]
+    fn the_pinned_componentize_js_is_the_one_ci_installs() {
+        let script = include_str!("../../scripts/test.sh");
+        assert!(script.contains(&format!("componentize_js_version={COMPONENTIZE_JS}")));
+        let dir = std::env::temp_dir().join(format!("wasmgate-new-js-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        create("my-tool", Lang::Js, &dir).unwrap();
+        let package: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            package["devDependencies"]["@bytecodealliance/componentize-js"],
+            COMPONENTIZE_JS
+        );
+        assert!(
+            package["scripts"]["build"]
+                .as_str()
+                .unwrap()
+                .contains("--out my_tool.wasm")
+        );
+        assert!(
+            !std::fs::read_to_string(dir.join("app.js"))
+                .unwrap()
+                .contains("{{")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -71,13 +71,61 @@ fn inspect_names_the_world_the_tools_and_the_grants_of_a_plugin() {
     );
 }
 
+/// `minimal`, as if built against another version of the plugin WIT: every name the
+/// package gives (`wasmgate:plugin/tool@0.1.0`, its types and host imports) carries the
+/// other version. The version strings have the same length, so the sizes that frame the
+/// names still hold and the file stays a valid component.
+fn minimal_at_wit_version(dir: &TestDir, version: &str) -> PathBuf {
+    let ours = b"wasmgate:plugin";
+    let bytes = std::fs::read(fixture("minimal")).unwrap();
+    let (from, to) = (b"@0.1.0".as_slice(), format!("@{version}"));
+    assert_eq!(from.len(), to.len(), "the version must keep its length");
+    let mut out = bytes.clone();
+    let mut replaced = 0;
+    for at in 0..bytes.len().saturating_sub(ours.len() + 16) {
+        if bytes[at..].starts_with(ours) {
+            // `wasmgate:plugin/NAME@0.1.0` or `wasmgate:plugin@0.1.0`: the version comes next.
+            let tail = at + ours.len();
+            let end = tail
+                + bytes[tail..]
+                    .iter()
+                    .take(16)
+                    .position(|b| *b == b'@')
+                    .unwrap_or(16);
+            if bytes[end..].starts_with(from) {
+                out[end..end + from.len()].copy_from_slice(to.as_bytes());
+                replaced += 1;
+            }
+        }
+    }
+    assert!(
+        replaced >= 2,
+        "{replaced} names of the plugin package in minimal.wasm"
+    );
+    let file = dir.join(&format!("wit-{version}.wasm"));
+    std::fs::write(&file, out).unwrap();
+    file
+}
+
 #[test]
 fn inspect_says_precisely_why_a_file_is_no_plugin() {
     let dir = TestDir::new("inspect-bad");
     let core = dir.join("core.wasm");
     std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
     let text = dir.write("notes.wasm", "not wasm at all");
+    let older = minimal_at_wit_version(&dir, "0.0.9");
+    let newer = minimal_at_wit_version(&dir, "0.2.0");
     let cases = [
+        (
+            older.to_str().unwrap().to_owned(),
+            "targets wasmgate:plugin@0.0.9, older than the @0.1.0 this gateway loads: \
+             rebuild it against the WIT `wasmgate wit` prints",
+        ),
+        (
+            newer.to_str().unwrap().to_owned(),
+            "targets wasmgate:plugin@0.2.0, newer than the @0.1.0 this gateway loads: \
+             use a wasmgate that loads it",
+        ),
         (
             core.to_str().unwrap().to_owned(),
             "is a core WebAssembly module, not a component",
@@ -104,6 +152,21 @@ fn inspect_says_precisely_why_a_file_is_no_plugin() {
         let report: Value = serde_json::from_str(&json.stdout).unwrap();
         assert!(
             report["error"].as_str().unwrap().contains(expected),
+            "{report:#}"
+        );
+    }
+    // The other-version files were read as components, their imports named: the message
+    // comes from the version, not from a file the rewrite broke.
+    for file in [&older, &newer] {
+        let out = run_cli(
+            &["plugin", "inspect", file.to_str().unwrap(), "--json"],
+            &dir.path,
+            LIMIT,
+        );
+        let report: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(report["component"], true, "{report:#}");
+        assert!(
+            report["imports"].as_array().is_some_and(|i| !i.is_empty()),
             "{report:#}"
         );
     }
@@ -324,14 +387,28 @@ fn a_new_rust_plugin_builds_as_it_is_and_answers_a_call() {
         started.elapsed().as_secs_f64()
     );
 
-    // A crate that lost its cdylib is told what to change, before cargo runs.
+    // A crate that lost its cdylib builds an .rlib only, and the .wasm of the build above
+    // is still in target/: the build is refused, saying what to change, not served stale.
+    assert!(wasm.is_file());
     let manifest = dir.join("hello/Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&manifest, text.replace("crate-type = [\"cdylib\"]", "")).unwrap();
     let out = run_cli_with_env(&["plugin", "build", "hello"], &dir.path, &env, LIMIT);
     out.assert_exit(1);
+    for said in ["builds no component", "crate-type = [\"cdylib\"]", "stale"] {
+        assert!(out.stderr.contains(said), "{said}: {}", out.stderr);
+    }
+    assert!(!out.stdout.contains("greet"), "{}", out.stdout);
+
+    // A src/main.rs beside the cdylib: both would write hello_plugin.wasm.
+    std::fs::write(&manifest, &text).unwrap();
+    std::fs::write(dir.join("hello/src/main.rs"), "fn main() {}\n").unwrap();
+    let out = run_cli_with_env(&["plugin", "build", "hello"], &dir.path, &env, LIMIT);
+    out.assert_exit(1);
     assert!(
-        out.stderr.contains("crate-type = [\"cdylib\"]"),
+        out.stderr
+            .contains("src/main.rs and the cdylib would both write hello_plugin.wasm to one path")
+            && out.stderr.contains("[[bin]] name = \"hello_plugin-cli\""),
         "{}",
         out.stderr
     );
@@ -341,10 +418,7 @@ fn a_new_rust_plugin_builds_as_it_is_and_answers_a_call() {
 /// the test says so and passes.
 #[test]
 fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
-    let found = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join("componentize-py").is_file())
-    });
-    if !found {
+    if !on_path("componentize-py") {
         eprintln!("skipped: componentize-py is not on PATH");
         return;
     }
@@ -373,6 +447,61 @@ fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
     assert!(call.stdout.contains("Hello, CI!"), "{}", call.stdout);
 }
 
+/// componentize-js is in CI's test tools (target/test-tools/js/node_modules/.bin on PATH);
+/// without it the test says so and passes. The component is served by the gateway and
+/// called by a client, as a plugin author's would be.
+#[test]
+fn a_new_js_plugin_builds_with_componentize_js_and_answers_a_client() {
+    if !on_path("componentize-js") {
+        eprintln!("skipped: componentize-js is not on PATH");
+        return;
+    }
+    let dir = TestDir::new("new-js");
+    run_cli(
+        &["plugin", "new", "hello-js", "--lang", "js"],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(0);
+    let package: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("hello-js/package.json")).unwrap())
+            .unwrap();
+    assert!(
+        package["devDependencies"]["@bytecodealliance/componentize-js"].is_string(),
+        "{package}"
+    );
+    let build = run_cli(&["plugin", "build", "hello-js"], &dir.path, BUILD_LIMIT);
+    build.assert_exit(0);
+    assert!(build.stdout.contains("greet"), "{}", build.stdout);
+    assert!(
+        build
+            .stdout
+            .contains("world:   wasmgate:plugin/plugin@0.1.0"),
+        "{}",
+        build.stdout
+    );
+
+    let mut client = crate::harness::Client::spawn(&["--plugin", "hello-js/hello_js.wasm"], dir);
+    client.initialize();
+    // The first load compiles a JavaScript engine: a client that listed the tools while
+    // it compiles hears when they are there.
+    let listed = client.result("tools/list", serde_json::json!({}));
+    if !listed.to_string().contains("hello_js__greet") {
+        client.next_notification("notifications/tools/list_changed", BUILD_LIMIT);
+    }
+    let result = client.call(
+        "hello_js__greet",
+        serde_json::json!({"name": "CI", "times": 2}),
+    );
+    assert_eq!(
+        result["content"][0]["text"], "Hello, CI!\nHello, CI!",
+        "{result}"
+    );
+    // Arguments off the schema are refused before the JavaScript runs.
+    let refused = client.call_invalid("hello_js__greet", serde_json::json!({"times": 2}));
+    assert!(refused.contains("name"), "{refused}");
+}
+
 /// `wasmgate dev SOURCE`: a plugin project built and served; an edit of its source is
 /// rebuilt and the new version served; an edit that does not compile leaves the previous
 /// version serving and tells the client why, at level `error`.
@@ -392,13 +521,7 @@ fn dev_rebuilds_an_edited_plugin_and_keeps_serving_after_a_broken_edit() {
     let source = dir.join("devsrc/src/lib.rs");
     let mut client = crate::harness::Client::spawn_with_env(&["dev", "devsrc"], dir, &env);
     client.initialize();
-    let greet = |client: &mut crate::harness::Client| {
-        let result = client.call("dev_plugin__greet", serde_json::json!({"name": "A"}));
-        result["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
+    let greet = |client: &mut crate::harness::Client| greet_text(client, "dev_plugin__greet", "A");
     assert_eq!(greet(&mut client), "Hello, A!");
     client.result("tools/list", serde_json::json!({}));
 
@@ -440,4 +563,135 @@ fn dev_rebuilds_an_edited_plugin_and_keeps_serving_after_a_broken_edit() {
         .expect("told the plugin is healthy again");
     assert_eq!(healthy["params"]["level"], "notice", "{healthy}");
     assert_eq!(greet(&mut client), "Howdy, A!");
+    // One line per rebuild, with its timings.
+    let timed = stderr_line(&client, "wasmgate dev: dev_plugin: build ");
+    for part in [", compile ", ", swap ", "; saved → served "] {
+        assert!(timed.contains(part), "{timed}");
+    }
+    assert!(
+        client
+            .stderr()
+            .contains("the component is unchanged, nothing to swap"),
+        "{}",
+        client.stderr()
+    );
+
+    // The mistakes `plugin build` catches, `dev` catches too, and the old version serves.
+    let manifest = dir_of(&client).join("devsrc/Cargo.toml");
+    let cargo = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, cargo.replace("crate-type = [\"cdylib\"]", "")).unwrap();
+    let told = client
+        .take(BUILD_LIMIT, |m| {
+            m["method"] == "notifications/message"
+                && m["params"]["data"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("builds no component"))
+        })
+        .expect("the lost cdylib is told to the client");
+    assert!(
+        told["params"]["data"]
+            .as_str()
+            .unwrap()
+            .contains("crate-type = [\"cdylib\"]"),
+        "{told}"
+    );
+    std::fs::write(&manifest, &cargo).unwrap();
+    std::fs::write(dir_of(&client).join("devsrc/src/main.rs"), "fn main() {}\n").unwrap();
+    client
+        .take(BUILD_LIMIT, |m| {
+            m["method"] == "notifications/message"
+                && m["params"]["data"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("would both write dev_plugin.wasm"))
+        })
+        .expect("the binary beside the cdylib is told to the client");
+    assert_eq!(greet(&mut client), "Howdy, A!");
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// The text `greet` answers `name` through the gateway.
+fn greet_text(client: &mut crate::harness::Client, tool: &str, name: &str) -> String {
+    let result = client.call(tool, serde_json::json!({ "name": name }));
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn dir_of(client: &crate::harness::Client) -> PathBuf {
+    client.dir.path.clone()
+}
+
+/// `[plugins.NAME] source = "DIR"`: `wasmgate dev --config` builds that project, serves it
+/// as NAME (whatever file name its build writes) and rebuilds it on an edit.
+#[test]
+fn dev_builds_and_watches_the_source_folders_a_config_names() {
+    let dir = TestDir::new("dev-config");
+    let target = shared_target();
+    let env = [("CARGO_TARGET_DIR", target.to_str().unwrap())];
+    run_cli(
+        &["plugin", "new", "hello-src", "--dir", "greeter_src"],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(0);
+    run_cli_with_env(
+        &["plugin", "build", "greeter_src"],
+        &dir.path,
+        &env,
+        BUILD_LIMIT,
+    )
+    .assert_exit(0);
+
+    // A source that is not there, or not a plugin project, is a config error.
+    dir.write("absent.toml", "[plugins.greeter]\nsource = \"nope\"\n");
+    let out = run_cli(&["check", "--config", "absent.toml"], &dir.path, LIMIT);
+    out.assert_exit(1);
+    assert!(out.stderr.contains("source folder"), "{}", out.stderr);
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    dir.write("empty.toml", "[plugins.greeter]\nsource = \"empty\"\n");
+    let out = run_cli(&["check", "--config", "empty.toml"], &dir.path, LIMIT);
+    out.assert_exit(1);
+    assert!(
+        out.stderr.contains("is not a plugin project"),
+        "{}",
+        out.stderr
+    );
+
+    dir.write("gw.toml", "[plugins.greeter]\nsource = \"greeter_src\"\n");
+    let source = dir.join("greeter_src/src/lib.rs");
+    let mut client =
+        crate::harness::Client::spawn_with_env(&["dev", "--config", "gw.toml"], dir, &env);
+    client.initialize();
+    let greet = |client: &mut crate::harness::Client| greet_text(client, "greeter__greet", "B");
+    assert_eq!(greet(&mut client), "Hello, B!");
+    // A client that has listed the tools hears that they changed.
+    client.result("tools/list", serde_json::json!({}));
+    let text = std::fs::read_to_string(&source).unwrap();
+    std::fs::write(
+        &source,
+        text.replace("format!(\"Hello, {name}!\")", "format!(\"Hi, {name}!\")"),
+    )
+    .unwrap();
+    client.next_notification("notifications/tools/list_changed", BUILD_LIMIT);
+    assert_eq!(greet(&mut client), "Hi, B!");
+    stderr_line(&client, "wasmgate dev: greeter: build ");
+}
+
+/// The first line of the gateway's stderr that starts with `start`, waiting for it a
+/// while: `dev` prints a rebuild's line once the swap is done, as clients hear of it.
+fn stderr_line(client: &crate::harness::Client, start: &str) -> String {
+    let until = Instant::now() + LIMIT;
+    loop {
+        let stderr = client.stderr();
+        if let Some(line) = stderr.lines().find(|l| l.starts_with(start)) {
+            return line.to_owned();
+        }
+        assert!(Instant::now() < until, "no line `{start}…` in:\n{stderr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

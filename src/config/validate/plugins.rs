@@ -75,8 +75,17 @@ impl Ctx<'_> {
         // `--plugin`, gives it grants and limits.
         let served_bundled = bundled && is_bundled(name);
         let given = self.src.given_plugins.iter().any(|g| g == name);
+        let source = raw
+            .source
+            .as_deref()
+            .and_then(|source| self.plugin_source(name, source, strict));
         match (raw.path.is_some(), dir) {
             _ if given => {}
+            // `wasmgate dev` builds it; `serve` has no file to serve.
+            (false, None) if raw.source.is_some() => self.warnings.push(format!(
+                "plugin `{name}` names a source folder and no path: `wasmgate dev` builds and \
+                 serves it, `serve` does not (set path to the component the build writes)"
+            )),
             (false, None) if !served_bundled => self.error(
                 &table,
                 None,
@@ -164,6 +173,7 @@ impl Ctx<'_> {
         Some(PluginConfig {
             name: name.to_owned(),
             path,
+            source,
             namespace,
             limits: PluginLimits {
                 memory: raw.memory.map_or(defaults.memory, |b| b.0),
@@ -181,6 +191,36 @@ impl Ctx<'_> {
         })
     }
 
+    /// `source`: a folder holding a plugin project, or an error saying what is wrong.
+    fn plugin_source(&mut self, name: &str, text: &str, strict: bool) -> Option<PathBuf> {
+        let key = ["plugins", name, "source"];
+        let path = self.path(text, &key, strict)?;
+        let problem = if !path.is_dir() {
+            Some((
+                format!("the source folder {} does not exist", path.display()),
+                "create it with `wasmgate plugin new NAME --dir DIR`, or fix the path \
+                 (relative paths are relative to the config file)",
+            ))
+        } else if !PLUGIN_PROJECT_FILES.iter().any(|f| path.join(f).is_file()) {
+            Some((
+                format!(
+                    "{} is not a plugin project: it holds none of {}",
+                    path.display(),
+                    PLUGIN_PROJECT_FILES.join(", ")
+                ),
+                "name the folder `wasmgate plugin new` made (the one with Cargo.toml, app.py or package.json)",
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some((message, fix)) if strict => {
+                self.error(&key, Some(text), message, fix);
+                None
+            }
+            _ => Some(path),
+        }
+    }
     pub(super) fn dir_grant(
         &mut self,
         raw: raw::DirGrant,
@@ -326,5 +366,36 @@ mod tests {
         ] {
             assert!(check_host(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_source_must_be_a_plugin_project() {
+        let base = std::env::temp_dir().join(format!("wasmgate-source-{}", std::process::id()));
+        std::fs::create_dir_all(base.join("tool")).unwrap();
+        std::fs::create_dir_all(base.join("empty")).unwrap();
+        std::fs::write(base.join("tool/Cargo.toml"), "[package]\nname = \"tool\"\n").unwrap();
+        let load =
+            |text: &str| crate::config::from_toml_str(text, Path::new("g.toml"), &base, &|_| None);
+        let config = load("[plugins.tool]\nsource = \"tool\"\n").unwrap();
+        let entry = &config.plugins.plugins["tool"];
+        assert_eq!(entry.source.as_deref(), Some(base.join("tool").as_path()));
+        assert!(entry.path.is_none());
+        assert!(
+            config
+                .warnings
+                .iter()
+                .any(|w| w.contains("`wasmgate dev` builds and serves it")),
+            "{:?}",
+            config.warnings
+        );
+        let absent = load("[plugins.tool]\nsource = \"nope\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(absent.contains("does not exist"), "{absent}");
+        let empty = load("[plugins.tool]\nsource = \"empty\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(empty.contains("is not a plugin project"), "{empty}");
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -695,3 +695,54 @@ fn stderr_line(client: &crate::harness::Client, start: &str) -> String {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A refused build, then a file with the bytes of the version still serving (the fix that
+/// undoes the mistake): nothing is reloaded, and the client, whose last word was the
+/// refusal, hears that the plugin is healthy again; `get_events` has `plugin.recovered`.
+#[test]
+fn a_fix_identical_to_the_served_version_ends_with_healthy_again() {
+    let dir = TestDir::new("recovered");
+    let good = std::fs::read(fixture("minimal")).unwrap();
+    let file = dir.join("mini.wasm");
+    std::fs::write(&file, &good).unwrap();
+    let mut client = crate::harness::Client::spawn(&["--plugin", "mini.wasm"], dir);
+    client.initialize();
+    client.wait_ready();
+    client.result("tools/list", serde_json::json!({}));
+    let said = |client: &mut crate::harness::Client, level: &'static str| {
+        client
+            .take(LIMIT, |m| {
+                m["method"] == "notifications/message" && m["params"]["level"] == level
+            })
+            .unwrap_or_else(|| panic!("no {level} message"))["params"]["data"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    std::fs::write(&file, b"\0asm\x01\0\0\0").unwrap();
+    let refused = said(&mut client, "error");
+    assert!(refused.contains("keeps serving"), "{refused}");
+    std::fs::write(&file, &good).unwrap();
+    let healthy = said(&mut client, "notice");
+    assert!(healthy.contains("is healthy again"), "{healthy}");
+    assert_eq!(
+        echo_text(&mut client),
+        "still here",
+        "the version served throughout answers"
+    );
+    let events = client.call(
+        "get_events",
+        serde_json::json!({"event_type": "plugin.recovered"}),
+    );
+    let listed = events["structuredContent"]["events"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{events}");
+    assert_eq!(listed[0]["source"], "mini", "{events}");
+}
+
+fn echo_text(client: &mut crate::harness::Client) -> String {
+    let result = client.call("mini__echo", serde_json::json!({"text": "still here"}));
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}

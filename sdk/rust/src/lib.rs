@@ -7,7 +7,7 @@
 //! `call-tool` exports. A plugin depends on `serde` and `schemars` (1.x) too, for their
 //! derives.
 //!
-//! ```ignore
+//! ```
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
 //! use wasmgate_plugin::{Plugin, Structured, Tool, ToolError};
@@ -36,6 +36,9 @@
 //! }
 //!
 //! wasmgate_plugin::export!(plugin);
+//! # let listed = plugin().list();
+//! # assert_eq!(listed[0].name, "count");
+//! # assert!(plugin().call("count", r#"{"text": " "}"#).is_err());
 //! ```
 //!
 //! # Layout

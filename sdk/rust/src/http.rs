@@ -17,7 +17,9 @@ use wasip2::http::outgoing_handler;
 use wasip2::http::types::{ErrorCode, Fields, IncomingResponse, Method, OutgoingRequest, Scheme};
 use wasip2::io::streams::{InputStream, StreamError};
 
-/// What a GET brought back; as a tool's output, `Structured::new(page)`.
+// Doc comments here are the output schema's descriptions, which the model reads; as a
+// tool's output, a page is `Structured::new(page)`.
+/// What a GET brought back.
 #[derive(Serialize, JsonSchema)]
 pub struct Page {
     pub status: u16,

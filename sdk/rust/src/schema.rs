@@ -42,6 +42,7 @@ fn root<T: JsonSchema>(settings: SchemaSettings) -> Value {
         })
         .into_generator();
     let mut schema = Schema::to_value(generator.into_root_schema_for::<T>());
+    drop_rust_formats(&mut schema);
     // schemars titles the root with the Rust type's name, which tells a model nothing
     // (MCP has a tool title of its own). A title written on the type is kept.
     if let Some(object) = schema.as_object_mut()
@@ -50,6 +51,36 @@ fn root<T: JsonSchema>(settings: SchemaSettings) -> Value {
         object.remove("title");
     }
     schema
+}
+
+/// Removes the `format`s schemars gives Rust's number types (`uint8`, `int64`, `double`,
+/// ...): JSON Schema defines none of them, so they only cost the model's attention. The
+/// bounds schemars writes beside them (`minimum: 0`, `maximum: 255`) say what matters.
+fn drop_rust_formats(schema: &mut Value) {
+    const RUST_FORMATS: &[&str] = &[
+        "int", "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32",
+        "uint64", "uint128", "float", "double",
+    ];
+    match schema {
+        Value::Object(fields) => {
+            let rust_format = fields
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| RUST_FORMATS.contains(&f));
+            if rust_format {
+                fields.remove("format");
+            }
+            // Values (a default, an example) are data, not schemas: left as they are.
+            fields
+                .iter_mut()
+                .filter(|(key, _)| {
+                    !matches!(key.as_str(), "default" | "examples" | "const" | "enum")
+                })
+                .for_each(|(_, value)| drop_rust_formats(value));
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_rust_formats),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -99,6 +130,7 @@ mod tests {
         );
         assert_eq!(schema["properties"]["limit"]["default"], 10);
         assert_eq!(schema["properties"]["limit"]["maximum"], 100);
+        assert!(schema["properties"]["limit"].get("format").is_none());
         assert_eq!(
             schema["properties"]["lang"]["type"],
             json!(["string", "null"])

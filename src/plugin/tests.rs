@@ -111,6 +111,7 @@ fn ctx() -> CallContext {
         progress: None,
         log: None,
         trace_id: "test".into(),
+        session: None,
     }
 }
 

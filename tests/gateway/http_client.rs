@@ -24,7 +24,11 @@ pub struct HttpGateway {
 impl HttpGateway {
     /// Starts `wasmgate serve --http 127.0.0.1:0` on `config` (TOML text), with `env`.
     pub fn start(config: &str, env: &[(&str, &str)]) -> HttpGateway {
-        let dir = TestDir::new("http");
+        HttpGateway::start_in(TestDir::new("http"), config, env)
+    }
+
+    /// [`Self::start`] in `dir`, which may hold files the config names.
+    pub fn start_in(dir: TestDir, config: &str, env: &[(&str, &str)]) -> HttpGateway {
         let path = dir.write(
             "gateway.toml",
             &config.replace("{dir}", dir.path.to_str().unwrap()),

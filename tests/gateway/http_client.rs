@@ -419,6 +419,17 @@ impl McpSession {
         all
     }
 
+    /// The same session on another connection `conn` (its requests numbered apart).
+    pub fn on(&self, conn: Conn) -> McpSession {
+        McpSession {
+            conn,
+            path: self.path.clone(),
+            headers: self.headers.clone(),
+            id: self.id.clone(),
+            next: self.next + 1_000_000,
+        }
+    }
+
     pub async fn send(&mut self, message: &Value) -> Reply {
         let headers: Vec<(String, String)> = self
             .all_headers()

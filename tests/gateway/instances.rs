@@ -166,6 +166,33 @@ fn session_instances_are_per_client_and_end_with_the_session() {
 }
 
 #[test]
+fn a_sessions_calls_take_turns_on_its_instance() {
+    let gateway = gateway("instance = \"session\"");
+    runtime().block_on(async {
+        let mut a = session(&gateway).await;
+        let mut same = a.on(gateway.connect().await);
+        let slow = async {
+            let answer = a.call("echo__sleep", json!({"ms": 400})).await;
+            assert_eq!(
+                answer["result"]["content"][0]["text"], "slept 400",
+                "{answer}"
+            );
+            Instant::now()
+        };
+        let quick = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert_eq!(count(&mut same).await, 1);
+            Instant::now()
+        };
+        let (slow_done, quick_done) = tokio::join!(slow, quick);
+        assert!(
+            quick_done >= slow_done,
+            "the second call ran beside the first, on another instance"
+        );
+    });
+}
+
+#[test]
 fn an_idle_session_instance_is_dropped_after_instance_idle() {
     let gateway = gateway("instance = \"session\"\ninstance_idle = \"1s\"");
     runtime().block_on(async {

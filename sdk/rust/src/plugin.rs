@@ -39,9 +39,9 @@ impl Plugin {
 /// Makes the [`Plugin`] a function returns the component's `tool` export:
 /// `wasmgate_plugin::export!(plugin);` after `fn plugin() -> Plugin`.
 ///
-/// Every call runs in a fresh instance, so the function runs once for `list-tools` and
-/// once per call: keep it to building the list (schemas are derived only for
-/// `list-tools`).
+/// The function runs for each `list-tools` and for each call, so keep it to building the
+/// list (schemas are derived only for `list-tools`). What a tool keeps between calls, in
+/// the instance modes that keep instances (`session`, `shared`), goes in a `static`.
 #[macro_export]
 macro_rules! export {
     ($plugin:path) => {

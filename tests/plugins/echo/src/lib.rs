@@ -236,7 +236,9 @@ impl Guest for Echo {
                 Ok(text(format!("wrote {}", t.len())))
             }
             "listings" => Ok(text(LISTINGS.load(Ordering::Relaxed).to_string())),
-            "count" => Ok(text((COUNT.fetch_add(1, Ordering::Relaxed) + 1).to_string())),
+            "count" => Ok(text(
+                (COUNT.fetch_add(1, Ordering::Relaxed) + 1).to_string(),
+            )),
             "crash" => {
                 COUNT.fetch_add(1, Ordering::Relaxed);
                 panic!("crash: requested trap")

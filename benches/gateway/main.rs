@@ -22,9 +22,11 @@
 //! Sections: `calls` (the targets above, interleaved, then start-up with the example
 //! server and each target's RSS: `calls.rs`), `python` (the componentize-py plugin
 //! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
-//! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), and, only
-//! with `--only author`, `author` (`plugin new` to a first call, cold and warm, and
-//! `wasmgate dev` from a save to the new version served: `author.rs`).
+//! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
+//! HTTP front: `http.rs`), `instances` (`instance = "shared"` against `"call"`:
+//! `instances.rs`), and, only with `--only author`, `author` (`plugin new` to a first
+//! call, cold and warm, and `wasmgate dev` from a save to the new version served:
+//! `author.rs`).
 //!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
 //! noise hits every target alike. Each call's latency is the time from writing its
@@ -47,6 +49,7 @@ mod author;
 mod calls;
 mod component;
 mod http;
+mod instances;
 mod pipe;
 mod python;
 mod reload;
@@ -80,7 +83,15 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 6] = ["calls", "python", "reload", "startup", "http", "author"];
+const SECTIONS: [&str; 7] = [
+    "calls",
+    "python",
+    "reload",
+    "startup",
+    "http",
+    "instances",
+    "author",
+];
 /// Sections run only when asked for with `--only`: `author` builds crates for minutes.
 const ON_REQUEST: [&str; 1] = ["author"];
 
@@ -303,6 +314,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("http") {
         results.extend(http::bench(options, paths, scratch).await?);
+    }
+    if options.runs("instances") {
+        results.extend(instances::bench(options, paths, scratch).await?);
     }
     if options.runs("author") {
         results.extend(author::bench(options, paths, scratch).await?);

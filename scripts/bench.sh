@@ -3,7 +3,7 @@
 # `cargo bench --bench gateway` (benches/gateway/) with a low-priority spin loop
 # on every core. Arguments go to the bench: --quick, --rounds N, --calls1 N,
 # --calls16 N, --startups N, --py-calls N, --reloads N, --only SECTION (calls,
-# python, reload, startup, http, or plugins for python, reload and startup). Results: stdout and
+# python, reload, startup, http, remote, or plugins for python, reload and startup). Results: stdout and
 # target/bench-results.json. The Python plugin section needs
 # plugins/python/text/text.wasm (plugins/python/text/build.sh); without it, it is skipped.
 #

@@ -22,7 +22,9 @@
 //! Sections: `calls` (the targets above, interleaved, then start-up with the example
 //! server and each target's RSS: `calls.rs`), `python` (the componentize-py plugin
 //! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
-//! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`).
+//! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
+//! HTTP front: `http.rs`), `remote` (a remote server over Streamable HTTP, through the
+//! gateway and direct: `remote.rs`).
 //!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
 //! noise hits every target alike. Each call's latency is the time from writing its
@@ -47,6 +49,7 @@ mod http;
 mod pipe;
 mod python;
 mod reload;
+mod remote;
 mod startup;
 mod stats;
 
@@ -77,7 +80,7 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 5] = ["calls", "python", "reload", "startup", "http"];
+const SECTIONS: [&str; 6] = ["calls", "python", "reload", "startup", "http", "remote"];
 
 impl Options {
     fn from_args() -> Result<Options> {
@@ -297,6 +300,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("http") {
         results.extend(http::bench(options, paths, scratch).await?);
+    }
+    if options.runs("remote") {
+        results.extend(remote::bench(options, paths, scratch).await?);
     }
 
     let out = paths.target.join("bench-results.json");

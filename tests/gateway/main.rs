@@ -23,6 +23,8 @@ mod promises;
 mod protocol;
 mod reload;
 mod remote;
+mod remote_faults;
+mod remote_sdk;
 mod replicas;
 mod routing;
 mod third_party;

@@ -290,11 +290,21 @@ impl Connection {
                             return answer;
                         }
                     }
+                    // A cut stream fails this request alone: the session may well live on,
+                    // and a server that is gone shows at the next request or on the GET stream.
                     Ok(None) => {
                         lease.done();
-                        return Err(self.broken("its event stream ended before the answer".into()));
+                        return Err(self.http_error(
+                            0,
+                            "an event stream that broke off before the answer".into(),
+                        ));
                     }
-                    Err(reason) => return Err(self.broken(reason)),
+                    Err(reason) => {
+                        return Err(self.http_error(
+                            0,
+                            format!("an event stream that broke off before the answer: {reason}"),
+                        ));
+                    }
                 }
             }
         }
@@ -303,7 +313,9 @@ impl Connection {
                 lease.done();
                 String::from_utf8_lossy(&body.to_bytes()).into_owned()
             }
-            Err(err) => return Err(self.broken(format!("the answer broke off: {err}"))),
+            Err(err) => {
+                return Err(self.http_error(0, format!("an answer that broke off: {err}")));
+            }
         };
         if content_type != "application/json" {
             return Err(self.http_error(

@@ -24,6 +24,7 @@ mod protocol;
 mod reload;
 mod remote;
 mod remote_faults;
+mod remote_h2;
 mod remote_sdk;
 mod replicas;
 mod routing;

@@ -386,7 +386,7 @@ fn https_with_a_private_ca() {
 
 /// A private CA (`ca.pem`) and a certificate it signed for `localhost` and 127.0.0.1
 /// (`cert.pem`, `key.pem`), made by openssl in `certs`.
-fn make_ca_and_certificate(certs: &TestDir) {
+pub(crate) fn make_ca_and_certificate(certs: &TestDir) {
     let openssl = |args: &[&str]| {
         let status = std::process::Command::new("openssl")
             .args(args)

@@ -370,6 +370,21 @@ fn the_get_stream_resumes_with_last_event_id_after_a_drop() {
 /// not fail) and goes as soon as one of the 64 is answered.
 #[test]
 fn the_sixty_fifth_request_in_flight_waits_for_a_turn() {
+    held_at_once(&[r#"timeout = "60s""#], 65, 64);
+}
+
+/// `max_connections` bounds the HTTP/1.1 connections lent at once (so the requests on
+/// them), `max_in_flight` the requests whatever carries them.
+#[test]
+fn max_connections_and_max_in_flight_bound_what_reaches_the_server() {
+    held_at_once(&["max_connections = 2"], 5, 2);
+    held_at_once(&["max_in_flight = 3"], 5, 3);
+}
+
+/// Sends `calls` calls to a scripted server that holds each until released, the server's
+/// entry having `lines`: `limit` of them reach it and no more (a short look), one more once
+/// one is answered, and every call gets its answer in the end.
+fn held_at_once(lines: &[&str], calls: usize, limit: usize) {
     let release = Arc::new(Gate::default());
     let (held, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (gate, now, peak) = (release.clone(), held.clone(), most.clone());
@@ -384,28 +399,34 @@ fn the_sixty_fifth_request_in_flight_waits_for_a_turn() {
         reply.result(seen, json!({"content": [{"type": "text", "text": "held"}]}));
         true
     });
-    let mut client = gateway(&server, &[r#"timeout = "60s""#]);
+    let mut client = gateway(&server, lines);
     let holds = |server: &Scripted| server.count(|s| s.message["params"]["name"] == "hold");
-    let ids: Vec<Value> = (0..65)
+    let ids: Vec<Value> = (0..calls)
         .map(|_| client.send_request("tools/call", json!({"name": "up__hold", "arguments": {}})))
         .collect();
-    eventually(TIMEOUT, "64 calls to reach the server", || {
-        (held.load(Ordering::SeqCst) == 64).then_some(())
-    });
-    // Nothing to wait for here but the absence of the 65th: a short look.
+    eventually(
+        TIMEOUT,
+        &format!("{limit} calls to reach the server"),
+        || (held.load(Ordering::SeqCst) == limit).then_some(()),
+    );
+    // Nothing to wait for here but the absence of one more: a short look.
     let look = Instant::now() + Duration::from_millis(300);
     while Instant::now() < look {
-        assert_eq!(holds(&server), 64, "a 65th request reached the server");
+        assert_eq!(
+            holds(&server),
+            limit,
+            "{lines:?}: one too many reached the server"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     release.open(1);
-    eventually(TIMEOUT, "the 65th call to reach the server", || {
-        (holds(&server) == 65).then_some(())
+    eventually(TIMEOUT, "the next call to reach the server", || {
+        (holds(&server) == limit + 1).then_some(())
     });
-    release.open(64);
+    release.open(calls);
     for id in &ids {
         let response = client.wait_response(id, TIMEOUT);
-        assert_eq!(text(&response["result"]), "held", "{response}");
+        assert_eq!(text(&response["result"]), "held", "{lines:?}: {response}");
     }
-    assert_eq!(most.load(Ordering::SeqCst), 64);
+    assert_eq!(most.load(Ordering::SeqCst), limit, "{lines:?}");
 }

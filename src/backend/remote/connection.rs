@@ -7,7 +7,7 @@ use std::sync::Weak;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::client::{Body, HttpClient, Lease};
+use super::client::{Body, Hold, HttpClient, Lease};
 use super::sse::SseReader;
 use super::*;
 use crate::protocol::methods;
@@ -16,10 +16,6 @@ mod legacy;
 
 /// Longest error page text quoted in an error.
 const SHOWN: usize = 200;
-
-/// Requests in flight to one server at once (each holds an HTTP/1.1 connection); more
-/// wait for a turn within their timeout.
-const MAX_IN_FLIGHT: usize = 64;
 
 /// Why a session ended when the server forgot it.
 pub(super) const SESSION_ENDED: &str = "the server ended the session (404); starting a new one";
@@ -61,7 +57,7 @@ impl Connection {
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
     ) -> Result<Arc<Self>, String> {
         let uri: http::Uri = endpoint.url.parse().map_err(|e| format!("{e}"))?;
-        let client = HttpClient::new(&uri, endpoint.ca_file.as_deref())?;
+        let client = HttpClient::new(&uri, endpoint.ca_file.as_deref(), endpoint.max_connections)?;
         let mut headers = http::HeaderMap::new();
         for (name, value) in &endpoint.headers {
             let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
@@ -82,7 +78,7 @@ impl Connection {
             session: Mutex::new(None),
             version: Mutex::new(None),
             next_id: AtomicU64::new(1),
-            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            in_flight: tokio::sync::Semaphore::new(endpoint.max_in_flight),
             to_gateway,
             closed: watch::channel(None).0,
             notes,
@@ -179,8 +175,9 @@ impl Connection {
     async fn send(
         &self,
         request: http::Request<Body>,
+        hold: Hold,
     ) -> Result<(http::Response<Incoming>, Lease), BackendError> {
-        match self.client.send(request, CONNECT_TIMEOUT).await {
+        match self.client.send(request, CONNECT_TIMEOUT, hold).await {
             Ok(sent) => Ok(sent),
             Err(reason) => Err(self.broken(reason)),
         }
@@ -260,7 +257,7 @@ impl Connection {
             return self.exchange_legacy(id, body).await;
         }
         let (response, lease) = self
-            .send(self.build(http::Method::POST, Some(body)))
+            .send(self.build(http::Method::POST, Some(body)), Hold::Exchange)
             .await?;
         if method == methods::INITIALIZE
             && let Some(session) = response.headers().get("mcp-session-id")
@@ -418,7 +415,7 @@ impl Connection {
     /// `POST`s a notification or a response, which the server acknowledges with 202.
     async fn post_message(&self, message: Value) {
         let request = self.build(http::Method::POST, Some(message.to_string()));
-        match self.send(request).await {
+        match self.send(request, Hold::Exchange).await {
             Ok((response, lease)) => {
                 let status = response.status();
                 let text = read_text(response.into_body()).await;
@@ -455,7 +452,7 @@ impl Connection {
             {
                 request.headers_mut().insert("last-event-id", id);
             }
-            let Ok((response, _lease)) = self.send(request).await else {
+            let Ok((response, _lease)) = self.send(request, Hold::Stream).await else {
                 return;
             };
             let status = response.status();
@@ -486,7 +483,7 @@ impl Connection {
         let request = self.build(http::Method::DELETE, None);
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
-            self.client.send(request, CONNECT_TIMEOUT),
+            self.client.send(request, CONNECT_TIMEOUT, Hold::Exchange),
         )
         .await;
     }

@@ -355,8 +355,8 @@ fn a_timed_out_call_is_cancelled_on_the_remote_server() {
     assert_eq!(text(&echo), "still here", "{echo}");
 }
 
-/// HTTPS to a server whose certificate a private CA signed: refused with the webpki roots
-/// alone, served once `ca_file` trusts it.
+/// HTTPS to a server whose certificate a private CA signed: refused with the webpki and
+/// the machine's roots alone, served once `ca_file` trusts it, or the platform's store.
 #[test]
 fn https_with_a_private_ca() {
     let certs = TestDir::new("tls");
@@ -382,6 +382,19 @@ fn https_with_a_private_ca() {
     client.wait_ready();
     let echo = client.call("up__ex__echo", json!({"text": "over tls"}));
     assert_eq!(text(&echo), "over tls", "{echo}");
+
+    // The platform's store, here the file `SSL_CERT_FILE` names, is trusted as well.
+    let dir = TestDir::new("outer");
+    let config = config().remote("up", &url, &[]).render(&dir.path);
+    let path = dir.write("gateway.toml", &config);
+    let store = certs.join("ca.pem");
+    let env = [("SSL_CERT_FILE", store.to_str().unwrap())];
+    let mut client =
+        Client::spawn_with_env(&["serve", "--config", path.to_str().unwrap()], dir, &env);
+    client.initialize();
+    client.wait_ready();
+    let echo = client.call("up__ex__echo", json!({"text": "platform roots"}));
+    assert_eq!(text(&echo), "platform roots", "{echo}");
 }
 
 /// A private CA (`ca.pem`) and a certificate it signed for `localhost` and 127.0.0.1

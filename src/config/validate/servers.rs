@@ -205,7 +205,7 @@ impl Ctx<'_> {
                     &[s, name, key],
                     None,
                     format!("server `{name}`: {key} = {n} is more than {most}"),
-                    &format!("write a number from 1 to {most}"),
+                    format!("write a number from 1 to {most}"),
                 );
             }
             n.min(most)

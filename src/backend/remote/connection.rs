@@ -350,6 +350,14 @@ impl Connection {
         if text.trim().is_empty() {
             return None;
         }
+        // The common case, a plain answer to the request waiting: its result is kept as the
+        // server's text, as a subprocess server's is.
+        if let Some(waiting) = waiting
+            && let Some((id, result)) = protocol::RawEnvelope::fast_response(text)
+            && id == waiting
+        {
+            return Some(Ok(result));
+        }
         let value = match serde_json::from_str::<Value>(text) {
             Ok(value) => value,
             Err(err) => {

@@ -208,6 +208,26 @@ fn a_remote_gateway_serves_through_both_hops() {
     );
 }
 
+/// With one connection for requests, a call that waits on the client's sampling answer
+/// still gets it: the answer goes to the server aside from the connection the call holds.
+#[test]
+fn a_clients_answer_reaches_the_server_with_one_connection() {
+    let inner = inner();
+    let mut client = outer(&inner.url("/mcp"), &["max_connections = 1"]);
+    client.wait_ready();
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__ex__sample", "arguments": {"prompt": "one"}}),
+    );
+    let asked = client.next_client_request(TIMEOUT);
+    client.respond(
+        asked["id"].clone(),
+        json!({"role": "assistant", "content": {"type": "text", "text": "through"}, "model": "m"}),
+    );
+    let sampled = client.wait_response(&id, TIMEOUT);
+    assert_eq!(text(&sampled["result"]), "through", "{sampled}");
+}
+
 /// Over the legacy HTTP+SSE transport, named or found by `auto` after the server refused
 /// a Streamable HTTP `initialize`: calls, progress and sampling survive both hops.
 #[test]

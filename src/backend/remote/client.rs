@@ -23,6 +23,7 @@ pub(super) struct HttpClient {
     idle: Mutex<Vec<http1::SendRequest<Body>>>,
     /// One permit per HTTP/1.1 connection lent for a request: what bounds the pool.
     lendable: Arc<Semaphore>,
+    max_connections: usize,
     /// The server's HTTP/2 connection, once it chose h2.
     shared: Mutex<Option<http2::SendRequest<Body>>>,
 }
@@ -38,8 +39,10 @@ pub(super) struct Lease {
 impl Lease {
     pub(super) fn done(mut self) {
         if let Some(sender) = self.sender.take() {
-            // At most as many as may be lent at once, so the pool stays within its bound.
-            self.client.idle.lock().unwrap().push(sender);
+            let mut idle = self.client.idle.lock().unwrap();
+            if idle.len() < self.client.max_connections {
+                idle.push(sender);
+            }
         }
     }
 }
@@ -50,12 +53,14 @@ enum Sender {
     Shared(http2::SendRequest<Body>),
 }
 
-/// Whether a request holds its connection for long (the server's `GET` stream): such a
-/// one is not counted against `max_connections`, so that it cannot starve the requests.
+/// Whether a request counts against `max_connections`. The server's `GET` stream, and the
+/// messages that answer the server or notify it, go aside: a stream held open must not
+/// starve the requests, and a request waiting on a client's answer (sampling) must never
+/// keep that answer from reaching the server.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Hold {
-    Exchange,
-    Stream,
+    Request,
+    Aside,
 }
 
 impl HttpClient {
@@ -83,6 +88,7 @@ impl HttpClient {
             tls,
             idle: Mutex::new(Vec::new()),
             lendable: Arc::new(Semaphore::new(max_connections)),
+            max_connections,
             shared: Mutex::new(None),
         }))
     }
@@ -99,14 +105,14 @@ impl HttpClient {
             return self.send_shared(shared, request).await;
         }
         let permit = match hold {
-            Hold::Exchange => Some(
+            Hold::Request => Some(
                 self.lendable
                     .clone()
                     .acquire_owned()
                     .await
                     .map_err(|_| "the connection pool is closed".to_string())?,
             ),
-            Hold::Stream => None,
+            Hold::Aside => None,
         };
         let mut sender = match self.take_idle() {
             Some(sender) => sender,

@@ -257,7 +257,7 @@ impl Connection {
             return self.exchange_legacy(id, body).await;
         }
         let (response, lease) = self
-            .send(self.build(http::Method::POST, Some(body)), Hold::Exchange)
+            .send(self.build(http::Method::POST, Some(body)), Hold::Request)
             .await?;
         if method == methods::INITIALIZE
             && let Some(session) = response.headers().get("mcp-session-id")
@@ -423,7 +423,7 @@ impl Connection {
     /// `POST`s a notification or a response, which the server acknowledges with 202.
     async fn post_message(&self, message: Value) {
         let request = self.build(http::Method::POST, Some(message.to_string()));
-        match self.send(request, Hold::Exchange).await {
+        match self.send(request, Hold::Aside).await {
             Ok((response, lease)) => {
                 let status = response.status();
                 let text = read_text(response.into_body()).await;
@@ -460,7 +460,7 @@ impl Connection {
             {
                 request.headers_mut().insert("last-event-id", id);
             }
-            let Ok((response, _lease)) = self.send(request, Hold::Stream).await else {
+            let Ok((response, _lease)) = self.send(request, Hold::Aside).await else {
                 return;
             };
             let status = response.status();
@@ -491,7 +491,7 @@ impl Connection {
         let request = self.build(http::Method::DELETE, None);
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
-            self.client.send(request, CONNECT_TIMEOUT, Hold::Exchange),
+            self.client.send(request, CONNECT_TIMEOUT, Hold::Request),
         )
         .await;
     }

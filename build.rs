@@ -1,7 +1,8 @@
 //! Builds the WebAssembly plugins before the host:
 //!
-//! - `plugins/` (shipped: hash, json, files, fetch), whose components are
-//!   embedded in the binary as `BUNDLED_PLUGINS` (`$OUT_DIR/bundled_plugins.rs`);
+//! - `plugins/` (shipped: hash, json, files, fetch, written with the SDK in
+//!   `sdk/rust/`), whose components are embedded in the binary as
+//!   `BUNDLED_PLUGINS` (`$OUT_DIR/bundled_plugins.rs`);
 //! - `tests/plugins/` (fixtures for the host's tests), whose output directory
 //!   is exported as `WASMGATE_TEST_PLUGINS`.
 //!
@@ -26,6 +27,12 @@ fn main() {
     let root = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    // The guest SDK the plugins are written with: its sources, WIT and manifest (not its
+    // folder, which holds a `target/` after a `cargo test` there).
+    let sdk = root.join("sdk").join("rust");
+    for part in ["src", "wit", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", sdk.join(part).display());
+    }
     println!("cargo:rerun-if-env-changed={SKIP_VAR}");
 
     let plugins = root.join("plugins");

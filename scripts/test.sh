@@ -62,7 +62,10 @@ bash plugins/python/text/build.sh >&2
 step "cargo test"
 cargo test --no-fail-fast "$@"
 
-step "formatting (cargo fmt --check: the gateway, plugins/, tests/plugins/)"
-for dir in . plugins tests/plugins; do
+step "the plugin SDK's own tests (sdk/rust, on the host)"
+(cd sdk/rust && cargo test --features http --target-dir "$root/target/sdk")
+
+step "formatting (cargo fmt --check: the gateway, sdk/rust/, plugins/, tests/plugins/)"
+for dir in . sdk/rust plugins tests/plugins; do
   (cd "$dir" && cargo fmt --check)
 done

@@ -143,6 +143,8 @@ pub fn status(gateway: &Gateway) -> Value {
                     "failures": plugin.failures,
                     "last_error": plugin.last_error,
                     "reload_error": plugin.reload_error,
+                    "instance": plugin.instance.as_str(),
+                    "instances": plugin.instances,
                     "limits": {
                         "memory_bytes": plugin.limits.memory,
                         "timeout_ms": plugin.limits.timeout.as_millis() as u64,

@@ -373,6 +373,7 @@ impl Router<'_> {
             progress,
             log: plugin_log_sink(context, plugin),
             trace_id: context.trace_id.clone(),
+            session: Some(Arc::from(context.peer.id.as_str())),
         };
         host.call(plugin, tool, arguments, ctx)
             .await

@@ -122,6 +122,9 @@ impl Session {
             let _ = request.cancel.send(());
         }
         self.request_ended.notify_waiters();
+        if let Some(plugins) = self.gateway.plugin_host() {
+            plugins.end_session(&self.peer.id);
+        }
     }
 
     /// Handles one line from the client. Requests run concurrently; answers are sent as they complete.

@@ -15,17 +15,17 @@ use crate::stats::{Row, Run, Tally, cpu_ticks, memory_kib, mib, print_rows, verd
 use crate::{Options, Paths, Result};
 
 /// A process under test and the tool to call on it.
-struct Target {
-    name: &'static str,
+pub(crate) struct Target {
+    pub(crate) name: &'static str,
     tool: &'static str,
-    pipe: McpPipe,
+    pub(crate) pipe: McpPipe,
     /// Why an optional target (the plugin) stopped being measured.
     failure: Option<String>,
 }
 
 impl Target {
     /// One run; a failure of the optional plugin target is noted and the bench goes on.
-    async fn load(&mut self, calls: usize, inflight: usize) -> Result<Option<Run>> {
+    pub(crate) async fn load(&mut self, calls: usize, inflight: usize) -> Result<Option<Run>> {
         if self.failure.is_some() {
             return Ok(None);
         }
@@ -53,7 +53,11 @@ impl Target {
 }
 
 /// Starts, initialises and checks one target; `None` (with the reason printed) if it cannot serve.
-async fn ready(name: &'static str, tool: &'static str, pipe: Result<McpPipe>) -> Result<Target> {
+pub(crate) async fn ready(
+    name: &'static str,
+    tool: &'static str,
+    pipe: Result<McpPipe>,
+) -> Result<Target> {
     let mut pipe = pipe?;
     pipe.wait_for_tool(tool, Duration::from_secs(10)).await?;
     pipe.check_echo(tool).await?;
@@ -63,6 +67,38 @@ async fn ready(name: &'static str, tool: &'static str, pipe: Result<McpPipe>) ->
         pipe,
         failure: None,
     })
+}
+
+/// Warms `targets` up, then measures them at 1 and 16 in flight, interleaved round by round:
+/// one row per target that did not drop out and window size.
+pub(crate) async fn warm_then_measure(
+    options: &Options,
+    targets: &mut [Target],
+) -> Result<Vec<Row>> {
+    // Warm-up: caches, allocator pools, branch predictors, the JIT code of the plugin.
+    for target in targets.iter_mut() {
+        target.load(options.warmup, 16).await?;
+        target.load(options.warmup / 2, 1).await?;
+    }
+    let mut rows = Vec::new();
+    for (inflight, calls) in [(1, options.calls1), (16, options.calls16)] {
+        let mut tallies: Vec<Tally> = targets.iter().map(|_| Tally::default()).collect();
+        for round in 0..options.rounds {
+            // Interleaved, and each round starts with the next target, so no target is always first.
+            for k in 0..targets.len() {
+                let i = (round + k) % targets.len();
+                if let Some(run) = targets[i].load(calls, inflight).await? {
+                    tallies[i].add(run);
+                }
+            }
+        }
+        for (target, tally) in targets.iter().zip(tallies) {
+            if target.failure.is_none() {
+                rows.push(tally.row(target.name, inflight));
+            }
+        }
+    }
+    Ok(rows)
 }
 
 /// Measures and prints; returns the figures for `bench-results.json`.
@@ -133,30 +169,7 @@ pub async fn bench(
         wasm_note = Some(why);
     }
 
-    // Warm-up: caches, allocator pools, branch predictors, the JIT code of the plugin.
-    for target in &mut targets {
-        target.load(options.warmup, 16).await?;
-        target.load(options.warmup / 2, 1).await?;
-    }
-
-    let mut rows = Vec::new();
-    for (inflight, calls) in [(1, options.calls1), (16, options.calls16)] {
-        let mut tallies: Vec<Tally> = targets.iter().map(|_| Tally::default()).collect();
-        for round in 0..options.rounds {
-            // Interleaved, and each round starts with the next target, so no target is always first.
-            for k in 0..targets.len() {
-                let i = (round + k) % targets.len();
-                if let Some(run) = targets[i].load(calls, inflight).await? {
-                    tallies[i].add(run);
-                }
-            }
-        }
-        for (target, tally) in targets.iter().zip(tallies) {
-            if target.failure.is_none() {
-                rows.push(tally.row(target.name, inflight));
-            }
-        }
-    }
+    let rows = warm_then_measure(options, &mut targets).await?;
 
     if let Some(why) = targets.iter().find_map(|t| t.failure.clone()) {
         wasm_note = Some(why);

@@ -342,6 +342,22 @@ pub async fn bench(
         )
         .await?,
     );
+    // The plugin with `instance = "shared"`: no instance made and reset per call.
+    let shared = scratch.join("gw-http-shared.toml");
+    let text = std::fs::read_to_string(&config).map_err(|e| e.to_string())?;
+    write_config(&shared, &format!("{text}instance = \"shared\"\n"))?;
+    let shared = shared.to_str().ok_or("scratch is not UTF-8")?;
+    let args = ["serve", "--http", "127.0.0.1:0", "--config", shared];
+    http.push(
+        HttpTarget::start(
+            "http-wasm-shared",
+            "wecho__echo",
+            &paths.gateway,
+            &args,
+            scratch,
+        )
+        .await?,
+    );
     // An A/B of the runtime: the same gateway on one thread (`[http] threads = 1`).
     if std::env::var_os("WASMGATE_BENCH_HTTP_1T").is_some() {
         let one = scratch.join("gw-http-1t.toml");
@@ -459,22 +475,28 @@ fn report(options: &Options, rows: &[Row], idle_kib: f64) -> serde_json::Map<Str
             .find(|r| r.target == target && r.inflight == inflight)
     };
     let mut ratios = serde_json::Map::new();
-    if let (Some(f1), Some(w1), Some(f32), Some(w32)) = (
-        find("floor", 1),
-        find("http-wasm", 1),
-        find("floor", SESSIONS),
-        find("http-wasm", SESSIONS),
-    ) {
+    for target in ["http-wasm", "http-wasm-shared"] {
+        let (Some(f1), Some(w1), Some(f32), Some(w32)) = (
+            find("floor", 1),
+            find(target, 1),
+            find("floor", SESSIONS),
+            find(target, SESSIONS),
+        ) else {
+            continue;
+        };
         let p50 = w1.p50_us / f1.p50_us;
         let rate = w32.calls_per_s / f32.calls_per_s;
         println!(
-            "ratio http-wasm/floor  p50 @1: {p50:.2}x (target <= 1.3x, {})   throughput @{SESSIONS}: {rate:.2}x (target >= 0.6x, {}), {:.0} calls/s (target >= 28000, {})",
+            "ratio {target}/floor  p50 @1: {p50:.2}x (target <= 1.3x, {})   throughput @{SESSIONS}: {rate:.2}x (target >= 0.6x, {}), {:.0} calls/s (target >= 28000, {})",
             verdict(p50 <= 1.3),
             verdict(rate >= 0.6),
             w32.calls_per_s,
             verdict(w32.calls_per_s >= 28_000.0)
         );
-        ratios.insert("http_wasm".into(), json!({"p50_at_1": p50, "throughput_at_32": rate, "calls_per_s_at_32": w32.calls_per_s}));
+        ratios.insert(
+            target.replace('-', "_"),
+            json!({"p50_at_1": p50, "throughput_at_32": rate, "calls_per_s_at_32": w32.calls_per_s}),
+        );
     }
     println!(
         "gateway memory per idle HTTP session: {idle_kib:.1} KiB (target <= 16 KiB, {}; {IDLE_SESSIONS} sessions)",

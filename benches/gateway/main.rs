@@ -23,7 +23,8 @@
 //! server and each target's RSS: `calls.rs`), `python` (the componentize-py plugin
 //! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
 //! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
-//! HTTP front: `http.rs`), `remote` (a remote server over Streamable HTTP, through the
+//! HTTP front: `http.rs`), `instances` (`instance = "shared"` against `"call"`:
+//! `instances.rs`), `remote` (a remote server over Streamable HTTP, through the
 //! gateway and direct: `remote.rs`).
 //!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
@@ -46,6 +47,7 @@
 mod calls;
 mod component;
 mod http;
+mod instances;
 mod pipe;
 mod python;
 mod reload;
@@ -80,7 +82,15 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 6] = ["calls", "python", "reload", "startup", "http", "remote"];
+const SECTIONS: [&str; 7] = [
+    "calls",
+    "python",
+    "reload",
+    "startup",
+    "http",
+    "instances",
+    "remote",
+];
 
 impl Options {
     fn from_args() -> Result<Options> {
@@ -300,6 +310,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("http") {
         results.extend(http::bench(options, paths, scratch).await?);
+    }
+    if options.runs("instances") {
+        results.extend(instances::bench(options, paths, scratch).await?);
     }
     if options.runs("remote") {
         results.extend(remote::bench(options, paths, scratch).await?);

@@ -363,6 +363,56 @@ pub struct PluginConfig {
     pub config: BTreeMap<String, String>,
     pub tool_filter: ToolFilter,
     pub disabled: bool,
+    pub instances: InstancePolicy,
+    /// Calls it runs at once; `None`: 32, or 8 for a component with an interpreter inside.
+    pub calls_at_once: Option<usize>,
+}
+
+/// The most `calls_at_once` a plugin may have: a quarter of the instance slots, so that one
+/// plugin flooded with slow calls leaves instances to the others.
+pub const MAX_CALLS_AT_ONCE: usize = 32;
+
+/// Which instance a plugin's call runs in (`instance` in `[plugins.NAME]`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InstanceMode {
+    /// A fresh instance for every call: nothing a call leaves behind reaches another.
+    #[default]
+    Call,
+    /// One instance per client session, kept between that client's calls.
+    Session,
+    /// A few long-lived instances that every client's calls share.
+    Shared,
+}
+
+impl InstanceMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceMode::Call => "call",
+            InstanceMode::Session => "session",
+            InstanceMode::Shared => "shared",
+        }
+    }
+}
+
+/// How long kept instances live (`instance`, `instance_idle`, `max_calls_per_instance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstancePolicy {
+    pub mode: InstanceMode,
+    /// A session's instance unused this long is dropped.
+    pub idle: Duration,
+    /// A shared instance is replaced after this many calls; `None`: never.
+    pub max_calls: Option<u64>,
+}
+
+impl Default for InstancePolicy {
+    fn default() -> Self {
+        InstancePolicy {
+            mode: InstanceMode::Call,
+            idle: Duration::from_secs(300),
+            max_calls: None,
+        }
+    }
 }
 
 impl PluginConfig {
@@ -386,6 +436,8 @@ impl PluginConfig {
             config: BTreeMap::new(),
             tool_filter: ToolFilter::default(),
             disabled: false,
+            instances: InstancePolicy::default(),
+            calls_at_once: None,
         }
     }
 }

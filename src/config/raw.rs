@@ -254,6 +254,10 @@ pub struct PluginEntry {
     pub disabled: bool,
     #[serde(default)]
     pub config: BTreeMap<String, ConfigValue>,
+    pub instance: Option<crate::config::InstanceMode>,
+    pub instance_idle: Option<Timeout>,
+    pub max_calls_per_instance: Option<AtLeastOne>,
+    pub calls_at_once: Option<AtLeastOne>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -230,6 +230,21 @@ impl Config {
                 let keys: Vec<&str> = plugin.config.keys().map(String::as_str).collect();
                 writeln!(out, "    config keys: {}", keys.join(", "))?;
             }
+            let kept = &plugin.instances;
+            match kept.mode {
+                InstanceMode::Call => {}
+                InstanceMode::Session => writeln!(
+                    out,
+                    "    instances: one per client session, dropped after {} idle",
+                    humantime::format_duration(kept.idle)
+                )?,
+                InstanceMode::Shared => writeln!(
+                    out,
+                    "    instances: shared by all clients{}",
+                    kept.max_calls
+                        .map_or(String::new(), |n| format!(", replaced after {n} calls"))
+                )?,
+            }
             write_filter(out, &plugin.tool_filter)?;
         }
 

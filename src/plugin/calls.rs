@@ -48,8 +48,34 @@ impl PluginHost {
             limit,
             since: started,
         };
-        let ready = version.pool.take();
-        let inline = version.may_run_inline(ready.is_some());
+        let mut evicted = Vec::new();
+        let wait = limit.saturating_sub(started.elapsed());
+        let lease = version
+            .kept
+            .lease(ctx.session.as_ref(), wait, &mut evicted)
+            .await;
+        self.drop_kept(evicted);
+        let Ok(lease) = lease else {
+            let reason = limits::session_busy_message(plugin, limit);
+            tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
+            slot.stats.failed(&reason);
+            return Ok(convert::error_result(reason).into());
+        };
+        let keeps = lease.is_some();
+        let (instance, inline) = match lease {
+            Some(mut lease) => {
+                let held = lease.take();
+                let inline = version.may_run_inline(held.is_some());
+                (Instance::Kept(lease, held), inline)
+            }
+            None => {
+                let ready = version.pool.take();
+                let inline = version.may_run_inline(ready.is_some());
+                let instance =
+                    ready.map_or_else(|| Instance::Make(self.instances.clone()), Instance::Ready);
+                (instance, inline)
+            }
+        };
         let task_tool = tool.to_string();
         let outcome = self
             .run(
@@ -59,7 +85,7 @@ impl PluginHost {
                     progress: ctx.progress,
                     log: ctx.log,
                 },
-                ready.map_or_else(|| Instance::Make(self.instances.clone()), Instance::Ready),
+                instance,
                 inline,
                 |store, plugin| {
                     Box::pin(async move {
@@ -72,8 +98,13 @@ impl PluginHost {
             )
             .await;
         // Refilled after the call, not beside it: on few cores a refill that
-        // starts first would hold the call up for a whole instantiation.
-        self.refill(&version);
+        // starts first would hold the call up for a whole instantiation. A plugin that
+        // keeps its instances has no ready pool, only what its calls threw away.
+        if keeps {
+            self.drop_kept(version.pool.take_used());
+        } else {
+            self.refill(&version);
+        }
         let elapsed_us = started.elapsed().as_micros() as u64;
         match outcome {
             Ok(Ok(output)) => {
@@ -128,7 +159,7 @@ impl PluginHost {
         inline: bool,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
-            bindings::Plugin,
+            &'a bindings::Plugin,
         ) -> std::pin::Pin<
             Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
         > + Send
@@ -172,7 +203,7 @@ impl PluginHost {
         instance: Instance,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
-            bindings::Plugin,
+            &'a bindings::Plugin,
         ) -> std::pin::Pin<
             Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
         >,
@@ -183,25 +214,29 @@ impl PluginHost {
             limit: timeout,
             since: started,
         } = time;
-        let (mut store, instance, _permit) = match instance {
-            Instance::Ready(ready) => (ready.store, Some(ready.instance), ready.permit),
+        let (mut store, instance, permit, keep) = match instance {
+            Instance::Ready(ready) => (ready.store, Some(ready.instance), ready.permit, None),
             Instance::Make(slots) => {
-                // Waiting for a free slot counts against the call's time.
-                let left = timeout.saturating_sub(started.elapsed());
-                let permit = permits_within(&slots, version.code.units, left)
-                    .await
-                    .map_err(|no| match no {
-                        NoPermit::TimedOut => limits::no_instance_message(name, timeout),
-                        NoPermit::Closed => format!("plugin `{name}`: the host is shutting down"),
-                    })?;
-                (self.new_store(version)?, None, permit)
+                let (store, permit) = self.fresh_store(version, &slots, time).await?;
+                (store, None, permit, None)
+            }
+            Instance::Kept(lease, Some(held)) => (
+                held.store,
+                Some(held.instance),
+                held.permit,
+                Some((lease, held.tag)),
+            ),
+            Instance::Kept(lease, None) => {
+                let (store, permit) = self.fresh_store(version, &self.instances, time).await?;
+                let tag = lease.tag();
+                (store, None, permit, Some((lease, tag)))
             }
         };
         // The limit the client reads in a message stays the whole `timeout`.
         let remaining = timeout.saturating_sub(started.elapsed());
         limits::arm(&mut store, remaining, self.fuel_enabled, limits.fuel)
             .map_err(|e| limits::chain(&e))?;
-        store.data_mut().host.sinks = sinks;
+        store.data_mut().begin_call(sinks);
         let pre = version.code.pre.clone();
         let busy = self.ticker.busy();
         let result = tokio::time::timeout(remaining + TIMEOUT_GRACE, async {
@@ -209,30 +244,75 @@ impl PluginHost {
                 Some(instance) => instance,
                 None => pre.instantiate_async(&mut store).await?,
             };
-            f(&mut store, instance).await
+            let value = f(&mut store, &instance).await?;
+            wasmtime::Result::Ok((value, instance))
         })
         .await;
         drop(busy);
-        store.data_mut().host.call_ended();
+        store.data_mut().end_call();
         let data = store.data();
-        let outcome = match result {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(limits::describe_failure(
-                name,
-                &error,
-                data.memory.exceeded,
-                data.deadline.expired,
-                limits,
-                timeout,
-                &data.stderr_tail(),
-            )),
-            Err(_elapsed) => Err(limits::time_limit_message(name, timeout)),
+        let (outcome, instance) = match result {
+            Ok(Ok((value, instance))) => (Ok(value), Some(instance)),
+            Ok(Err(error)) => (
+                Err(limits::describe_failure(
+                    name,
+                    &error,
+                    data.memory.exceeded,
+                    data.deadline.expired,
+                    limits,
+                    timeout,
+                    &data.stderr_tail(),
+                )),
+                None,
+            ),
+            Err(_elapsed) => (Err(limits::time_limit_message(name, timeout)), None),
+        };
+        // Only an instance whose call ended cleanly is kept: one that trapped, hit a limit
+        // or was cut off may have been stopped half-way through changing its memory.
+        let thrown = match (keep, instance) {
+            (Some((lease, tag)), Some(instance)) => lease
+                .give_back(kept::Held {
+                    store,
+                    instance,
+                    permit,
+                    tag,
+                })
+                .map(|held| (held.store, held.permit)),
+            _ => Some((store, permit)),
         };
         // The refill that follows the call resets the store, on a plugin thread and
         // after the answer: a Python store's reset writes megabytes.
-        store.data_mut().memory.release();
-        version.pool.throw_away((store, _permit));
+        if let Some((mut store, permit)) = thrown {
+            store.data_mut().memory.release();
+            version.pool.throw_away((store, permit));
+        }
         outcome
+    }
+
+    /// A new store for `version`, with a permit from `slots` waited for within the call's time.
+    async fn fresh_store(
+        &self,
+        version: &Version,
+        slots: &Arc<Semaphore>,
+        time: TimeLimit,
+    ) -> Result<(Store<StoreState>, OwnedSemaphorePermit), String> {
+        let name = &*version.name;
+        // Waiting for a free slot counts against the call's time.
+        let left = time.limit.saturating_sub(time.since.elapsed());
+        let permit = permits_within(slots, version.code.units, left)
+            .await
+            .map_err(|no| match no {
+                NoPermit::TimedOut => limits::no_instance_message(name, time.limit),
+                NoPermit::Closed => format!("plugin `{name}`: the host is shutting down"),
+            })?;
+        Ok((self.new_store(version)?, permit))
+    }
+
+    /// Drops kept instances on a plugin thread: a Python store's reset writes megabytes.
+    pub(super) fn drop_kept<T: Send + 'static>(&self, dropped: Vec<T>) {
+        if !dropped.is_empty() {
+            self.workers.spawn(async move { drop(dropped) });
+        }
     }
 
     pub(super) fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {

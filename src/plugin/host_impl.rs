@@ -57,6 +57,15 @@ impl HostCtx {
         }
     }
 
+    /// A call starts with the whole budget, whatever an earlier call in the same (kept)
+    /// instance spent.
+    pub fn begin_call(&mut self, sinks: Sinks) {
+        self.sinks = sinks;
+        self.client_budget = Budget::default();
+        self.held_progress = None;
+        self.last_progress = None;
+    }
+
     fn send_progress(&mut self, (progress, total, message): Progress) {
         if let Some(sink) = &self.sinks.progress {
             self.last_progress = Some(progress);

@@ -346,6 +346,15 @@ pub fn time_limit_message(plugin: &str, timeout: Duration) -> String {
     )
 }
 
+/// A session's call that waited its whole time for the session's instance.
+pub fn session_busy_message(plugin: &str, timeout: Duration) -> String {
+    format!(
+        "plugin `{plugin}` keeps one instance per session, and this session's other call \
+         held it for the whole time limit of {}",
+        humantime::format_duration(timeout)
+    )
+}
+
 fn find<E: std::error::Error + Send + Sync + 'static>(error: &wasmtime::Error) -> Option<&E> {
     error
         .downcast_ref::<E>()

@@ -382,9 +382,9 @@ impl PluginHost {
         let version = Arc::new(version);
         self.forget_failure(name);
         if let Some(slot) = self.slots.load().get(name) {
-            slot.set_turn_limit(turn_limit(&version.code));
+            slot.set_turn_limit(turn_limit(&version));
             // Calls in flight keep the old version; its spare instances go now.
-            self.discard(&slot.current.swap(version).pool);
+            self.discard(&slot.current.swap(version));
             return slot.stats.set_reload_error(None);
         }
         self.slots.rcu(|slots| {
@@ -404,7 +404,7 @@ impl PluginHost {
             slots
         });
         if let Some(slot) = removed {
-            self.discard(&slot.current.load().pool);
+            self.discard(&slot.current.load());
             tracing::info!(plugin = %name, "plugin {name} unloaded");
             self.emit(PluginEvent::Unloaded {
                 name: name.to_string(),

@@ -13,6 +13,7 @@ mod discovery;
 mod engine;
 mod grants;
 mod host_impl;
+mod kept;
 mod limits;
 mod loading;
 mod outbound;
@@ -40,7 +41,7 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
-use crate::config::{PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
+use crate::config::{InstancePolicy, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
 use crate::protocol::{self, RpcError};
 use bindings::{CallError, PluginPre};
 use cache::Cache;
@@ -78,6 +79,10 @@ pub struct PluginInfo {
     pub last_error: Option<String>,
     /// Calls it runs at once; more wait for a turn (32; 8 with an interpreter inside).
     pub max_calls: usize,
+    /// Which instance its calls run in (`instance` in its config).
+    pub instance: crate::config::InstanceMode,
+    /// Instances kept between calls now (idle or in a call); 0 for `instance = "call"`.
+    pub instances: usize,
     /// Why the last new version was refused, while this one keeps serving; cleared
     /// when a new version loads.
     pub reload_error: Option<String>,
@@ -117,11 +122,12 @@ impl FailedPlugin {
     }
 }
 
-/// Where a call's instance comes from: the ready pool, or made for it with a permit
-/// from these slots.
+/// Where a call's instance comes from: the ready pool, made for it with a permit from
+/// these slots, or kept between calls (the one the lease holds, or made for it).
 enum Instance {
     Ready(pool::Ready),
     Make(Arc<Semaphore>),
+    Kept(kept::Lease, Option<kept::Held>),
 }
 
 /// Per-call context from the gateway.
@@ -132,6 +138,8 @@ pub struct CallContext {
     pub progress: Option<ProgressSink>,
     pub log: Option<LogSink>,
     pub trace_id: String,
+    /// The client session that calls: `instance = "session"` keeps an instance per session.
+    pub session: Option<Arc<str>>,
 }
 
 /// Why a call did not run. Failures while it ran are tool results with `isError`.
@@ -362,6 +370,7 @@ impl PluginHost {
             memory: Arc::new(limits::MemoryBudget::new(config.total_memory)),
             this: this.clone(),
         });
+        host.start_sweeping();
         Ok(host)
     }
 
@@ -410,6 +419,8 @@ impl PluginHost {
                     limits: self.effective(version.settings.limits),
                     calls: slot.stats.calls.load(Ordering::Relaxed),
                     max_calls: slot.turn_limit.load(Ordering::Relaxed),
+                    instance: version.settings.instances.mode,
+                    instances: version.kept.live(),
                     failures: slot.stats.failures.load(Ordering::Relaxed),
                     last_error: read(&slot.stats.last_error),
                     reload_error: read(&slot.stats.reload_error),
@@ -502,7 +513,7 @@ impl PluginHost {
             control.watch_generation += 1;
         }
         for slot in self.slots.load().values() {
-            self.discard(&slot.current.load().pool);
+            self.discard(&slot.current.load());
         }
         self.ticker.stop();
     }

@@ -24,7 +24,7 @@ impl PluginHost {
         // A version replaced or unloaded meanwhile gets no new instances, only its
         // used stores dropped.
         if !self.is_current(version) {
-            self.discard(&version.pool);
+            self.discard(version);
             return;
         }
         version.pool.note_ask();
@@ -114,14 +114,16 @@ impl PluginHost {
         // An instance made across a reload would wait in the old version's pool for as
         // long as anything holds that version.
         if !self.is_current(&version) {
-            self.discard(&version.pool);
+            self.discard(&version);
         }
     }
 
-    /// Empties `pool`, resetting its stores on a plugin thread: a Python store's reset
-    /// writes megabytes, too slow for the I/O thread.
-    pub(super) fn discard(&self, pool: &pool::ReadyPool) {
-        let stores = pool.drain();
-        self.workers.spawn(async move { drop(stores) });
+    /// Empties `version`'s ready pool and drops the instances it keeps, resetting their
+    /// stores on a plugin thread: a Python store's reset writes megabytes, too slow for
+    /// the I/O thread. Calls in flight finish on their instances, which are dropped then.
+    pub(super) fn discard(&self, version: &Version) {
+        let stores = version.pool.drain();
+        let kept = version.kept.close();
+        self.workers.spawn(async move { drop((stores, kept)) });
     }
 }

@@ -118,6 +118,19 @@ impl StoreState {
         })
     }
 
+    /// Readies the store for a call that reports to `sinks`. A kept instance's earlier
+    /// calls may have been another client's: nothing of theirs is quoted to this one.
+    pub fn begin_call(&mut self, sinks: super::host_impl::Sinks) {
+        super::lock(&self.stderr_tail).clear();
+        self.host.begin_call(sinks);
+    }
+
+    /// Sends what the call held back, and lets go of its client.
+    pub fn end_call(&mut self) {
+        self.host.call_ended();
+        self.host.sinks = Default::default();
+    }
+
     /// The instance's last non-empty stderr lines, joined; empty when it wrote none.
     pub fn stderr_tail(&self) -> String {
         let tail = super::lock(&self.stderr_tail);

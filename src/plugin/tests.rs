@@ -111,6 +111,7 @@ fn ctx() -> CallContext {
         progress: None,
         log: None,
         trace_id: "test".into(),
+        session: None,
     }
 }
 
@@ -146,7 +147,7 @@ async fn loads_lists_and_calls_echo() {
             ..
         } => {
             assert_eq!(name, "echo");
-            assert_eq!(tools, 15);
+            assert_eq!(tools, 17);
             assert!(compile_ms.is_some(), "no cache configured: compiled");
         }
         other => panic!("{other:?}"),
@@ -791,7 +792,7 @@ async fn reconfigure_applies_only_what_changed() {
         events[0],
         PluginEvent::Reloaded {
             name: "echo".into(),
-            tools: 14,
+            tools: 16,
             compile_ms: None,
             total_ms: match &events[0] {
                 PluginEvent::Reloaded { total_ms, .. } => *total_ms,
@@ -937,7 +938,7 @@ async fn calls_during_reloads_never_fail() {
         replace(&plugin, &variant_of(ECHO, round));
         match next_event(&mut rx).await {
             PluginEvent::Reloaded { name, tools, .. } => {
-                assert_eq!((name.as_str(), tools), ("echo", 15))
+                assert_eq!((name.as_str(), tools), ("echo", 17))
             }
             other => panic!("{other:?}"),
         }

@@ -16,6 +16,8 @@ pub struct Settings {
     pub sha256: Option<String>,
     pub config: Arc<BTreeMap<String, String>>,
     pub tool_filter: ToolFilter,
+    pub instances: InstancePolicy,
+    pub calls_at_once: Option<usize>,
 }
 
 impl Settings {
@@ -35,6 +37,8 @@ impl Settings {
                 sha256: c.sha256.clone(),
                 config: Arc::new(c.config.clone()),
                 tool_filter: c.tool_filter.clone(),
+                instances: c.instances,
+                calls_at_once: c.calls_at_once,
             },
             None => Settings {
                 namespace: default_namespace(name),
@@ -46,6 +50,8 @@ impl Settings {
                 sha256: None,
                 config: Arc::default(),
                 tool_filter: ToolFilter::default(),
+                instances: InstancePolicy::default(),
+                calls_at_once: None,
             },
         }
     }
@@ -63,6 +69,8 @@ impl Settings {
             && self.sha256 == other.sha256
             && self.config == other.config
             && self.tool_filter.same_as(&other.tool_filter)
+            && self.instances == other.instances
+            && self.calls_at_once == other.calls_at_once
     }
 }
 
@@ -132,6 +140,8 @@ pub(super) struct Version {
     pub(super) tools: Vec<Value>,
     pub(super) loaded_at: SystemTime,
     pub(super) pool: pool::ReadyPool,
+    /// The instances kept between calls, for `instance = "session"` or `"shared"`.
+    pub(super) kept: Arc<kept::Kept>,
     /// When this version's calls last proved to compute on the I/O thread (see `polled_long`).
     pub(super) went_async: StdMutex<Option<Instant>>,
     /// Inline first polls in a row that ran long.
@@ -161,6 +171,7 @@ impl Version {
         Version {
             name,
             source,
+            kept: Arc::new(kept::Kept::new(settings.instances)),
             settings,
             tools,
             loaded_at: SystemTime::now(),
@@ -235,7 +246,7 @@ pub(super) struct Slot {
 
 impl Slot {
     pub(super) fn new(version: Arc<Version>) -> Slot {
-        let limit = turn_limit(&version.code);
+        let limit = turn_limit(&version);
         Slot {
             current: ArcSwap::new(version),
             stats: Stats::default(),
@@ -277,9 +288,10 @@ pub(super) struct TimeLimit {
     pub(super) since: Instant,
 }
 
-/// Calls one plugin runs at once; more wait for a turn, within their time limit. A quarter
-/// of the instance budget: a plugin flooded with slow calls leaves instances to the others.
-pub(super) const MAX_CALLS_PER_PLUGIN: usize = (engine::MAX_INSTANCES / 4) as usize;
+/// Calls one plugin runs at once unless its `calls_at_once` says fewer; more wait for a
+/// turn, within their time limit.
+pub(super) const MAX_CALLS_PER_PLUGIN: usize = crate::config::MAX_CALLS_AT_ONCE;
+const _: () = assert!(MAX_CALLS_PER_PLUGIN as u32 <= engine::MAX_INSTANCES / 4);
 
 /// The same for a plugin with an interpreter inside (`pool::BIG_RUNTIME`). Its calls take
 /// milliseconds of CPU each, so more at once would not end sooner on a few cores; and each
@@ -287,10 +299,11 @@ pub(super) const MAX_CALLS_PER_PLUGIN: usize = (engine::MAX_INSTANCES / 4) as us
 /// bounds what a burst leaves behind (a Python plugin's, after 32 calls at once).
 pub(super) const MAX_CALLS_PER_BIG_PLUGIN: usize = 8;
 
-pub(super) fn turn_limit(code: &Code) -> usize {
-    if code.big_runtime {
+pub(super) fn turn_limit(version: &Version) -> usize {
+    let default = if version.code.big_runtime {
         MAX_CALLS_PER_BIG_PLUGIN
     } else {
         MAX_CALLS_PER_PLUGIN
-    }
+    };
+    version.settings.calls_at_once.unwrap_or(default)
 }

@@ -1,13 +1,12 @@
 //! `plugin new NAME`: a project from the templates in `templates/plugin/`, with the WIT
-//! this binary loads vendored in, so that it builds as it is and loads here.
+//! this binary loads vendored in (for Rust, inside the plugin SDK `sdk/rust/`, vendored
+//! whole), so that it builds as it is, offline but for crates.io, and loads here.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::Lang;
 
-/// The wit-bindgen the repository's own plugins are built with (plugins/Cargo.toml).
-pub const WIT_BINDGEN: &str = "0.61";
 /// The componentize-py the repository's Python plugin is built with (its build.sh).
 pub const COMPONENTIZE_PY: &str = "0.25.1";
 
@@ -29,6 +28,48 @@ const RUST: &[(&str, &str)] = &[
         include_str!("../../templates/plugin/rust/gitignore"),
     ),
 ];
+
+/// Where a Rust project gets its copy of the SDK crate, which its Cargo.toml names by path.
+const SDK_DIR: &str = "wasmgate-plugin";
+
+/// The SDK crate's files, but its WIT (`PLUGIN_WIT`, the same text by a test below).
+const SDK: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../../sdk/rust/Cargo.toml")),
+    ("README.md", include_str!("../../sdk/rust/README.md")),
+    ("src/lib.rs", include_str!("../../sdk/rust/src/lib.rs")),
+    ("src/error.rs", include_str!("../../sdk/rust/src/error.rs")),
+    ("src/host.rs", include_str!("../../sdk/rust/src/host.rs")),
+    ("src/http.rs", include_str!("../../sdk/rust/src/http.rs")),
+    (
+        "src/output.rs",
+        include_str!("../../sdk/rust/src/output.rs"),
+    ),
+    (
+        "src/plugin.rs",
+        include_str!("../../sdk/rust/src/plugin.rs"),
+    ),
+    (
+        "src/schema.rs",
+        include_str!("../../sdk/rust/src/schema.rs"),
+    ),
+    (
+        "src/testing.rs",
+        include_str!("../../sdk/rust/src/testing.rs"),
+    ),
+    ("src/tool.rs", include_str!("../../sdk/rust/src/tool.rs")),
+    ("src/wit.rs", include_str!("../../sdk/rust/src/wit.rs")),
+];
+
+/// The SDK's version, as its manifest says, for the line that replaces the vendored copy
+/// once the crate is published.
+fn sdk_version() -> &'static str {
+    SDK[0]
+        .1
+        .lines()
+        .find_map(|line| line.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .expect("sdk/rust/Cargo.toml has a version")
+}
 
 const PYTHON: &[(&str, &str)] = &[
     (
@@ -89,7 +130,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
     let fill = |text: &str| {
         text.replace("{{name}}", name)
             .replace("{{crate}}", &name.replace('-', "_"))
-            .replace("{{wit_bindgen}}", WIT_BINDGEN)
+            .replace("{{sdk_version}}", sdk_version())
             .replace("{{componentize_py}}", COMPONENTIZE_PY)
     };
     let write = |path: &str, text: &str| {
@@ -103,7 +144,15 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
     for (path, text) in files {
         write(path, &fill(text))?;
     }
-    write("wit/plugin.wit", super::PLUGIN_WIT)
+    match lang {
+        Lang::Rust => {
+            for (path, text) in SDK {
+                write(&format!("{SDK_DIR}/{path}"), text)?;
+            }
+            write(&format!("{SDK_DIR}/wit/plugin.wit"), super::PLUGIN_WIT)
+        }
+        Lang::Python => write("wit/plugin.wit", super::PLUGIN_WIT),
+    }
 }
 
 #[cfg(test)]
@@ -119,14 +168,38 @@ mod tests {
     }
 
     #[test]
-    fn the_pinned_wit_bindgen_is_the_repository_plugins_one() {
-        let workspace = include_str!("../../plugins/Cargo.toml");
-        assert!(
-            workspace.contains(&format!("wit-bindgen = \"{WIT_BINDGEN}\"")),
-            "plugins/Cargo.toml and WIT_BINDGEN disagree"
-        );
+    fn the_pinned_componentize_py_is_the_repository_plugins_one() {
         let build = include_str!("../../plugins/python/text/build.sh");
         assert!(build.contains(&format!("version=\"{COMPONENTIZE_PY}\"")));
+    }
+
+    /// The SDK must carry the WIT in its own folder to be published; `wit/plugin.wit` is
+    /// the one source, and this keeps the copy from drifting.
+    #[test]
+    fn the_sdk_carries_the_wit_this_binary_loads() {
+        assert!(
+            include_str!("../../sdk/rust/wit/plugin.wit") == crate::plugin_cli::PLUGIN_WIT,
+            "sdk/rust/wit/plugin.wit differs from wit/plugin.wit: cp wit/plugin.wit sdk/rust/wit/"
+        );
+    }
+
+    /// A file added to the SDK and not to `SDK` would be missing from new projects.
+    #[test]
+    fn every_source_file_of_the_sdk_is_vendored() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/rust/src");
+        let mut on_disk: Vec<String> = std::fs::read_dir(src)
+            .unwrap()
+            .map(|e| format!("src/{}", e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        on_disk.sort();
+        let mut vendored: Vec<String> = SDK
+            .iter()
+            .map(|(path, _)| path.to_string())
+            .filter(|path| path.starts_with("src/"))
+            .collect();
+        vendored.sort();
+        assert_eq!(on_disk, vendored);
+        assert_eq!(sdk_version().split('.').count(), 3, "{}", sdk_version());
     }
 
     #[test]
@@ -136,12 +209,14 @@ mod tests {
         create("my-tool", Lang::Rust, &dir).unwrap();
         let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(cargo.contains("name = \"my-tool\"") && !cargo.contains("{{"));
+        assert!(cargo.contains(&format!("wasmgate-plugin = \"{}\"", sdk_version())));
         let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
         assert!(readme.contains("release/my_tool.wasm"), "{readme}");
         assert_eq!(
-            std::fs::read_to_string(dir.join("wit/plugin.wit")).unwrap(),
+            std::fs::read_to_string(dir.join("wasmgate-plugin/wit/plugin.wit")).unwrap(),
             crate::plugin_cli::PLUGIN_WIT
         );
+        assert!(dir.join("wasmgate-plugin/src/tool.rs").is_file());
         assert!(
             create("my-tool", Lang::Rust, &dir)
                 .unwrap_err()

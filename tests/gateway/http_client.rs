@@ -24,7 +24,11 @@ pub struct HttpGateway {
 impl HttpGateway {
     /// Starts `wasmgate serve --http 127.0.0.1:0` on `config` (TOML text), with `env`.
     pub fn start(config: &str, env: &[(&str, &str)]) -> HttpGateway {
-        let dir = TestDir::new("http");
+        HttpGateway::start_in(TestDir::new("http"), config, env)
+    }
+
+    /// [`Self::start`] in `dir`, which may hold files the config names.
+    pub fn start_in(dir: TestDir, config: &str, env: &[(&str, &str)]) -> HttpGateway {
         let path = dir.write(
             "gateway.toml",
             &config.replace("{dir}", dir.path.to_str().unwrap()),
@@ -413,6 +417,17 @@ impl McpSession {
         all.push(("mcp-session-id", &self.id));
         all.push(("mcp-protocol-version", "2025-11-25"));
         all
+    }
+
+    /// The same session on another connection `conn` (its requests numbered apart).
+    pub fn on(&self, conn: Conn) -> McpSession {
+        McpSession {
+            conn,
+            path: self.path.clone(),
+            headers: self.headers.clone(),
+            id: self.id.clone(),
+            next: self.next + 1_000_000,
+        }
     }
 
     pub async fn send(&mut self, message: &Value) -> Reply {

@@ -15,6 +15,7 @@ mod faults;
 mod fuzz;
 mod hardening;
 mod http_front;
+mod instances;
 mod lifecycle;
 mod notifications;
 mod plugin_cli;

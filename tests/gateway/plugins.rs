@@ -324,8 +324,8 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
         .plugins("[plugins.echo]\nconfig = { greeting = \"hello from the config\", answer = 42 }")
         .start();
     for tool in [
-        "echo", "kinds", "progress", "log", "config", "env", "read", "write", "listings", "fail",
-        "bad_args", "is_error", "stdout", "http",
+        "echo", "kinds", "progress", "log", "config", "env", "read", "write", "listings", "count",
+        "crash", "fail", "bad_args", "is_error", "stdout", "http",
     ] {
         assert!(
             has(&names, &format!("echo__{tool}")),
@@ -396,7 +396,7 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
     let status = backend(&mut client, "echo");
     assert_eq!(status["kind"], "wasm", "{status}");
     assert_eq!(status["status"], "ready", "{status}");
-    assert_eq!(status["tool_count"].as_u64(), Some(15), "{status}");
+    assert_eq!(status["tool_count"].as_u64(), Some(17), "{status}");
     assert_eq!(status["limits"]["calls_at_once"], 32, "{status}");
 }
 
@@ -1590,7 +1590,7 @@ fn a_plugins_namespace_and_tool_filter_apply() {
     );
     let error = client.call_error("e__fail", json!({}));
     assert_eq!(error["code"], -32602, "a filtered tool was called: {error}");
-    assert_eq!(backend(&mut client, "echo")["tool_count"], 13);
+    assert_eq!(backend(&mut client, "echo")["tool_count"], 15);
 }
 
 // ---- 7. reloads under load ----

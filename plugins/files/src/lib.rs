@@ -8,22 +8,20 @@
 mod paths;
 
 use paths::Resolved;
-use plugin_kit::{
-    CallResult, Guest, ToolInfo, ToolInfoExt, args, structured, text, tool, unknown_tool,
-};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::fs;
+use wasmgate_plugin::{Annotations, Plugin, Structured, Tool, ToolError};
 
-struct Files;
-
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct PathArgs {
+    /// Path relative to the root (an absolute path must lie inside it)
     path: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct ListArgs {
+    /// Directory relative to the root; `.` for the root itself
     #[serde(default = "dot")]
     path: String,
 }
@@ -32,94 +30,91 @@ fn dot() -> String {
     ".".into()
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct WriteArgs {
+    /// Path relative to the root (an absolute path must lie inside it)
     path: String,
+    /// The new contents
     text: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
+struct Listing {
+    path: String,
+    entries: Vec<Entry>,
+}
+
+#[derive(Serialize, JsonSchema)]
 struct Entry {
     name: String,
-    /// "file", "dir", "symlink" or "other".
-    kind: &'static str,
+    kind: Kind,
     size: u64,
 }
 
-impl Guest for Files {
-    fn list_tools() -> Vec<ToolInfo> {
-        let path = json!({
-            "type": "string",
-            "description": "Path relative to the root (an absolute path must lie inside it)",
-        });
-        let dir = json!({
-            "type": "string",
-            "default": ".",
-            "description": "Directory relative to the root; `.` for the root itself",
-        });
-        let contents = json!({"type": "string", "description": "The new contents"});
-        let reads = json!({"readOnlyHint": true, "idempotentHint": true, "openWorldHint": false});
-        let overwrites = json!({
-            "readOnlyHint": false,
-            "destructiveHint": true,
-            "idempotentHint": true,
-            "openWorldHint": false,
-        });
-        vec![
-            tool(
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+fn plugin() -> Plugin {
+    let reads = Annotations {
+        read_only_hint: Some(true),
+        idempotent_hint: Some(true),
+        open_world_hint: Some(false),
+        ..Annotations::default()
+    };
+    let overwrites = Annotations {
+        read_only_hint: Some(false),
+        destructive_hint: Some(true),
+        idempotent_hint: Some(true),
+        open_world_hint: Some(false),
+    };
+    Plugin::new()
+        .tool(
+            Tool::new(
                 "list",
                 "Lists a directory under the root: name, kind and size of each entry, by name.",
-                json!({"path": dir}),
-                &[],
+                list,
             )
             .title("List directory")
-            .output_schema(listing_schema())
             .annotations(reads.clone()),
-            tool(
-                "read",
-                "Reads a UTF-8 text file under the root.",
-                json!({"path": path}),
-                &["path"],
-            )
-            .title("Read file")
-            .annotations(reads),
-            tool(
+        )
+        .tool(
+            Tool::new("read", "Reads a UTF-8 text file under the root.", read)
+                .title("Read file")
+                .annotations(reads),
+        )
+        .tool(
+            Tool::new(
                 "write",
                 "Writes `text` to a file under the root, creating it or replacing its contents. \
                  The parent directory must exist.",
-                json!({"path": path, "text": contents}),
-                &["path", "text"],
+                write,
             )
             .title("Write file")
             .annotations(overwrites),
-        ]
-    }
-
-    fn call_tool(name: String, arguments: String) -> CallResult {
-        match name.as_str() {
-            "list" => {
-                let a: ListArgs = args(&arguments)?;
-                list(&Resolved::new(&a.path)?)
-            }
-            "read" => {
-                let a: PathArgs = args(&arguments)?;
-                let p = Resolved::new(&a.path)?;
-                fs::read_to_string(&p.full)
-                    .map(text)
-                    .map_err(|e| p.error("read", e))
-            }
-            "write" => {
-                let a: WriteArgs = args(&arguments)?;
-                let p = Resolved::new(&a.path)?;
-                fs::write(&p.full, &a.text).map_err(|e| p.error("write", e))?;
-                Ok(text(format!("wrote {} bytes to {}", a.text.len(), p.shown)))
-            }
-            _ => Err(unknown_tool(&name)),
-        }
-    }
+        )
 }
 
-fn list(dir: &Resolved) -> CallResult {
+wasmgate_plugin::export!(plugin);
+
+fn read(a: PathArgs) -> Result<String, ToolError> {
+    let p = Resolved::new(&a.path)?;
+    fs::read_to_string(&p.full).map_err(|e| p.error("read", e))
+}
+
+fn write(a: WriteArgs) -> Result<String, ToolError> {
+    let p = Resolved::new(&a.path)?;
+    fs::write(&p.full, &a.text).map_err(|e| p.error("write", e))?;
+    Ok(format!("wrote {} bytes to {}", a.text.len(), p.shown))
+}
+
+fn list(a: ListArgs) -> Result<Structured<Listing>, ToolError> {
+    let dir = Resolved::new(&a.path)?;
     let fail = |e| dir.error("list", e);
     let mut entries = Vec::new();
     for entry in fs::read_dir(&dir.full).map_err(fail)? {
@@ -128,10 +123,10 @@ fn list(dir: &Resolved) -> CallResult {
         // (which may lie outside the grant).
         let meta = entry.path().symlink_metadata().map_err(fail)?;
         let kind = match meta.file_type() {
-            t if t.is_dir() => "dir",
-            t if t.is_file() => "file",
-            t if t.is_symlink() => "symlink",
-            _ => "other",
+            t if t.is_dir() => Kind::Dir,
+            t if t.is_file() => Kind::File,
+            t if t.is_symlink() => Kind::Symlink,
+            _ => Kind::Other,
         };
         let name = entry.file_name().to_string_lossy().into_owned();
         entries.push(Entry {
@@ -141,26 +136,8 @@ fn list(dir: &Resolved) -> CallResult {
         });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
-    structured(&json!({"path": dir.shown, "entries": entries}))
+    Ok(Structured::new(Listing {
+        path: dir.shown,
+        entries,
+    }))
 }
-
-fn listing_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string"},
-            "entries": {"type": "array", "items": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "kind": {"enum": ["file", "dir", "symlink", "other"]},
-                    "size": {"type": "integer", "minimum": 0},
-                },
-                "required": ["name", "kind", "size"],
-            }},
-        },
-        "required": ["path", "entries"],
-    })
-}
-
-plugin_kit::export!(Files);

@@ -1,8 +1,8 @@
 //! Maps a tool's `path` argument onto the guest file system under the root.
 
-use plugin_kit::{CallError, config_or, failed};
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use wasmgate_plugin::{ToolError, config_or};
 
 /// Where the grant is mounted in the guest unless the config says otherwise.
 const DEFAULT_ROOT: &str = "/data";
@@ -16,10 +16,11 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    pub fn new(path: &str) -> Result<Self, CallError> {
+    pub fn new(path: &str) -> Result<Self, ToolError> {
         let root = PathBuf::from(config_or("root", DEFAULT_ROOT));
-        let full = resolve(&root, Path::new(path))
-            .ok_or_else(|| failed(format!("{path:?} lies outside the root {}", root.display())))?;
+        let full = resolve(&root, Path::new(path)).ok_or_else(|| {
+            ToolError::new(format!("{path:?} lies outside the root {}", root.display()))
+        })?;
         Ok(Self {
             shown: full.display().to_string(),
             full,
@@ -29,14 +30,14 @@ impl Resolved {
 
     /// The failure of `op` on this path, with the OS message, and a hint when
     /// the cause is the likeliest mistake: no directory granted at the root.
-    pub fn error(&self, op: &str, err: io::Error) -> CallError {
+    pub fn error(&self, op: &str, err: io::Error) -> ToolError {
         let mut message = format!("{op} {}: {err}", self.shown);
         if err.kind() == io::ErrorKind::NotFound && !self.root.exists() {
             let root = self.root.display();
             message +=
                 &format!(" ({root} is not there: grant a directory at {root} with allow_dirs)");
         }
-        failed(message)
+        ToolError::new(message)
     }
 }
 

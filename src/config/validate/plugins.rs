@@ -102,7 +102,8 @@ impl Ctx<'_> {
         {
             self.warnings.push(plugin_file_warning(name, path, ""));
         }
-        let namespace = self.namespace(name, raw.namespace, &table, "plugin");
+        let namespace = self.namespace(name, raw.namespace.clone(), &table, "plugin");
+        let instances = self.instance_policy(name, &raw);
         let mut allow_dirs: Vec<DirGrant> = Vec::new();
         for grant in raw.allow_dirs {
             let Some(grant) = self.dir_grant(grant, &key("allow_dirs"), strict) else {
@@ -161,6 +162,17 @@ impl Ctx<'_> {
             config.insert(k, value);
         }
         let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &table);
+        let calls_at_once = raw.calls_at_once.map(|n| n.0);
+        if let Some(n) = calls_at_once
+            && n > MAX_CALLS_AT_ONCE
+        {
+            self.error(
+                &key("calls_at_once"),
+                Some(&n.to_string()),
+                format!("a plugin runs at most {MAX_CALLS_AT_ONCE} calls at once"),
+                format!("write a number from 1 to {MAX_CALLS_AT_ONCE}"),
+            );
+        }
         Some(PluginConfig {
             name: name.to_owned(),
             path,
@@ -178,7 +190,35 @@ impl Ctx<'_> {
             config,
             tool_filter,
             disabled: raw.disabled,
+            instances,
+            calls_at_once,
         })
+    }
+
+    /// `instance`, `instance_idle` and `max_calls_per_instance`; a key the mode does not
+    /// use is a warning, not an error, so that switching modes is a one-line change.
+    fn instance_policy(&mut self, name: &str, raw: &raw::PluginEntry) -> InstancePolicy {
+        let defaults = InstancePolicy::default();
+        let mode = raw.instance.unwrap_or_default();
+        let unused = |key: &str, wants: &str| {
+            format!(
+                "plugin `{name}`: {key} applies to instance = \"{wants}\" only (this plugin's \
+                 is \"{}\"); it is ignored",
+                mode.as_str()
+            )
+        };
+        if raw.instance_idle.is_some() && mode != InstanceMode::Session {
+            self.warnings.push(unused("instance_idle", "session"));
+        }
+        if raw.max_calls_per_instance.is_some() && mode != InstanceMode::Shared {
+            self.warnings
+                .push(unused("max_calls_per_instance", "shared"));
+        }
+        InstancePolicy {
+            mode,
+            idle: raw.instance_idle.map_or(defaults.idle, |t| t.0),
+            max_calls: raw.max_calls_per_instance.map(|n| n.0 as u64),
+        }
     }
 
     pub(super) fn dir_grant(

@@ -1,76 +1,65 @@
-//! `{{name}}`: a wasmgate plugin. `list_tools` says what the tools are (with JSON Schemas
-//! for their arguments), `call_tool` runs one. The gateway checks the arguments against
-//! the input schema before the call, so `call_tool` sees only valid ones.
+//! `{{name}}`: a wasmgate plugin. Each tool is a function from its arguments (a struct the
+//! gateway checks against the JSON Schema derived from it) to its output; `plugin()` lists
+//! the tools and `export!` makes them the component's exports.
 
-wit_bindgen::generate!({ path: "wit", world: "plugin" });
+use schemars::JsonSchema;
+use serde::Deserialize;
+use wasmgate_plugin::{Level, Plugin, Tool, ToolError};
 
-use exports::wasmgate::plugin::tool::Guest;
-use wasmgate::plugin::host::{self, Level};
-use wasmgate::plugin::types::{CallError, Content, ToolInfo, ToolOutput};
-
-use serde_json::{Value, json};
-
-struct Plugin;
-
-impl Guest for Plugin {
-    fn list_tools() -> Vec<ToolInfo> {
-        vec![ToolInfo {
-            name: "greet".into(),
-            title: Some("Greet".into()),
-            description: "Says hello to `name`, `times` times.".into(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "Who to greet"},
-                    "times": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1}
-                },
-                "required": ["name"],
-                "additionalProperties": false
-            })
-            .to_string(),
-            output_schema: None,
-            annotations: Some(json!({"readOnlyHint": true, "openWorldHint": false}).to_string()),
-        }]
-    }
-
-    fn call_tool(name: String, arguments: String) -> Result<ToolOutput, CallError> {
-        let arguments: Value = serde_json::from_str(&arguments)
-            .map_err(|e| CallError::InvalidArguments(e.to_string()))?;
-        match name.as_str() {
-            "greet" => {
-                host::log(Level::Info, "greet called");
-                let text = greet(&arguments).map_err(CallError::InvalidArguments)?;
-                Ok(ToolOutput {
-                    content: vec![Content::Text(text)],
-                    structured: None,
-                    is_error: false,
-                })
-            }
-            _ => Err(CallError::UnknownTool(name)),
-        }
-    }
+// The arguments of `greet`, whose JSON Schema is derived from this struct: the `///`
+// comments become its descriptions (a `///` on the struct would describe the whole).
+#[derive(Deserialize, JsonSchema)]
+struct GreetArgs {
+    /// Who to greet
+    name: String,
+    /// How many times
+    #[serde(default = "once")]
+    #[schemars(range(min = 1, max = 10))]
+    times: usize,
 }
 
-/// The tool itself, apart from the bindings, so that `cargo test` runs it on the host.
-fn greet(arguments: &Value) -> Result<String, String> {
-    let name = arguments["name"].as_str().ok_or("`name` must be a string")?;
-    let times = arguments["times"].as_u64().unwrap_or(1) as usize;
-    Ok(vec![format!("Hello, {name}!"); times].join("\n"))
+fn once() -> usize {
+    1
 }
 
-export!(Plugin);
+/// A failure the model should read is an `Err(ToolError)`; it gets the message.
+fn greet(args: GreetArgs) -> Result<String, ToolError> {
+    if args.name.trim().is_empty() {
+        return Err(ToolError::new("`name` is blank: say who to greet"));
+    }
+    wasmgate_plugin::log(Level::Info, "greet called");
+    let name = args.name;
+    Ok(vec![format!("Hello, {name}!"); args.times].join("\n"))
+}
+
+fn plugin() -> Plugin {
+    Plugin::new().tool(
+        Tool::new("greet", "Says hello to `name`, `times` times.", greet)
+            .title("Greet")
+            .pure(),
+    )
+}
+
+wasmgate_plugin::export!(plugin);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasmgate_plugin::wit::Content;
 
     #[test]
     fn greets_as_often_as_asked() {
-        assert_eq!(greet(&json!({"name": "Ada"})).unwrap(), "Hello, Ada!");
-        assert_eq!(
-            greet(&json!({"name": "Ada", "times": 2})).unwrap(),
-            "Hello, Ada!\nHello, Ada!"
-        );
-        assert!(greet(&json!({})).is_err());
+        let twice = greet(GreetArgs { name: "Ada".into(), times: 2 }).unwrap();
+        assert_eq!(twice, "Hello, Ada!\nHello, Ada!");
+        assert!(greet(GreetArgs { name: " ".into(), times: 1 }).is_err());
+    }
+
+    #[test]
+    fn arguments_arrive_as_the_schema_says() {
+        // As the gateway calls it: the arguments as JSON text, `times` left to its default.
+        let out = plugin().call("greet", r#"{"name": "Ada"}"#).unwrap();
+        assert!(matches!(&out.content[..], [Content::Text(t)] if t == "Hello, Ada!"));
+        let schema = &plugin().list()[0].input_schema;
+        assert!(schema.contains(r#""required":["name"]"#), "{schema}");
     }
 }

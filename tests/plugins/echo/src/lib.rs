@@ -20,6 +20,9 @@ struct Echo;
 /// How many times `list-tools` ran in this instance (the `listings` tool tells).
 static LISTINGS: AtomicU32 = AtomicU32::new(0);
 
+/// What `count` counts: calls of it in this instance.
+static COUNT: AtomicU32 = AtomicU32::new(0);
+
 #[derive(Deserialize)]
 struct Text {
     text: String,
@@ -148,6 +151,19 @@ impl Guest for Echo {
             )
             .pure(),
             tool(
+                "count",
+                "Adds one to a counter in the instance's memory and returns it: \"1\" in a \
+                 fresh instance, more where the instance is kept between calls.",
+                none(),
+                &[],
+            ),
+            tool(
+                "crash",
+                "Adds one to the counter of `count`, then panics (a trap).",
+                none(),
+                &[],
+            ),
+            tool(
                 "fail",
                 "Always fails: call-error::failed(\"fail: requested failure\").",
                 none(),
@@ -220,6 +236,13 @@ impl Guest for Echo {
                 Ok(text(format!("wrote {}", t.len())))
             }
             "listings" => Ok(text(LISTINGS.load(Ordering::Relaxed).to_string())),
+            "count" => Ok(text(
+                (COUNT.fetch_add(1, Ordering::Relaxed) + 1).to_string(),
+            )),
+            "crash" => {
+                COUNT.fetch_add(1, Ordering::Relaxed);
+                panic!("crash: requested trap")
+            }
             "fail" => Err(failed("fail: requested failure")),
             "bad_args" => Err(CallError::InvalidArguments("bad_args: rejected".into())),
             "is_error" => Ok(ToolOutput {

@@ -2,23 +2,25 @@
 //! `wasip2` crate's bindings (the ones Rust's std is built on).
 //!
 //! The host refuses requests to hosts not in the plugin's `allow_hosts` (the
-//! wasi:http error code `HTTP-request-denied`); the `failed` message says so,
-//! and names the grant that would allow it.
+//! wasi:http error code `HTTP-request-denied`); the error says so, and names the
+//! grant that would allow it.
 //!
 //! The request never asks for an outgoing body. A GET has none, and a body
 //! once asked for is a stream the host must send (chunked), which a server
 //! that answers and hangs up before reading it turns into "connection reset",
 //! hiding the real answer, or the real error.
 
-use crate::{CallError, failed};
+use crate::ToolError;
+use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::{Value, json};
 use wasip2::http::outgoing_handler;
 use wasip2::http::types::{ErrorCode, Fields, IncomingResponse, Method, OutgoingRequest, Scheme};
 use wasip2::io::streams::{InputStream, StreamError};
 
+// Doc comments here are the output schema's descriptions, which the model reads; as a
+// tool's output, a page is `Structured::new(page)`.
 /// What a GET brought back.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 pub struct Page {
     pub status: u16,
     pub content_type: Option<String>,
@@ -29,24 +31,9 @@ pub struct Page {
     pub truncated: bool,
 }
 
-/// GETs `url`, keeping at most `max_bytes` of the body.
-pub fn get(url: &str, max_bytes: usize) -> Result<Page, CallError> {
-    fetch(url, max_bytes).map_err(|e| failed(format!("GET {url}: {e}")))
-}
-
-/// JSON Schema of [`Page`], for a tool's output schema.
-pub fn page_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "status": {"type": "integer"},
-            "content_type": {"type": ["string", "null"]},
-            "location": {"type": ["string", "null"]},
-            "body": {"type": "string"},
-            "truncated": {"type": "boolean"},
-        },
-        "required": ["status", "content_type", "location", "body", "truncated"],
-    })
+/// GETs `url`, keeping at most `max_bytes` of the body. Redirects are not followed.
+pub fn get(url: &str, max_bytes: usize) -> Result<Page, ToolError> {
+    fetch(url, max_bytes).map_err(|e| ToolError::new(format!("GET {url}: {e}")))
 }
 
 fn fetch(url: &str, max_bytes: usize) -> Result<Page, String> {

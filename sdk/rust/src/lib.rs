@@ -1,0 +1,79 @@
+//! Write [wasmgate](https://github.com/wasmgate/wasmgate) plugins as typed Rust functions.
+//!
+//! A plugin is a WASI 0.2 component of the `wasmgate:plugin` world (its WIT travels in
+//! this crate, `wit/plugin.wit`). With this crate each tool is a function from an
+//! argument type to an output, and the rest is derived: the JSON Schemas from the types
+//! (with `schemars`), the argument parsing (with `serde`), the `list-tools` and
+//! `call-tool` exports. A plugin depends on `serde` and `schemars` (1.x) too, for their
+//! derives.
+//!
+//! ```
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//! use wasmgate_plugin::{Plugin, Structured, Tool, ToolError};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct CountArgs {
+//!     /// The text to count the words of
+//!     text: String,
+//! }
+//!
+//! #[derive(Serialize, JsonSchema)]
+//! struct Count {
+//!     words: usize,
+//! }
+//!
+//! fn count(args: CountArgs) -> Result<Structured<Count>, ToolError> {
+//!     let words = args.text.split_whitespace().count();
+//!     if words == 0 {
+//!         return Err(ToolError::new("the text has no words"));
+//!     }
+//!     Ok(Structured::new(Count { words }))
+//! }
+//!
+//! fn plugin() -> Plugin {
+//!     Plugin::new().tool(Tool::new("count", "Counts the words of `text`.", count).pure())
+//! }
+//!
+//! wasmgate_plugin::export!(plugin);
+//! # let listed = plugin().list();
+//! # assert_eq!(listed[0].name, "count");
+//! # assert!(plugin().call("count", r#"{"text": " "}"#).is_err());
+//! ```
+//!
+//! # Layout
+//!
+//! - [`Tool`] (`tool.rs`): a function with its name, description and annotations;
+//!   arguments parsed into its argument type.
+//! - [`Plugin`] and [`export!`] (`plugin.rs`): the tools of a component, exported.
+//! - [`IntoOutput`], [`Structured`] (`output.rs`): what a tool returns: text, a
+//!   structured value, content items.
+//! - [`ToolError`] (`error.rs`): a failure the model reads.
+//! - [`schema`]: the schemas derived from the types, shaped as MCP wants them.
+//! - [`log`], [`progress`], [`config`] (`host.rs`): the gateway's `host` interface;
+//!   [`testing`] stands in for it under `cargo test`.
+//! - [`http`] (feature `http`): an outbound GET through `wasi:http`.
+//! - [`wit`]: the raw bindings of the world, for what the rest does not cover, with
+//!   [`schema`] and [`parse_arguments`] to use beside them.
+
+mod error;
+mod host;
+mod output;
+mod plugin;
+pub mod schema;
+mod tool;
+pub mod wit;
+
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+pub use error::ToolError;
+pub use host::{Level, config, config_or, log, progress};
+pub use output::{IntoOutput, Structured};
+pub use plugin::Plugin;
+pub use tool::{Annotations, Tool, parse_arguments};
+
+/// For argument types with no fields: `Tool::new("now", "...", |_: NoArgs| ...)`.
+pub use tool::NoArgs;

@@ -3,8 +3,8 @@
 # `cargo bench --bench gateway` (benches/gateway/) with a low-priority spin loop
 # on every core. Arguments go to the bench: --quick, --rounds N, --calls1 N,
 # --calls16 N, --startups N, --py-calls N, --reloads N, --only SECTION (calls,
-# python, reload, startup, http, instances, or plugins for python, reload and
-# startup). Results: stdout and target/bench-results.json. The Python plugin section needs
+# python, reload, startup, http, instances, remote, or plugins for python, reload
+# and startup). Results: stdout and target/bench-results.json. The Python plugin section needs
 # plugins/python/text/text.wasm (plugins/python/text/build.sh); without it, it is skipped.
 #
 # Why the spin loops: on these VMs a core that goes idle takes 15-30 us to wake,

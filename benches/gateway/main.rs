@@ -24,7 +24,8 @@
 //! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
 //! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
 //! HTTP front: `http.rs`), `instances` (`instance = "shared"` against `"call"`:
-//! `instances.rs`).
+//! `instances.rs`), `remote` (a remote server over Streamable HTTP, through the
+//! gateway and direct: `remote.rs`).
 //!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
 //! noise hits every target alike. Each call's latency is the time from writing its
@@ -50,6 +51,7 @@ mod instances;
 mod pipe;
 mod python;
 mod reload;
+mod remote;
 mod startup;
 mod stats;
 
@@ -80,7 +82,15 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 6] = ["calls", "python", "reload", "startup", "http", "instances"];
+const SECTIONS: [&str; 7] = [
+    "calls",
+    "python",
+    "reload",
+    "startup",
+    "http",
+    "instances",
+    "remote",
+];
 
 impl Options {
     fn from_args() -> Result<Options> {
@@ -303,6 +313,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("instances") {
         results.extend(instances::bench(options, paths, scratch).await?);
+    }
+    if options.runs("remote") {
+        results.extend(remote::bench(options, paths, scratch).await?);
     }
 
     let out = paths.target.join("bench-results.json");

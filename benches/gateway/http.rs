@@ -106,7 +106,7 @@ impl Conn {
 }
 
 /// A client session: its connection and, for the gateway, its id.
-struct Session {
+pub(crate) struct Session {
     conn: Conn,
     id: Option<String>,
 }
@@ -164,17 +164,17 @@ impl Session {
 }
 
 /// A process serving HTTP, and the tool to call on it.
-struct HttpTarget {
-    name: &'static str,
+pub(crate) struct HttpTarget {
+    pub(crate) name: &'static str,
     tool: &'static str,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     child: tokio::process::Child,
     one: Session,
 }
 
 impl HttpTarget {
     /// Starts `program` and reads the address it listens on from its stdout or stderr.
-    async fn start(
+    pub(crate) async fn start(
         name: &'static str,
         tool: &'static str,
         program: &Path,
@@ -230,7 +230,7 @@ impl HttpTarget {
     }
 
     /// One round at 1 in flight.
-    async fn serial(&mut self, calls: usize) -> Result<Run> {
+    pub(crate) async fn serial(&mut self, calls: usize) -> Result<Run> {
         let before = self.pid().and_then(cpu_ticks);
         let started = Instant::now();
         let latencies = self.one.calls(self.tool, calls).await?;
@@ -241,9 +241,14 @@ impl HttpTarget {
         })
     }
 
-    /// One round with [`SESSIONS`] sessions calling at once.
-    async fn concurrent(&mut self, sessions: &mut Vec<Session>, calls: usize) -> Result<Run> {
-        while sessions.len() < SESSIONS {
+    /// One round with `count` sessions calling at once.
+    pub(crate) async fn concurrent(
+        &mut self,
+        sessions: &mut Vec<Session>,
+        count: usize,
+        calls: usize,
+    ) -> Result<Run> {
+        while sessions.len() < count {
             sessions.push(Session::open(self.addr).await?);
         }
         let before = self.pid().and_then(cpu_ticks);
@@ -254,7 +259,7 @@ impl HttpTarget {
             .map(|mut session| {
                 let tool = tool.clone();
                 tokio::spawn(async move {
-                    let latencies = session.calls(&tool, calls / SESSIONS).await;
+                    let latencies = session.calls(&tool, calls / count).await;
                     (session, latencies)
                 })
             })
@@ -379,7 +384,9 @@ pub async fn bench(
     // Warm-up.
     for (target, sessions) in http.iter_mut().zip(&mut sessions) {
         target.serial(options.warmup / 4).await?;
-        target.concurrent(sessions, options.warmup).await?;
+        target
+            .concurrent(sessions, SESSIONS, options.warmup)
+            .await?;
     }
     let mut rows = Vec::new();
     let mut serial: Vec<Tally> = (0..http.len() + stdio.len())
@@ -393,7 +400,7 @@ pub async fn bench(
                 serial[i].add(http[i].serial(options.calls1).await?);
                 many[i].add(
                     http[i]
-                        .concurrent(&mut sessions[i], options.calls16)
+                        .concurrent(&mut sessions[i], SESSIONS, options.calls16)
                         .await?,
                 );
             } else {

@@ -24,9 +24,10 @@
 //! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
 //! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
 //! HTTP front: `http.rs`), `instances` (`instance = "shared"` against `"call"`:
-//! `instances.rs`), and, only with `--only author`, `author` (`plugin new` to a first
-//! call, cold and warm, and `wasmgate dev` from a save to the new version served:
-//! `author.rs`).
+//! `instances.rs`), `remote` (a remote server over Streamable HTTP, through the
+//! gateway and direct: `remote.rs`), and, only with `--only author`, `author` (`plugin
+//! new` to a first call, cold and warm, and `wasmgate dev` from a save to the new version
+//! served: `author.rs`).
 //!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
 //! noise hits every target alike. Each call's latency is the time from writing its
@@ -53,6 +54,7 @@ mod instances;
 mod pipe;
 mod python;
 mod reload;
+mod remote;
 mod startup;
 mod stats;
 
@@ -83,13 +85,14 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "calls",
     "python",
     "reload",
     "startup",
     "http",
     "instances",
+    "remote",
     "author",
 ];
 /// Sections run only when asked for with `--only`: `author` builds crates for minutes.
@@ -317,6 +320,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("instances") {
         results.extend(instances::bench(options, paths, scratch).await?);
+    }
+    if options.runs("remote") {
+        results.extend(remote::bench(options, paths, scratch).await?);
     }
     if options.runs("author") {
         results.extend(author::bench(options, paths, scratch).await?);

@@ -165,9 +165,14 @@ pub struct HttpEndpoint {
     /// Its contents are the bearer token, read again whenever the file changes (a token
     /// that an outside process refreshes).
     pub bearer_token_file: Option<PathBuf>,
-    /// PEM certificates trusted besides the webpki roots (a private CA), read at each connect.
+    /// PEM certificates trusted besides the platform's and the webpki roots (a private CA),
+    /// read at each new session.
     pub ca_file: Option<PathBuf>,
     pub transport: HttpTransport,
+    /// HTTP/1.1 connections lent for requests at once (the GET stream has its own).
+    pub max_connections: usize,
+    /// Requests in flight at once; more wait for a turn within their timeout.
+    pub max_in_flight: usize,
 }
 
 /// Which MCP HTTP transport a remote server speaks.

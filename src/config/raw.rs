@@ -127,8 +127,12 @@ pub struct Server {
     pub bearer_token_env: Option<String>,
     /// `Authorization: Bearer` with this file's contents, read again when it changes.
     pub bearer_token_file: Option<String>,
-    /// PEM certificates trusted besides the webpki roots (a private CA).
+    /// PEM certificates trusted besides the platform's and the webpki roots (a private CA).
     pub ca_file: Option<String>,
+    /// HTTP/1.1 connections lent for requests at once.
+    pub max_connections: Option<AtLeastOne>,
+    /// Requests in flight to the server at once.
+    pub max_in_flight: Option<AtLeastOne>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.
@@ -166,6 +170,11 @@ pub struct ClientServer {
     pub transport_type: Option<String>,
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
+    pub bearer_token_env: Option<String>,
+    pub bearer_token_file: Option<String>,
+    pub ca_file: Option<String>,
+    pub max_connections: Option<AtLeastOne>,
+    pub max_in_flight: Option<AtLeastOne>,
     /// Roo Code, Windsurf: exact tool names to hide; added to `disabled_tools`.
     #[serde(rename = "disabledTools", default)]
     pub client_disabled_tools: Vec<String>,

@@ -133,6 +133,11 @@ impl Config {
                     if let Some(file) = &h.ca_file {
                         writeln!(out, "    trusts the CA certificates in {}", file.display())?;
                     }
+                    writeln!(
+                        out,
+                        "    at most {} connections, {} requests in flight",
+                        h.max_connections, h.max_in_flight
+                    )?;
                 }
             }
             write_filter(out, &s.tool_filter)?;

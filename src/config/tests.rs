@@ -1053,6 +1053,57 @@ fn remote_servers_take_a_url_headers_and_tokens() {
 }
 
 #[test]
+fn remote_servers_take_pool_limits_and_json_token_keys() {
+    let base = scratch();
+    let text = "[servers.a]\nurl = \"https://example.test/mcp\"\nmax_connections = 4\nmax_in_flight = 8\n\
+                [servers.b]\nurl = \"https://example.test/mcp\"\n\
+                [servers.c]\ncommand = \"x\"\nmax_in_flight = 2\n";
+    let config = toml(text, &base).unwrap();
+    let limits = |name: &str| match &config.servers[name].transport {
+        ServerTransport::Http(h) => (h.max_connections, h.max_in_flight),
+        ServerTransport::Stdio(_) => panic!("{name} is remote"),
+    };
+    assert_eq!(limits("a"), (4, 8));
+    assert_eq!(limits("b"), (64, 64));
+    assert!(
+        config
+            .warnings
+            .iter()
+            .any(|w| w.contains("`max_in_flight` is ignored because the entry has no `url`")),
+        "{:?}",
+        config.warnings
+    );
+    for (entry, problem) in [
+        ("max_connections = 0", "max_connections"),
+        (
+            "max_connections = 2000",
+            "max_connections = 2000 is more than 1024",
+        ),
+        (
+            "max_in_flight = 5000",
+            "max_in_flight = 5000 is more than 4096",
+        ),
+    ] {
+        let text = format!("[servers.d]\nurl = \"https://example.test/\"\n{entry}\n");
+        let err = toml(&text, &base).unwrap_err();
+        assert!(err.to_string().contains(problem), "{entry}: {err}");
+    }
+
+    let config = json(
+        r#"{"mcpServers": {"r": {"type": "http", "url": "https://example.test/mcp",
+            "bearer_token_env": "MY_TOKEN", "ca_file": "ca.pem", "max_in_flight": 3}}}"#,
+        &base,
+    )
+    .unwrap();
+    let ServerTransport::Http(r) = &config.servers["r"].transport else {
+        panic!("r is remote")
+    };
+    assert_eq!(r.headers["Authorization"], "Bearer s3cret");
+    assert_eq!(r.ca_file, Some(base.join("ca.pem")));
+    assert_eq!((r.max_connections, r.max_in_flight), (64, 3));
+}
+
+#[test]
 fn self_referencing_servers_are_skipped_with_warnings() {
     let base = scratch();
     let text = "[servers.docs]\nurl = \"https://example.test/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n\

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::harness::TestDir;
-use crate::http_client::{HttpGateway, McpSession, runtime};
+use crate::http_client::{ACCEPT_BOTH, HttpGateway, McpSession, runtime};
 use crate::plugins::fixture;
 
 /// How long a test waits for the gateway to change state before it fails.
@@ -170,25 +170,32 @@ fn a_sessions_calls_take_turns_on_its_instance() {
     let gateway = gateway("instance = \"session\"");
     runtime().block_on(async {
         let mut a = session(&gateway).await;
+        assert_eq!(count(&mut a).await, 1);
+        // A call of the session holds its instance (its first progress came) ...
+        let call = json!({"jsonrpc": "2.0", "id": 90, "method": "tools/call", "params": {
+            "name": "echo__progress", "arguments": {"steps": 2, "delay_ms": 300},
+            "_meta": {"progressToken": "p"}}});
+        let post = [ACCEPT_BOTH, ("content-type", "application/json")];
+        let mut slow = a
+            .open_stream(gateway.connect().await, "POST", &post, &call.to_string())
+            .await
+            .unwrap_or_else(|r| panic!("a stream: {} {}", r.status, r.body));
+        let (_, first) = slow.next_message(WAIT).await.expect("progress");
+        assert_eq!(first["method"], "notifications/progress", "{first}");
+        // ... so another of its calls waits for it, and runs on that instance: "2", where
+        // a second instance would have answered "1".
         let mut same = a.on(gateway.connect().await);
-        let slow = async {
-            let answer = a.call("echo__sleep", json!({"ms": 400})).await;
-            assert_eq!(
-                answer["result"]["content"][0]["text"], "slept 400",
-                "{answer}"
-            );
-            Instant::now()
-        };
-        let quick = async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            assert_eq!(count(&mut same).await, 1);
-            Instant::now()
-        };
-        let (slow_done, quick_done) = tokio::join!(slow, quick);
-        assert!(
-            quick_done >= slow_done,
-            "the second call ran beside the first, on another instance"
-        );
+        assert_eq!(count(&mut same).await, 2);
+        loop {
+            let (_, message) = slow.next_message(WAIT).await.expect("the answer");
+            if message["id"] == 90 {
+                assert_eq!(
+                    message["result"]["content"][0]["text"], "done 2",
+                    "{message}"
+                );
+                break;
+            }
+        }
     });
 }
 

@@ -59,6 +59,68 @@ fn tool_names(client: &mut Client) -> Vec<String> {
         .collect()
 }
 
+/// The inner gateway fronting a WASM plugin as well: its names, progress (with messages),
+/// error results and `isError` results survive both hops.
+#[test]
+fn a_wasm_plugin_behind_a_remote_gateway() {
+    let plugins = TestDir::new("plugins");
+    std::fs::write(plugins.join("echo.wasm"), crate::plugins::fixture("echo")).unwrap();
+    let path = |name: &str| crate::harness::toml_str(plugins.join(name).to_str().unwrap());
+    let extra = format!(
+        "[http]\ntokens = [{{ name = \"outer\", token = \"${{INNER_TOKEN}}\" }}]\n\n[plugins]\ndir = {}\ncache_dir = {}\n",
+        crate::harness::toml_str(plugins.path.to_str().unwrap()),
+        path("cache"),
+    );
+    let inner = HttpGateway::start(&with_example(&extra), &[("INNER_TOKEN", TOKEN)]);
+    let mut client = outer(&inner.url("/mcp"), &[]);
+    client.wait_ready();
+    // The plugin may load after the outer gateway's first look: list_changed brings it.
+    eventually(crate::plugins::LOAD_TIMEOUT, "up__echo__progress", || {
+        client.try_notification(
+            "notifications/tools/list_changed",
+            Duration::from_millis(200),
+        );
+        tool_names(&mut client)
+            .contains(&"up__echo__progress".to_string())
+            .then_some(())
+    });
+    let echo = client.call("up__echo__echo", json!({"text": "through two hops"}));
+    assert_eq!(text(&echo), "through two hops", "{echo}");
+
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__echo__progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "w"}}),
+    );
+    let (before, response) = client.until_response(&id, TIMEOUT);
+    let progress: Vec<&Value> = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| &m["params"])
+        .collect();
+    assert_eq!(progress.len(), 3, "{before:?}");
+    for (i, step) in progress.iter().enumerate() {
+        assert_eq!(step["progressToken"], "w", "{step}");
+        assert_eq!(step["progress"], i as f64 + 1.0, "{step}");
+        assert_eq!(step["total"], 3.0, "{step}");
+        assert_eq!(step["message"], format!("step {} of 3", i + 1), "{step}");
+    }
+    assert_eq!(text(&response["result"]), "done 3", "{response}");
+
+    let failed = crate::plugins::call_failed(&mut client, "up__echo__fail", json!({}));
+    assert!(failed.contains("fail: requested failure"), "{failed}");
+    let reported = crate::plugins::call_failed(&mut client, "up__echo__is_error", json!({}));
+    assert_eq!(reported, "is_error: reported error");
+    // Worded by the inner gateway, with the name it knows the tool by.
+    let invalid = crate::plugins::call_failed(&mut client, "up__echo__bad_args", json!({}));
+    assert!(
+        invalid.starts_with("Invalid arguments for tool echo__bad_args: bad_args: rejected"),
+        "{invalid}"
+    );
+    // Arguments against the plugin's schema: refused by the outer gateway already.
+    let refused = client.call_invalid("up__echo__echo", json!({"text": 5}));
+    assert!(refused.contains("text"), "{refused}");
+}
+
 /// Names, calls, `isError` results, JSON-RPC errors, progress and sampling survive both
 /// hops; the header with `${UP_TOKEN}` reached the inner gateway (its event names the token).
 #[test]
@@ -144,6 +206,26 @@ fn a_remote_gateway_serves_through_both_hops() {
         !client.stderr().contains(TOKEN),
         "the token is never logged"
     );
+}
+
+/// With one connection for requests, a call that waits on the client's sampling answer
+/// still gets it: the answer goes to the server aside from the connection the call holds.
+#[test]
+fn a_clients_answer_reaches_the_server_with_one_connection() {
+    let inner = inner();
+    let mut client = outer(&inner.url("/mcp"), &["max_connections = 1"]);
+    client.wait_ready();
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__ex__sample", "arguments": {"prompt": "one"}}),
+    );
+    let asked = client.next_client_request(TIMEOUT);
+    client.respond(
+        asked["id"].clone(),
+        json!({"role": "assistant", "content": {"type": "text", "text": "through"}, "model": "m"}),
+    );
+    let sampled = client.wait_response(&id, TIMEOUT);
+    assert_eq!(text(&sampled["result"]), "through", "{sampled}");
 }
 
 /// Over the legacy HTTP+SSE transport, named or found by `auto` after the server refused
@@ -293,8 +375,8 @@ fn a_timed_out_call_is_cancelled_on_the_remote_server() {
     assert_eq!(text(&echo), "still here", "{echo}");
 }
 
-/// HTTPS to a server whose certificate a private CA signed: refused with the webpki roots
-/// alone, served once `ca_file` trusts it.
+/// HTTPS to a server whose certificate a private CA signed: refused with the webpki and
+/// the machine's roots alone, served once `ca_file` trusts it, or the platform's store.
 #[test]
 fn https_with_a_private_ca() {
     let certs = TestDir::new("tls");
@@ -320,11 +402,24 @@ fn https_with_a_private_ca() {
     client.wait_ready();
     let echo = client.call("up__ex__echo", json!({"text": "over tls"}));
     assert_eq!(text(&echo), "over tls", "{echo}");
+
+    // The platform's store, here the file `SSL_CERT_FILE` names, is trusted as well.
+    let dir = TestDir::new("outer");
+    let config = config().remote("up", &url, &[]).render(&dir.path);
+    let path = dir.write("gateway.toml", &config);
+    let store = certs.join("ca.pem");
+    let env = [("SSL_CERT_FILE", store.to_str().unwrap())];
+    let mut client =
+        Client::spawn_with_env(&["serve", "--config", path.to_str().unwrap()], dir, &env);
+    client.initialize();
+    client.wait_ready();
+    let echo = client.call("up__ex__echo", json!({"text": "platform roots"}));
+    assert_eq!(text(&echo), "platform roots", "{echo}");
 }
 
 /// A private CA (`ca.pem`) and a certificate it signed for `localhost` and 127.0.0.1
 /// (`cert.pem`, `key.pem`), made by openssl in `certs`.
-fn make_ca_and_certificate(certs: &TestDir) {
+pub(crate) fn make_ca_and_certificate(certs: &TestDir) {
     let openssl = |args: &[&str]| {
         let status = std::process::Command::new("openssl")
             .args(args)
@@ -487,7 +582,7 @@ fn check_does_not_print_header_values() {
 }
 
 /// The reference "everything" server in its Streamable HTTP mode, killed when dropped.
-struct Everything(std::process::Child);
+pub(crate) struct Everything(std::process::Child);
 
 impl Drop for Everything {
     fn drop(&mut self) {
@@ -497,7 +592,7 @@ impl Drop for Everything {
 }
 
 /// Starts `mcp-server-everything MODE` (`streamableHttp`, `sse`) on a free port; its URL.
-fn everything_over_http(dir: &TestDir, mode: &str) -> Option<(Everything, String)> {
+pub(crate) fn everything_over_http(dir: &TestDir, mode: &str) -> Option<(Everything, String)> {
     let command = crate::third_party::everything_server()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -578,96 +673,4 @@ fn everything_through_the_gateway(mode: &str, transport: &str) {
     );
     let response = client.wait_response(&id, TIMEOUT);
     assert!(text(&response["result"]).contains("four"), "{response}");
-}
-
-/// A minimal Streamable HTTP server on a thread: one request per connection, sessions
-/// `s1`, `s2`, ...; the second call on `s1` is answered 404, as by a server that forgot
-/// the session. Counts the `initialize`s.
-fn forgetful_server() -> (
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let inits = std::sync::Arc::new(AtomicUsize::new(0));
-    let counted = inits.clone();
-    std::thread::spawn(move || {
-        let mut calls_on_s1 = 0;
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let (mut head, mut line) = (Vec::new(), String::new());
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                head.push(line.trim().to_ascii_lowercase());
-                line.clear();
-            }
-            let header = |name: &str| {
-                head.iter()
-                    .find_map(|h| h.strip_prefix(&format!("{name}: ")).map(str::to_string))
-            };
-            let length: usize = header("content-length").map_or(0, |l| l.parse().unwrap());
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let session = header("mcp-session-id");
-            let (status, extra, answer) = match (
-                head[0].split(' ').next(),
-                message["method"].as_str(),
-            ) {
-                (Some("get"), _) => ("405 Method Not Allowed", String::new(), None),
-                (Some("delete"), _) => ("200 OK", String::new(), None),
-                (_, Some("initialize")) => {
-                    let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
-                    let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "forgetful"}});
-                    ("200 OK", format!("mcp-session-id: s{n}\r\n"), Some(result))
-                }
-                (_, Some("tools/list")) => {
-                    let result =
-                        json!({"tools": [{"name": "who", "inputSchema": {"type": "object"}}]});
-                    ("200 OK", String::new(), Some(result))
-                }
-                (_, Some("tools/call"))
-                    if session.as_deref() == Some("s1") && {
-                        calls_on_s1 += 1;
-                        calls_on_s1 > 1
-                    } =>
-                {
-                    ("404 Not Found", String::new(), None)
-                }
-                (_, Some("tools/call")) => {
-                    let text = format!("session {}", session.unwrap_or_default());
-                    (
-                        "200 OK",
-                        String::new(),
-                        Some(json!({"content": [{"type": "text", "text": text}]})),
-                    )
-                }
-                _ => ("202 Accepted", String::new(), None),
-            };
-            let body = answer.map_or(String::new(), |result| {
-                json!({"jsonrpc": "2.0", "id": message["id"], "result": result}).to_string()
-            });
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (addr, inits)
-}
-
-/// A server that answers 404 for the session: the gateway initializes a new one and the
-/// call goes through on it, the client none the wiser.
-#[test]
-fn a_forgotten_session_is_opened_again_and_the_call_sent_on_it() {
-    let (addr, inits) = forgetful_server();
-    let mut client = outer_in(TestDir::new("outer"), &format!("http://{addr}/mcp"), &[]);
-    client.wait_ready();
-    assert_eq!(text(&client.call("up__who", json!({}))), "session s1");
-    assert_eq!(text(&client.call("up__who", json!({}))), "session s2");
-    assert_eq!(inits.load(std::sync::atomic::Ordering::SeqCst), 2);
 }

@@ -7,7 +7,7 @@ use std::sync::Weak;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::client::{Body, HttpClient, Lease};
+use super::client::{Body, Hold, HttpClient, Lease};
 use super::sse::SseReader;
 use super::*;
 use crate::protocol::methods;
@@ -16,10 +16,6 @@ mod legacy;
 
 /// Longest error page text quoted in an error.
 const SHOWN: usize = 200;
-
-/// Requests in flight to one server at once (each holds an HTTP/1.1 connection); more
-/// wait for a turn within their timeout.
-const MAX_IN_FLIGHT: usize = 64;
 
 /// Why a session ended when the server forgot it.
 pub(super) const SESSION_ENDED: &str = "the server ended the session (404); starting a new one";
@@ -61,7 +57,7 @@ impl Connection {
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
     ) -> Result<Arc<Self>, String> {
         let uri: http::Uri = endpoint.url.parse().map_err(|e| format!("{e}"))?;
-        let client = HttpClient::new(&uri, endpoint.ca_file.as_deref())?;
+        let client = HttpClient::new(&uri, endpoint.ca_file.as_deref(), endpoint.max_connections)?;
         let mut headers = http::HeaderMap::new();
         for (name, value) in &endpoint.headers {
             let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
@@ -82,7 +78,7 @@ impl Connection {
             session: Mutex::new(None),
             version: Mutex::new(None),
             next_id: AtomicU64::new(1),
-            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
+            in_flight: tokio::sync::Semaphore::new(endpoint.max_in_flight),
             to_gateway,
             closed: watch::channel(None).0,
             notes,
@@ -179,8 +175,9 @@ impl Connection {
     async fn send(
         &self,
         request: http::Request<Body>,
+        hold: Hold,
     ) -> Result<(http::Response<Incoming>, Lease), BackendError> {
-        match self.client.send(request, CONNECT_TIMEOUT).await {
+        match self.client.send(request, CONNECT_TIMEOUT, hold).await {
             Ok(sent) => Ok(sent),
             Err(reason) => Err(self.broken(reason)),
         }
@@ -260,7 +257,7 @@ impl Connection {
             return self.exchange_legacy(id, body).await;
         }
         let (response, lease) = self
-            .send(self.build(http::Method::POST, Some(body)))
+            .send(self.build(http::Method::POST, Some(body)), Hold::Request)
             .await?;
         if method == methods::INITIALIZE
             && let Some(session) = response.headers().get("mcp-session-id")
@@ -290,11 +287,21 @@ impl Connection {
                             return answer;
                         }
                     }
+                    // A cut stream fails this request alone: the session may well live on,
+                    // and a server that is gone shows at the next request or on the GET stream.
                     Ok(None) => {
                         lease.done();
-                        return Err(self.broken("its event stream ended before the answer".into()));
+                        return Err(self.http_error(
+                            0,
+                            "an event stream that broke off before the answer".into(),
+                        ));
                     }
-                    Err(reason) => return Err(self.broken(reason)),
+                    Err(reason) => {
+                        return Err(self.http_error(
+                            0,
+                            format!("an event stream that broke off before the answer: {reason}"),
+                        ));
+                    }
                 }
             }
         }
@@ -303,7 +310,9 @@ impl Connection {
                 lease.done();
                 String::from_utf8_lossy(&body.to_bytes()).into_owned()
             }
-            Err(err) => return Err(self.broken(format!("the answer broke off: {err}"))),
+            Err(err) => {
+                return Err(self.http_error(0, format!("an answer that broke off: {err}")));
+            }
         };
         if content_type != "application/json" {
             return Err(self.http_error(
@@ -340,6 +349,14 @@ impl Connection {
     ) -> Option<Result<Box<RawValue>, BackendError>> {
         if text.trim().is_empty() {
             return None;
+        }
+        // The common case, a plain answer to the request waiting: its result is kept as the
+        // server's text, as a subprocess server's is.
+        if let Some(waiting) = waiting
+            && let Some((id, result)) = protocol::RawEnvelope::fast_response(text)
+            && id == waiting
+        {
+            return Some(Ok(result));
         }
         let value = match serde_json::from_str::<Value>(text) {
             Ok(value) => value,
@@ -406,7 +423,7 @@ impl Connection {
     /// `POST`s a notification or a response, which the server acknowledges with 202.
     async fn post_message(&self, message: Value) {
         let request = self.build(http::Method::POST, Some(message.to_string()));
-        match self.send(request).await {
+        match self.send(request, Hold::Aside).await {
             Ok((response, lease)) => {
                 let status = response.status();
                 let text = read_text(response.into_body()).await;
@@ -443,7 +460,7 @@ impl Connection {
             {
                 request.headers_mut().insert("last-event-id", id);
             }
-            let Ok((response, _lease)) = self.send(request).await else {
+            let Ok((response, _lease)) = self.send(request, Hold::Aside).await else {
                 return;
             };
             let status = response.status();
@@ -474,7 +491,7 @@ impl Connection {
         let request = self.build(http::Method::DELETE, None);
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
-            self.client.send(request, CONNECT_TIMEOUT),
+            self.client.send(request, CONNECT_TIMEOUT, Hold::Request),
         )
         .await;
     }

@@ -85,9 +85,11 @@ impl Ctx<'_> {
                 }
                 .to_string()
             }),
-            bearer_token_env: None,
-            bearer_token_file: None,
-            ca_file: None,
+            bearer_token_env: entry.bearer_token_env,
+            bearer_token_file: entry.bearer_token_file,
+            ca_file: entry.ca_file,
+            max_connections: entry.max_connections,
+            max_in_flight: entry.max_in_flight,
             url: entry.url.filter(|_| remote),
             headers: entry.headers.filter(|_| remote),
         })
@@ -196,21 +198,42 @@ impl Ctx<'_> {
             .ca_file
             .as_deref()
             .and_then(|file| self.path(file, &[s, name, "ca_file"], strict));
+        let mut limit = |value: Option<raw::AtLeastOne>, key: &str, default, most| {
+            let n = value.map_or(default, |n| n.0);
+            if n > most {
+                self.error(
+                    &[s, name, key],
+                    None,
+                    format!("server `{name}`: {key} = {n} is more than {most}"),
+                    format!("write a number from 1 to {most}"),
+                );
+            }
+            n.min(most)
+        };
+        let max_connections = limit(raw.max_connections, "max_connections", 64, 1024);
+        let max_in_flight = limit(raw.max_in_flight, "max_in_flight", 64, 4096);
         Some(HttpEndpoint {
             url,
             headers,
             bearer_token_file,
             ca_file,
             transport,
+            max_connections,
+            max_in_flight,
         })
     }
 
     /// What starts a local server's process.
     fn stdio(&mut self, name: &str, raw: &raw::Server, strict: bool) -> Option<StdioCommand> {
         let s = self.servers_key();
-        if raw.transport.is_some() {
+        let remote_keys = [
+            ("transport", raw.transport.is_some()),
+            ("max_connections", raw.max_connections.is_some()),
+            ("max_in_flight", raw.max_in_flight.is_some()),
+        ];
+        for (key, _) in remote_keys.iter().filter(|(_, set)| *set) {
             self.warnings.push(format!(
-                "server `{name}`: `transport` is ignored because the entry has no `url`"
+                "server `{name}`: `{key}` is ignored because the entry has no `url`"
             ));
         }
         let command = self.expand(&raw.command, &[s, name, "command"], strict);

@@ -31,7 +31,7 @@ impl Connection {
             http::HeaderValue::from_static("text/event-stream"),
         );
         let opened = async {
-            let (response, _lease) = self.send(request).await?;
+            let (response, _lease) = self.send(request, Hold::Aside).await?;
             let status = response.status();
             if !status.is_success() || content_type(&response) != "text/event-stream" {
                 let text = read_text(response.into_body()).await;
@@ -108,7 +108,7 @@ impl Connection {
             legacy.waiting.insert(id, tx);
         }
         let (response, lease) = self
-            .send(self.build(http::Method::POST, Some(body)))
+            .send(self.build(http::Method::POST, Some(body)), Hold::Request)
             .await?;
         let status = response.status();
         let text = read_text(response.into_body()).await;

@@ -210,7 +210,7 @@ impl PluginHost {
             }
             Source::Bundled(bytes) => Arc::from(*bytes),
         };
-        check_header(&bytes).map_err(|e| format!("{e}"))?;
+        check_header(&bytes).map_err(|e| e.to_string())?;
         let big_runtime = pool::is_big_runtime(bytes.len());
         let digest = cache::hex(&Sha256::digest(&bytes));
         if let Some(pin) = settings.sha256.as_deref()
@@ -240,7 +240,7 @@ impl PluginHost {
         let host = self
             .this
             .upgrade()
-            .ok_or_else(|| format!("the host is shutting down"))?;
+            .ok_or_else(|| "the host is shutting down".to_string())?;
         let digest2 = digest.clone();
         let label = name.clone();
         let compiling = tokio::task::spawn_blocking(move || {

@@ -238,7 +238,7 @@ pub(super) async fn read_lines(
                 });
             }
             Err(reason) => {
-                let shown = crate::protocol::cut_short(&line, 200);
+                let shown = crate::protocol::cut_short(line, 200);
                 tracing::warn!(server = %server, "ignored a line that is not JSON-RPC ({reason}): {shown}");
             }
         }

@@ -32,10 +32,25 @@ impl PluginHost {
         let arguments = arguments.to_string();
         let limit = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
-        // The wait for a turn counts against the call's time; no timer when there is one.
+        // A session's calls wait for its kept instance before they take a turn: one
+        // session's calls queued behind each other hold no turns that others could use.
+        let mut evicted = Vec::new();
+        let lease = version
+            .kept
+            .lease(ctx.session.as_ref(), limit, &mut evicted)
+            .await;
+        self.drop_kept(evicted);
+        let Ok(lease) = lease else {
+            let reason = limits::session_busy_message(plugin, limit);
+            tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
+            slot.stats.failed(&reason);
+            return Ok(convert::error_result(reason).into());
+        };
+        // The waits for the instance and a turn count against the call's time; no timer
+        // when a turn is free.
         let turn = match slot.turns.clone().try_acquire_owned() {
             Ok(turn) => Ok(turn),
-            Err(_) => permits_within(&slot.turns, 1, limit).await,
+            Err(_) => permits_within(&slot.turns, 1, limit.saturating_sub(started.elapsed())).await,
         };
         let Ok(turn) = turn else {
             let turns = slot.turn_limit.load(Ordering::Relaxed);
@@ -47,19 +62,6 @@ impl PluginHost {
         let time = TimeLimit {
             limit,
             since: started,
-        };
-        let mut evicted = Vec::new();
-        let wait = limit.saturating_sub(started.elapsed());
-        let lease = version
-            .kept
-            .lease(ctx.session.as_ref(), wait, &mut evicted)
-            .await;
-        self.drop_kept(evicted);
-        let Ok(lease) = lease else {
-            let reason = limits::session_busy_message(plugin, limit);
-            tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
-            slot.stats.failed(&reason);
-            return Ok(convert::error_result(reason).into());
         };
         let keeps = lease.is_some();
         let (instance, inline) = match lease {

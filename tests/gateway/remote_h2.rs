@@ -47,9 +47,11 @@ fn h2_server(certs: &TestDir) -> SocketAddr {
                     };
                     let io = wasmtime_wasi_http::io::TokioIo::new(tls);
                     let service = hyper::service::service_fn(answer);
-                    let _ = hyper::server::conn::http2::Builder::new(Spawn)
-                        .serve_connection(io, service)
-                        .await;
+                    let _ = hyper::server::conn::http2::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(io, service)
+                    .await;
                 });
             }
         })
@@ -90,19 +92,6 @@ async fn answer(
         200,
         Some(json!({"jsonrpc": "2.0", "id": message["id"], "result": result})),
     )
-}
-
-#[derive(Clone, Copy)]
-struct Spawn;
-
-impl<F> hyper::rt::Executor<F> for Spawn
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn execute(&self, future: F) {
-        tokio::spawn(future);
-    }
 }
 
 /// A server that offers HTTP/2 gets it: every call goes over the one HTTP/2 connection,

@@ -206,7 +206,7 @@ impl HttpClient {
         };
         let io = wasmtime_wasi_http::io::TokioIo::new(io);
         if h2 {
-            let (sender, connection) = http2::handshake(Spawn, io)
+            let (sender, connection) = http2::handshake(hyper_util::rt::TokioExecutor::new(), io)
                 .await
                 .map_err(|e| describe(&e))?;
             tokio::spawn(async move {
@@ -264,20 +264,6 @@ fn platform_roots() -> &'static [rustls::pki_types::CertificateDer<'static>] {
         }
         found.certs
     })
-}
-
-/// Runs HTTP/2's connection tasks on tokio.
-#[derive(Clone, Copy)]
-struct Spawn;
-
-impl<F> hyper::rt::Executor<F> for Spawn
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn execute(&self, future: F) {
-        tokio::spawn(future);
-    }
 }
 
 /// hyper's error with its cause, which holds the useful part ("connection reset").

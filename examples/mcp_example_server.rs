@@ -396,7 +396,12 @@ impl Server {
             return;
         }
         let name = params["name"].as_str().unwrap_or_default();
-        if WAITING_TOOLS.contains(&name) {
+        if name == "roots"
+            && let Some(ms) = params["arguments"]["later_ms"].as_u64()
+        {
+            self.ask_roots_later(ms);
+            self.answer_call(&id, Ok(text_result("asking later")));
+        } else if WAITING_TOOLS.contains(&name) {
             self.spawn_waiting_call(id, params);
         } else {
             self.answer_call(&id, self.call_tool(name, &params["arguments"]));
@@ -405,13 +410,13 @@ impl Server {
 
     fn on_notification(&self, method: &str, params: &Value) {
         // Said on stderr, where the gateway's log (and so a test) sees it.
-        if method == "notifications/cancelled" {
+        if method == "notifications/cancelled" || method == "notifications/roots/list_changed" {
             eprintln!(
                 "mcp_example_server {}: received {method} {params}",
                 self.config.name
             );
         }
-        // Other notifications (initialized, roots/list_changed, progress) need nothing from us.
+        // Other notifications (initialized, progress) need nothing from us.
         if method == "notifications/cancelled" && !self.config.ignore_cancel {
             let key = params["requestId"].to_string();
             if let Some(task) = self.running.lock().unwrap().remove(&key) {
@@ -449,6 +454,21 @@ impl Server {
             server.answer_call(&id, outcome);
         });
         running.insert(key, task.abort_handle());
+    }
+
+    /// Asks the client for its roots `ms` after the call that asked for it was answered
+    /// (when no call of anyone's may be in flight), and logs the answer or error.
+    fn ask_roots_later(self: &Arc<Self>, ms: u64) {
+        let server = Arc::clone(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let said = match server.ask_client("roots/list", json!({})).await {
+                Ok(result) => format!("roots later: {}", result["roots"]),
+                Err(error) => format!("roots later failed: {error}"),
+            };
+            let params = json!({"level": "warning", "logger": server.config.name, "data": said});
+            server.notify("notifications/message", params);
+        });
     }
 
     fn handle(&self, method: &str, params: &Value) -> Outcome {
@@ -610,7 +630,10 @@ impl Server {
             }
             "update_resource" => {
                 let uri = string(args, "uri")?;
-                if self.subscriptions.lock().unwrap().contains(uri) {
+                // `force`: a misbehaving server's move, an update for a URI nobody
+                // subscribed to through it.
+                if args["force"] == json!(true) || self.subscriptions.lock().unwrap().contains(uri)
+                {
                     self.notify("notifications/resources/updated", json!({"uri": uri}));
                 }
                 Ok(text_result("updated"))
@@ -725,6 +748,9 @@ impl Server {
     }
 
     fn read_resource(&self, uri: &str) -> Outcome {
+        // As a file server would, `..` steps out of a folder.
+        let resolved = without_dot_segments(uri);
+        let uri = resolved.as_str();
         let content = match uri {
             "example://static/hello" => {
                 json!({"uri": uri, "mimeType": "text/plain", "text": format!("hello from {}", self.config.name)})
@@ -848,14 +874,35 @@ fn base_tools() -> Vec<Value> {
         tool("log", "Sends a log notification", log, &["level", "message"]),
         tool("sample", "Asks the client to sample", json!({"prompt": string, "cancel_after_ms": count}), &["prompt"]),
         tool("elicit", "Asks the client to elicit", json!({"message": string}), &["message"]),
-        tool("roots", "Asks the client for its roots", none.clone(), &[]),
+        tool("roots", "Asks the client for its roots (with later_ms: after answering)",
+            json!({"later_ms": count}), &[]),
         tool("notify_changed", "Adds late_tool (or, with what, a prompt or resource)",
             json!({"what": {"type": "string", "enum": ["tools", "prompts", "resources"]}}), &[]),
-        tool("update_resource", "Notifies uri's subscribers", json!({"uri": string}), &["uri"]),
+        tool("update_resource", "Notifies uri's subscribers (with force: anyone)",
+            json!({"uri": string, "force": {"type": "boolean"}}), &["uri"]),
         tool("big", "Returns that many bytes of text", json!({"bytes": count}), &["bytes"]),
         tool("hang", "Never answers", none.clone(), &[]),
         tool("pid", "Returns the process id", none, &[]),
     ]
+}
+
+/// `uri` with its `..` path segments resolved (`example://item/../static/hello` is
+/// `example://static/hello`).
+fn without_dot_segments(uri: &str) -> String {
+    let Some((scheme, path)) = uri.split_once("://") else {
+        return uri.to_string();
+    };
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            ".." => {
+                segments.pop();
+            }
+            "." => {}
+            other => segments.push(other),
+        }
+    }
+    format!("{scheme}://{}", segments.join("/"))
 }
 
 fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {

@@ -172,6 +172,18 @@ pub struct ClientRequests {
     pub subscriptions: Vec<String>,
 }
 
+tokio::task_local! {
+    /// The gateway's number for the client call a backend request is made for (see
+    /// `Gateway::begin_call`), set around the request: a remote server's messages that
+    /// arrive on that request's own stream name the call they belong to by it.
+    pub static CALL: u64;
+}
+
+/// The call of [`CALL`], when the code runs inside one.
+pub fn current_call() -> Option<u64> {
+    CALL.try_with(|call| *call).ok()
+}
+
 /// What backends report to the gateway, in order, on one channel.
 #[derive(Debug)]
 pub enum BackendEvent {
@@ -180,12 +192,16 @@ pub enum BackendEvent {
     /// A notification from the server, for the gateway to rewrite and pass on.
     Notification {
         server: String,
+        /// The call whose stream it came on ([`CALL`]); `None` when the transport does not say.
+        call: Option<u64>,
         method: String,
         params: Option<Value>,
     },
     /// A request from the server to the client (sampling, elicitation, roots).
     Request {
         server: String,
+        /// As for `Notification`.
+        call: Option<u64>,
         method: String,
         params: Option<Value>,
         reply: Responder,

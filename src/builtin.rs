@@ -1,20 +1,30 @@
 //! The gateway's own tools, served without prefix: `gateway_status` and `get_events`.
 //! Their shapes follow the reference documents the project started from, with more fields.
+//! A client sees what its profile's view holds; what the gateway runs (commands, URLs,
+//! pids, paths) and other principals' names only the operator sees.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use crate::backend::BackendState;
+use crate::catalog::view::Kind;
 use crate::config::{Config, ServerTransport};
 use crate::gateway::Gateway;
+use crate::peer::ClientPeer;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
 
-pub fn call(gateway: &Gateway, tool: &str, arguments: &Value) -> Result<Value, RpcError> {
+pub fn call(
+    gateway: &Gateway,
+    viewer: &ClientPeer,
+    tool: &str,
+    arguments: &Value,
+) -> Result<Value, RpcError> {
     let payload = match tool {
-        "gateway_status" => status(gateway),
-        "get_events" => Value::Array(gateway.events.query(&query(arguments)?)),
+        "gateway_status" if viewer.is_operator() => status(gateway),
+        "gateway_status" => status_for(gateway, viewer),
+        "get_events" => Value::Array(events_for(gateway, viewer, query(arguments)?)),
         _ => return Err(RpcError::invalid_params(format!("Unknown tool: {tool}"))),
     };
     Ok(json!({
@@ -217,6 +227,88 @@ pub fn status(gateway: &Gateway) -> Value {
         status["http"] = http;
     }
     status
+}
+
+/// Fields of a backend's status that say what the gateway runs or where: the operator's.
+const OPERATOR_FIELDS: &[&str] = &["pid", "command", "url", "path"];
+
+/// `gateway_status` as a client that is not the operator sees it: the backends its view
+/// includes, the counts of its view, and nothing of what the gateway runs or of other
+/// principals (no HTTP sessions, no other profiles).
+fn status_for(gateway: &Gateway, viewer: &ClientPeer) -> Value {
+    let mut status = status(gateway);
+    if let Some(backends) = status["backends"].as_object_mut() {
+        backends.retain(|key, _| gateway.sees(viewer, key.trim_end_matches(" (plugin)")));
+        for entry in backends.values_mut().filter_map(Value::as_object_mut) {
+            for field in OPERATOR_FIELDS {
+                entry.remove(*field);
+            }
+        }
+    }
+    if let Some(object) = status.as_object_mut() {
+        object.remove("http");
+    }
+    if let Some(config) = status["gateway"]["config"].as_object_mut() {
+        config.remove("file");
+    }
+    let catalog = gateway.catalog();
+    let profile = viewer
+        .profile()
+        .map(|name| gateway.config.load().profiles.get(name).cloned());
+    let count = |kind: Kind| match &profile {
+        None => catalog.items(kind).len(),
+        Some(None) => 0,
+        Some(Some(profile)) => catalog.visible(kind, profile).len(),
+    };
+    status["gateway"]["tool_count"] = count(Kind::Tools).into();
+    status["gateway"]["prompt_count"] = count(Kind::Prompts).into();
+    status["gateway"]["resource_count"] = count(Kind::Resources).into();
+    status
+}
+
+/// Fields of an event that name other principals or the gateway's own files.
+const PRINCIPAL_FIELDS: &[&str] = &["token", "remote", "profile", "config", "path"];
+
+/// `get_events` for `viewer`: the operator reads every event; another client reads the
+/// events of the backends its view includes, and of its own calls, without other
+/// principals' names and without the sessions' events.
+fn events_for(gateway: &Gateway, viewer: &ClientPeer, query: Query) -> Vec<Value> {
+    if viewer.is_operator() {
+        return gateway.events.query(&query);
+    }
+    let limit = query.limit;
+    let everything = Query {
+        limit: usize::MAX,
+        ..query
+    };
+    let own_token = viewer.token();
+    gateway
+        .events
+        .query(&everything)
+        .into_iter()
+        .filter(|event| {
+            let kind = event["event_type"].as_str().unwrap_or_default();
+            let source = event["source"].as_str().unwrap_or_default();
+            // A conflict names the items of both backends.
+            !kind.starts_with("session.")
+                && kind != "catalog.conflict"
+                && (source == "wasmgate" || gateway.sees(viewer, source))
+        })
+        .map(|mut event| {
+            if let Some(fields) = event.as_object_mut() {
+                let mine =
+                    own_token.is_some() && fields.get("token").and_then(Value::as_str) == own_token;
+                for field in PRINCIPAL_FIELDS
+                    .iter()
+                    .filter(|f| !(mine && **f == "token"))
+                {
+                    fields.remove(*field);
+                }
+            }
+            event
+        })
+        .take(limit)
+        .collect()
 }
 
 /// A plugin's namespace: from its `[plugins.NAME]` table, else from its name.

@@ -1,6 +1,7 @@
 //! The gateway's shared state and its life: starting backends, turning backend events
 //! into catalog swaps and client notifications, applying config changes, shutting down.
 
+mod exclusive;
 mod from_servers;
 
 pub use from_servers::CallInFlight;
@@ -62,13 +63,13 @@ pub struct Gateway {
     subscriptions: Mutex<HashMap<String, Vec<Weak<ClientPeer>>>>,
     /// URI -> the server a subscription to it went to (told again when it restarts).
     subscribed_through: Mutex<HashMap<String, String>>,
-    /// The last level a client set with `logging/setLevel`, which every server gets.
-    server_log_level: Mutex<Option<String>>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     rebuild: Mutex<()>,
     /// Client requests in flight to each server, newest last ([`Gateway::begin_call`]).
     calls_in_flight: Mutex<HashMap<String, Vec<InFlightCall>>>,
     next_call: std::sync::atomic::AtomicU64,
+    /// Who holds each `exclusive = true` server.
+    exclusive: exclusive::ExclusiveTurns,
     /// What a front other than stdio reports in `gateway_status` (the HTTP listener).
     front_status: Mutex<Option<FrontStatus>>,
     pub started: Instant,
@@ -98,12 +99,12 @@ impl Gateway {
             startup_settled: std::sync::atomic::AtomicBool::new(false),
             subscriptions: Mutex::new(HashMap::new()),
             subscribed_through: Mutex::new(HashMap::new()),
-            server_log_level: Mutex::new(None),
             to_gateway,
             rebuild: Mutex::new(()),
             front_status: Mutex::new(None),
             calls_in_flight: Mutex::new(HashMap::new()),
             next_call: std::sync::atomic::AtomicU64::new(0),
+            exclusive: Default::default(),
             started: Instant::now(),
             started_at: Utc::now(),
             plugin_news: tokio::sync::broadcast::channel(64).0,
@@ -210,6 +211,11 @@ impl Gateway {
         *self.plugins_loading.borrow()
     }
 
+    /// Waits for `peer`'s turn at the `exclusive = true` server `server`, held for one call.
+    pub async fn exclusive_turn(&self, server: &str, peer: &ClientPeer) -> exclusive::Turn<'_> {
+        self.exclusive.take(server, &peer.id).await
+    }
+
     pub fn set_front_status(&self, status: FrontStatus) {
         *self.front_status.lock().unwrap() = Some(status);
     }
@@ -225,7 +231,7 @@ impl Gateway {
         sessions.push(Arc::downgrade(session));
     }
 
-    fn live_sessions(&self) -> Vec<Arc<ClientPeer>> {
+    pub(crate) fn live_sessions(&self) -> Vec<Arc<ClientPeer>> {
         self.sessions
             .lock()
             .unwrap()
@@ -234,11 +240,12 @@ impl Gateway {
             .collect()
     }
 
-    /// `notifications/message` from the gateway to every client, unless the client set a
-    /// level above `level` (`logging/setLevel`). For what a client's user must act on, such
-    /// as a plugin build the gateway refused; a plugin's own log lines wait for a level.
+    /// `notifications/message` from the gateway about plugin `logger` to every client that
+    /// sees it, unless the client set a level above `level` (`logging/setLevel`). For what a
+    /// client's user must act on, such as a plugin build the gateway refused; a plugin's own
+    /// log lines wait for a level.
     pub fn tell_clients(&self, level: &str, logger: &str, data: &str) {
-        for session in self.live_sessions() {
+        for session in self.sessions_seeing(logger) {
             session.log(level, logger, data, true);
         }
     }
@@ -436,15 +443,20 @@ impl Gateway {
             .map(|(uri, _)| uri.clone())
             .collect();
         ClientRequests {
-            log_level: self.server_log_level.lock().unwrap().clone(),
+            log_level: self.server_log_level(server),
             subscriptions,
         }
     }
 
-    /// Every server gets the level a client sets with `logging/setLevel`, and so does a
-    /// server that starts later.
-    pub fn set_server_log_level(&self, level: &str) {
-        *self.server_log_level.lock().unwrap() = Some(level.to_string());
+    /// The level `server` should log at: the most verbose one that a live session which
+    /// sees it set with `logging/setLevel` (each session gets only what its own level admits).
+    pub fn server_log_level(&self, server: &str) -> Option<String> {
+        let rank = (self.sessions_seeing(server).iter())
+            .filter_map(|peer| peer.log_level())
+            .min()?;
+        protocol::LOG_LEVELS
+            .get(usize::from(rank))
+            .map(|level| level.to_string())
     }
 
     /// Returns true when no session is subscribed to `uri` any more.
@@ -743,18 +755,20 @@ async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<
             }
             BackendEvent::Notification {
                 server,
+                call,
                 method,
                 params,
-            } => gateway.on_notification(&server, &method, params),
+            } => gateway.on_notification(&server, call, &method, params),
             BackendEvent::Request {
                 server,
+                call,
                 method,
                 params,
                 reply,
             } => {
                 tokio::spawn(async move {
                     let result = gateway
-                        .forward_to_client(&server, reply.id().clone(), &method, params)
+                        .forward_to_client(&server, call, reply.id().clone(), &method, params)
                         .await;
                     reply.send(result);
                 });

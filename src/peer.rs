@@ -3,7 +3,7 @@
 //! on a server's behalf. A session makes one; the gateway, router and backends hold it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -65,6 +65,9 @@ pub struct ClientPeer {
     profile: std::sync::OnceLock<String>,
     /// The name of the HTTP bearer token it authenticated with.
     token: std::sync::OnceLock<String>,
+    /// May see what the gateway runs (commands, URLs, pids) and every principal's
+    /// events: the local user (stdio, the command line) or a token with the operator scope.
+    operator: AtomicBool,
 }
 
 const NO_LOG_LEVEL: u8 = u8::MAX;
@@ -97,7 +100,17 @@ impl ClientPeer {
             listed: AtomicU8::new(0),
             profile: std::sync::OnceLock::new(),
             token: std::sync::OnceLock::new(),
+            operator: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the client as the gateway's operator ([`Self::is_operator`]).
+    pub fn set_operator(&self) {
+        self.operator.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_operator(&self) -> bool {
+        self.operator.load(Ordering::Relaxed)
     }
 
     /// Binds the client to a profile, once, before its first request.

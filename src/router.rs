@@ -99,8 +99,9 @@ impl Router<'_> {
         }
     }
 
-    /// The answer to `initialize`: capabilities reflect what the backends offer.
-    pub fn initialize_result(&self, version: &str) -> Value {
+    /// The answer to `initialize`: capabilities reflect what the backends offer; the
+    /// instructions are those of the servers `peer`'s view includes.
+    pub fn initialize_result(&self, peer: &ClientPeer, version: &str) -> Value {
         let config = self.gateway.config.load();
         let backends = self.gateway.servers();
         let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
@@ -128,6 +129,7 @@ impl Router<'_> {
         }
         let instructions: Vec<String> = backends
             .iter()
+            .filter(|b| self.gateway.sees(peer, b.name()))
             .filter_map(|b| {
                 b.discovered()
                     .instructions
@@ -296,7 +298,8 @@ impl Router<'_> {
         });
         let outcome = match &route.target {
             Target::Builtin => {
-                crate::builtin::call(self.gateway, &route.name, &arguments).map(Reply::from)
+                crate::builtin::call(self.gateway, &context.peer, &route.name, &arguments)
+                    .map(Reply::from)
             }
             Target::Server(backend) => {
                 params["name"] = Value::String(route.name.clone());
@@ -426,10 +429,36 @@ impl Router<'_> {
         timeout: Duration,
     ) -> Result<Reply, RpcError> {
         let (params, mapping) = self.map_progress(context, backend.name(), params);
-        let _in_flight =
+        let started = Instant::now();
+        // A server that asks clients things over stdio cannot say for which call: with
+        // `exclusive`, one client's calls run at a time, so the asker is always known.
+        let _turn = match backend.config().exclusive {
+            true => Some(
+                tokio::time::timeout(
+                    timeout,
+                    self.gateway.exclusive_turn(backend.name(), &context.peer),
+                )
+                .await
+                .map_err(|_| {
+                    BackendError::Timeout {
+                        server: backend.name().to_string(),
+                        timeout,
+                    }
+                    .to_rpc()
+                })?,
+            ),
+            false => None,
+        };
+        let timeout = timeout.saturating_sub(started.elapsed());
+        let in_flight =
             self.gateway
                 .begin_call(backend.name(), &context.peer, context.request.clone());
-        let result = backend.request_raw(method, Some(params), timeout).await;
+        let result = crate::backend::CALL
+            .scope(
+                in_flight.id(),
+                backend.request_raw(method, Some(params), timeout),
+            )
+            .await;
         if let Some(mapping) = mapping {
             mapping.end().await;
         }
@@ -566,6 +595,7 @@ impl Router<'_> {
                     .unwrap_or_default();
                 let route = catalog
                     .prompt(name)
+                    .filter(|r| !self.hides(context, Kind::Prompts, name, Some(&r.target)))
                     .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
                 params["ref"]["name"] = Value::String(route.name.clone());
                 route.target.clone()
@@ -575,13 +605,17 @@ impl Router<'_> {
                     .get("uri")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                catalog
+                let template = catalog
                     .template_target(uri)
-                    .or_else(|| catalog.resource_target(uri))
-                    .cloned()
-                    .ok_or_else(|| {
-                        RpcError::invalid_params(format!("Unknown resource or template: {uri}"))
-                    })?
+                    .filter(|t| !self.hides(context, Kind::Templates, uri, Some(t)));
+                let resource = || {
+                    catalog
+                        .resource_target(uri)
+                        .filter(|t| !self.hides(context, Kind::Resources, uri, Some(t)))
+                };
+                template.or_else(resource).cloned().ok_or_else(|| {
+                    RpcError::invalid_params(format!("Unknown resource or template: {uri}"))
+                })?
             }
             _ => {
                 return Err(RpcError::invalid_params(
@@ -605,15 +639,16 @@ impl Router<'_> {
         };
         // Plugins log to the session that set a level (see `plugin_log_sink`).
         context.peer.set_log_level(rank);
-        self.gateway.set_server_log_level(level);
+        // A server logs at the most verbose level of the sessions that see it, and only
+        // those: a client cannot change the level of a server outside its view.
         let mut forwards = Vec::new();
-        for backend in self
-            .gateway
-            .servers()
-            .into_iter()
-            .filter(|b| b.discovered().has_capability("logging"))
-        {
-            let params = params.clone();
+        for backend in self.gateway.servers().into_iter().filter(|b| {
+            b.discovered().has_capability("logging") && self.gateway.sees(&context.peer, b.name())
+        }) {
+            let Some(level) = self.gateway.server_log_level(backend.name()) else {
+                continue;
+            };
+            let params = json!({"level": level});
             forwards.push(tokio::spawn(async move {
                 let timeout = backend.timeout_for(None).min(Duration::from_secs(10));
                 if let Err(err) = backend
@@ -732,6 +767,8 @@ impl Router<'_> {
 }
 
 fn once_context(peer: crate::peer::ClientPeer) -> RequestContext {
+    // The command line is the local user's.
+    peer.set_operator();
     RequestContext {
         trace_id: crate::telemetry::events::new_trace_id(),
         peer: Arc::new(peer),

@@ -21,6 +21,70 @@ use crate::telemetry::events::new_trace_id;
 struct InFlight {
     cancel: oneshot::Sender<()>,
     serial: u64,
+    /// Its place among all sessions' requests ([`RequestBounds`]), given back when it ends.
+    _counted: Option<Counted>,
+}
+
+/// Bounds on client requests in flight that a transport serving many clients sets: per
+/// session, and over all its sessions (a batch's members and a legacy `POST` count as
+/// requests too).
+pub struct RequestBounds {
+    per_session: usize,
+    total: usize,
+    running: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl RequestBounds {
+    pub fn new(per_session: usize, total: usize) -> Arc<RequestBounds> {
+        Arc::new(RequestBounds {
+            per_session,
+            total,
+            running: Arc::default(),
+        })
+    }
+
+    /// Requests in flight over all sessions now.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::Relaxed)
+    }
+}
+
+impl RequestBounds {
+    /// Counts one more request of a session that has `session_running` in flight, or
+    /// says which bound it would pass.
+    fn count(&self, session_running: usize) -> Result<Counted, RpcError> {
+        if session_running >= self.per_session {
+            return Err(RpcError::new(
+                protocol::BACKEND_UNAVAILABLE,
+                format!(
+                    "Too Many Requests: this session has {} requests in flight (max_requests_per_session)",
+                    self.per_session
+                ),
+            ));
+        }
+        let before = self.running.fetch_add(1, Ordering::Relaxed);
+        let counted = Counted(self.running.clone());
+        if before >= self.total {
+            return Err(RpcError::new(
+                protocol::BACKEND_UNAVAILABLE,
+                format!(
+                    "Too Many Requests: the gateway has {} requests in flight from all its \
+                     clients (max_requests); retry shortly",
+                    self.total
+                ),
+            ));
+        }
+        Ok(counted)
+    }
+}
+
+/// One request counted in [`RequestBounds::running`].
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A request registered as in flight, ready to run.
@@ -61,6 +125,9 @@ pub struct Session {
     next_serial: AtomicU64,
     /// Woken whenever a request in flight ends, for the drain after the client left.
     request_ended: tokio::sync::Notify,
+    /// Set by a transport that serves many clients; stdio bounds its one client by
+    /// reading no more while the client's requests are in flight.
+    bounds: std::sync::OnceLock<Arc<RequestBounds>>,
 }
 
 impl Session {
@@ -74,7 +141,13 @@ impl Session {
             in_flight: Mutex::new(HashMap::new()),
             next_serial: AtomicU64::new(0),
             request_ended: tokio::sync::Notify::new(),
+            bounds: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Bounds the session's requests in flight, once, before its first request.
+    pub fn bound_requests(&self, bounds: Arc<RequestBounds>) {
+        let _ = self.bounds.set(bounds);
     }
 
     /// Sends a message to the client (answers and requests always; notifications unless it
@@ -139,22 +212,33 @@ impl Session {
                 self.send(protocol::error_response(id, &error))
             }
             Ok(Incoming::Single(Ok(message))) => self.handle_message(message),
-            Ok(Incoming::Batch(items)) => match self.batch_refused() {
+            Ok(Incoming::Batch(items)) => match self.batch_refused(items.len()) {
                 Some(error) => self.send(protocol::error_response(Value::Null, &error)),
                 None => self.handle_batch(items),
             },
         }
     }
 
-    /// Batches are refused whole in a session at a version without them: one error, id null,
-    /// since no single request of the batch is answered.
-    fn batch_refused(&self) -> Option<RpcError> {
+    /// Batches are refused whole in a session at a version without them, and when longer
+    /// than the session may have requests in flight: one error, id null, since no single
+    /// request of the batch is answered.
+    pub fn batch_refused(&self, len: usize) -> Option<RpcError> {
         let version = self.peer.protocol_version();
-        (self.peer.is_initialized() && !protocol::batching_allowed(&version)).then(|| {
+        if self.peer.is_initialized() && !protocol::batching_allowed(&version) {
+            return Some(RpcError::new(
+                protocol::INVALID_REQUEST,
+                format!(
+                    "Invalid Request: JSON-RPC batching was removed in MCP 2025-06-18 and this session uses {version}; send each message on its own"
+                ),
+            ));
+        }
+        let most = self.bounds.get()?.per_session;
+        (len > most).then(|| {
             RpcError::new(
                 protocol::INVALID_REQUEST,
                 format!(
-                    "Invalid Request: JSON-RPC batching was removed in MCP 2025-06-18 and this session uses {version}; send each message on its own line"
+                    "Invalid Request: a batch of {len} messages; at most {most} \
+                     (max_requests_per_session) are taken in one"
                 ),
             )
         })
@@ -284,9 +368,20 @@ impl Session {
                 ),
             ));
         }
+        let counted = match self.bounds.get() {
+            None => None,
+            Some(bounds) => Some(bounds.count(in_flight.len())?),
+        };
         let serial = self.next_serial.fetch_add(1, Ordering::Relaxed);
         let (cancel, cancelled) = oneshot::channel();
-        in_flight.insert(key.clone(), InFlight { cancel, serial });
+        in_flight.insert(
+            key.clone(),
+            InFlight {
+                cancel,
+                serial,
+                _counted: counted,
+            },
+        );
         Ok(Started {
             key,
             serial,
@@ -335,7 +430,7 @@ impl Session {
             ));
         }
         tracing::info!(session = %self.peer.id, client = %info, version, "client initialized");
-        Ok(Router::new(&self.gateway).initialize_result(version))
+        Ok(Router::new(&self.gateway).initialize_result(&self.peer, version))
     }
 
     async fn request(
@@ -375,8 +470,12 @@ impl Session {
                 }
             }
             methods::ROOTS_LIST_CHANGED => {
+                // Only servers that may ask this client for its roots hear of a change, and
+                // without the client's params: the notice carries nothing else they need.
                 for backend in self.gateway.servers() {
-                    backend.notify(method, params.clone());
+                    if self.gateway.sees(&self.peer, backend.name()) {
+                        backend.notify(method, None);
+                    }
                 }
             }
             _ => tracing::debug!(method, "client notification ignored"),

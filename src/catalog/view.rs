@@ -26,6 +26,11 @@ pub fn shows(profile: &Profile, kind: Kind, name: &str, target: Option<&Target>)
     if globs.as_ref().is_some_and(|g| !g.is_match(name)) {
         return false;
     }
+    // `..` would walk out of what the glob names on a server that resolves it.
+    if globs.is_some() && matches!(kind, Kind::Resources | Kind::Templates) && has_dot_segment(name)
+    {
+        return false;
+    }
     match (&profile.servers, target) {
         // The gateway's own tools are governed by the name globs alone.
         (Some(_), Some(Target::Builtin)) | (None, _) => true,
@@ -35,6 +40,28 @@ pub fn shows(profile: &Profile, kind: Kind, name: &str, target: Option<&Target>)
 }
 
 impl Catalog {
+    /// Whether `profile`'s view includes backend `name` (a server or plugin): what decides
+    /// which sessions hear what that backend sends on its own. A profile that names its
+    /// backends includes those; one that only filters by name includes a backend when it
+    /// shows at least one of its items.
+    pub fn view_includes(&self, profile: &Profile, name: &str) -> bool {
+        if let Some(servers) = &profile.servers {
+            return servers.iter().any(|s| s == name);
+        }
+        if profile.tools.is_none() && profile.prompts.is_none() && profile.resources.is_none() {
+            return true;
+        }
+        [Kind::Tools, Kind::Prompts, Kind::Resources, Kind::Templates]
+            .into_iter()
+            .any(|kind| {
+                self.items(kind).iter().any(|item| {
+                    let item = item_name(kind, item);
+                    let target = self.target_of(kind, item);
+                    target.is_some_and(|t| t.server() == name) && shows(profile, kind, item, target)
+                })
+            })
+    }
+
     /// The list of `kind`, as `profile` shows it.
     pub fn items(&self, kind: Kind) -> &Vec<Value> {
         match kind {
@@ -65,6 +92,15 @@ impl Catalog {
             Kind::Templates => self.template_target(name),
         }
     }
+}
+
+/// Whether a URI has a `..` path segment, also written with `%2e`.
+fn has_dot_segment(uri: &str) -> bool {
+    let path = uri.split(['?', '#']).next().unwrap_or_default();
+    path.split(['/', '\\']).any(|segment| {
+        let lower = segment.to_ascii_lowercase();
+        lower.replace("%2e", ".") == ".."
+    })
 }
 
 /// The name an item is known by: a tool's or prompt's `name`, a resource's `uri`, a

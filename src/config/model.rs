@@ -70,6 +70,10 @@ pub struct HttpConfig {
     /// Between keep-alive comments on an idle event stream.
     pub keep_alive: Duration,
     pub max_requests_per_session: usize,
+    /// Requests in flight over all sessions at once.
+    pub max_requests: usize,
+    /// Sessions open at once with one token.
+    pub max_sessions_per_token: usize,
     /// Runtime threads serving HTTP; `None`: one per core.
     pub threads: Option<usize>,
     /// Certificate chain and key (PEM) for HTTPS.
@@ -89,6 +93,8 @@ impl Default for HttpConfig {
             session_idle_timeout: Duration::from_secs(30 * 60),
             keep_alive: Duration::from_secs(15),
             max_requests_per_session: 64,
+            max_requests: 4096,
+            max_sessions_per_token: 1000,
             threads: None,
             tls: None,
         }
@@ -102,6 +108,10 @@ pub struct HttpToken {
     pub token: String,
     /// Profiles it may use; empty: any, and the unprofiled `/mcp`.
     pub profiles: Vec<String>,
+    /// Scope "mcp": it may use the MCP endpoints.
+    pub mcp: bool,
+    /// Scope "operator": `/metrics`, and all of `gateway_status` and `get_events`.
+    pub operator: bool,
 }
 
 impl std::fmt::Debug for HttpToken {
@@ -109,6 +119,8 @@ impl std::fmt::Debug for HttpToken {
         f.debug_struct("HttpToken")
             .field("name", &self.name)
             .field("profiles", &self.profiles)
+            .field("mcp", &self.mcp)
+            .field("operator", &self.operator)
             .finish_non_exhaustive()
     }
 }
@@ -146,6 +158,9 @@ pub struct ServerConfig {
     /// Which of the server's tools are exposed (`tools` allow globs, `disabled_tools` deny globs).
     pub tool_filter: ToolFilter,
     pub disabled: bool,
+    /// Runs one client's calls at a time: a server's request over stdio names no call,
+    /// and with calls of several clients in flight the gateway could not tell who asked.
+    pub exclusive: bool,
 }
 
 /// How the gateway reaches a server: a process it starts and speaks to over stdio, or a

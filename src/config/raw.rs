@@ -40,6 +40,8 @@ pub struct Http {
     pub session_idle_timeout: Option<Timeout>,
     pub keep_alive: Option<Timeout>,
     pub max_requests_per_session: Option<AtLeastOne>,
+    pub max_requests: Option<AtLeastOne>,
+    pub max_sessions_per_token: Option<AtLeastOne>,
     pub threads: Option<AtLeastOne>,
     pub tls_cert: Option<String>,
     pub tls_key: Option<String>,
@@ -53,6 +55,8 @@ pub struct HttpToken {
     pub token: String,
     #[serde(default)]
     pub profiles: Vec<String>,
+    /// "mcp" (the default) and "operator".
+    pub scopes: Option<Vec<String>>,
 }
 
 /// `[profiles.NAME]`: a subset of the catalog served at `/mcp/NAME`.
@@ -118,6 +122,9 @@ pub struct Server {
     pub disabled_tools: Vec<String>,
     #[serde(default)]
     pub disabled: bool,
+    /// One client's calls at a time (for a server that asks clients things).
+    #[serde(default)]
+    pub exclusive: bool,
     /// A remote server, instead of `command`.
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
@@ -160,6 +167,8 @@ pub struct ClientServer {
     pub disabled_tools: Vec<String>,
     #[serde(default)]
     pub disabled: bool,
+    #[serde(default)]
+    pub exclusive: bool,
 
     /// "stdio" (VS Code, Cursor, Claude Code); "http", "sse", "streamable-http",
     /// "streamableHttp" mark a remote server.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use globset::{Glob, GlobSetBuilder};
+use globset::GlobSetBuilder;
 
 use super::error::{ConfigError, Diagnostic, line_col, locate};
 use super::model::*;
@@ -350,10 +350,27 @@ impl<'a> Ctx<'a> {
     }
 
     fn globs(&mut self, patterns: &[String], key: &[&str]) -> Option<globset::GlobSet> {
+        self.globs_built(patterns, key, false)
+    }
+
+    /// [`Self::globs`] for URIs: `*` and `?` do not match `/` (`**` does).
+    fn uri_globs(&mut self, patterns: &[String], key: &[&str]) -> Option<globset::GlobSet> {
+        self.globs_built(patterns, key, true)
+    }
+
+    fn globs_built(
+        &mut self,
+        patterns: &[String],
+        key: &[&str],
+        literal_separator: bool,
+    ) -> Option<globset::GlobSet> {
         let mut builder = GlobSetBuilder::new();
         let mut ok = true;
         for pattern in patterns {
-            match Glob::new(pattern) {
+            let glob = globset::GlobBuilder::new(pattern)
+                .literal_separator(literal_separator)
+                .build();
+            match glob {
                 Ok(glob) => {
                     builder.add(glob);
                 }

@@ -18,6 +18,13 @@ pub struct CallInFlight<'g> {
     id: u64,
 }
 
+impl CallInFlight<'_> {
+    /// The call's number, which a backend carries as [`crate::backend::CALL`].
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 impl Drop for CallInFlight<'_> {
     fn drop(&mut self) {
         let mut calls = self.gateway.calls_in_flight.lock().unwrap();
@@ -31,9 +38,38 @@ impl Drop for CallInFlight<'_> {
 }
 
 impl Gateway {
+    /// Whether `peer`'s view includes backend `name` (a server or plugin): only such a
+    /// client hears what that backend sends on its own.
+    pub fn sees(&self, peer: &ClientPeer, name: &str) -> bool {
+        let Some(profile) = peer.profile() else {
+            return true;
+        };
+        let config = self.config.load();
+        // A profile gone from the config shows nothing until its clients reconnect.
+        (config.profiles.get(profile)).is_some_and(|p| self.catalog().view_includes(p, name))
+    }
+
+    /// The live sessions whose view includes backend `name`.
+    pub fn sessions_seeing(&self, name: &str) -> Vec<Arc<ClientPeer>> {
+        let config = self.config.load();
+        let catalog = self.catalog();
+        let mut by_profile: HashMap<String, bool> = HashMap::new();
+        self.live_sessions()
+            .into_iter()
+            .filter(|peer| match peer.profile() {
+                None => true,
+                Some(profile) => *by_profile.entry(profile.to_string()).or_insert_with(|| {
+                    (config.profiles.get(profile)).is_some_and(|p| catalog.view_includes(p, name))
+                }),
+            })
+            .collect()
+    }
+
+    /// `call`: the client call whose stream it came on, when the transport says.
     pub(super) fn on_notification(
         self: &Arc<Self>,
         server: &str,
+        call: Option<u64>,
         method: &str,
         params: Option<Value>,
     ) {
@@ -101,7 +137,18 @@ impl Gateway {
                     .get("level")
                     .and_then(Value::as_str)
                     .unwrap_or("info");
-                for session in self.live_sessions() {
+                // A line on a call's own stream is that call's; any other goes to the
+                // sessions that see the server, never to the others.
+                if let Some((peer, request)) = call.and_then(|c| self.call_of(server, c)) {
+                    if peer.admits_log(level, true) && peer.is_initialized() {
+                        peer.send_related(
+                            protocol::notification(method, Some(params)),
+                            request.as_ref(),
+                        );
+                    }
+                    return;
+                }
+                for session in self.sessions_seeing(server) {
                     if session.admits_log(level, true) {
                         session.notify(method, Some(params.clone()));
                     }
@@ -113,6 +160,15 @@ impl Gateway {
                     .and_then(|p| p.get("uri"))
                     .and_then(Value::as_str)
                     .unwrap_or_default();
+                // Only the server the subscription went to may say the resource changed.
+                let through = self.subscribed_through.lock().unwrap().get(uri).cloned();
+                if through.as_deref() != Some(server) {
+                    tracing::debug!(
+                        server,
+                        "resources/updated for a URI not subscribed to through it dropped"
+                    );
+                    return;
+                }
                 let subscribers: Vec<_> = self
                     .subscriptions
                     .lock()
@@ -121,7 +177,9 @@ impl Gateway {
                     .cloned()
                     .unwrap_or_default();
                 for session in subscribers.iter().filter_map(Weak::upgrade) {
-                    session.notify(method, params.clone());
+                    if self.sees(&session, server) {
+                        session.notify(method, params.clone());
+                    }
                 }
             }
             methods::CANCELLED => {
@@ -131,7 +189,7 @@ impl Gateway {
                     .and_then(|p| p.get("requestId"))
                     .cloned()
                     .unwrap_or(Value::Null);
-                for session in self.live_sessions() {
+                for session in self.sessions_seeing(server) {
                     session.cancel_forwarded(server, &request_id);
                 }
             }
@@ -167,40 +225,54 @@ impl Gateway {
         }
     }
 
-    /// The client (and its request) a request of `server`'s most likely belongs to: the
-    /// newest call in flight to that server whose client declared `capability`; else the
-    /// newest session that did. Servers over stdio do not say which call caused their request.
+    /// The client (and its request) of call `call` to `server`, while it is in flight.
+    fn call_of(&self, server: &str, call: u64) -> Option<(Arc<ClientPeer>, Option<Arc<str>>)> {
+        let calls = self.calls_in_flight.lock().unwrap();
+        let call = calls.get(server)?.iter().find(|c| c.id == call)?;
+        Some((call.peer.upgrade()?, call.request.clone()))
+    }
+
+    /// Who asked a request of `server`'s: the call named by `call` (a remote server's
+    /// request on a call's own stream), else the one client with calls in flight to it
+    /// (a request over stdio names no call). `Ok(None)`: no call is in flight.
     fn asker_of(
         &self,
         server: &str,
-        capability: &str,
-    ) -> Option<(Arc<ClientPeer>, Option<Arc<str>>)> {
-        let in_flight = self
-            .calls_in_flight
-            .lock()
-            .unwrap()
-            .get(server)
-            .and_then(|calls| {
-                calls.iter().rev().find_map(|call| {
-                    let peer = call.peer.upgrade()?;
-                    peer.client_has(capability)
-                        .then(|| (peer, call.request.clone()))
-                })
-            });
-        in_flight.or_else(|| {
-            self.live_sessions()
-                .into_iter()
-                .rev()
-                .find(|s| s.client_has(capability))
-                .map(|peer| (peer, None))
-        })
+        call: Option<u64>,
+    ) -> Result<Option<(Arc<ClientPeer>, Option<Arc<str>>)>, RpcError> {
+        if let Some(call) = call {
+            return Ok(self.call_of(server, call));
+        }
+        let calls = self.calls_in_flight.lock().unwrap();
+        let live: Vec<_> = (calls.get(server).into_iter().flatten())
+            .filter_map(|c| Some((c.peer.upgrade()?, c.request.clone())))
+            .collect();
+        let Some((newest, request)) = live.last().cloned() else {
+            return Ok(None);
+        };
+        if live.iter().any(|(peer, _)| !Arc::ptr_eq(peer, &newest)) {
+            return Err(RpcError::new(
+                protocol::INVALID_REQUEST,
+                format!(
+                    "calls from several clients are in flight to server `{server}`, and its \
+                     request names none of them, so the gateway cannot tell which client to \
+                     ask; set exclusive = true on [servers.{server}] to run one client's \
+                     calls at a time"
+                ),
+            ));
+        }
+        // With several calls of that client in flight, which one asked is not known either:
+        // its newest call's stream reaches it (clients read a request on any of their streams).
+        Ok(Some((newest, request)))
     }
 
-    /// Sends a server's request (sampling, elicitation, roots) to the client that most
-    /// likely caused it ([`Self::asker_of`]), on the stream of the request it belongs to.
+    /// Sends a server's request (sampling, elicitation, roots) to the client whose call
+    /// caused it ([`Self::asker_of`]), on the stream of that call. With no call in flight it
+    /// is answered here: no roots, and an error for the rest; never asked of another client.
     pub(super) async fn forward_to_client(
         &self,
         server: &str,
+        call: Option<u64>,
         server_request_id: Value,
         method: &str,
         params: Option<Value>,
@@ -217,12 +289,23 @@ impl Gateway {
                 ));
             }
         };
-        let Some((session, related)) = self.asker_of(server, capability) else {
+        let Some((session, related)) = self.asker_of(server, call)? else {
+            if method == methods::ROOTS_LIST {
+                return Ok(json!({"roots": []}));
+            }
             return Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
-                format!("no connected client supports {capability} (asked by server `{server}`)"),
+                format!(
+                    "{method} from server `{server}` outside a client's call: no client to ask"
+                ),
             ));
         };
+        if !session.client_has(capability) {
+            return Err(RpcError::new(
+                protocol::METHOD_NOT_FOUND,
+                format!("the client that called server `{server}` does not support {capability}"),
+            ));
+        }
         session
             .request_client(
                 server,

@@ -40,6 +40,8 @@ pub struct Front {
 pub struct Caller {
     pub profile: Option<String>,
     pub token: Option<String>,
+    /// Its token has the operator scope.
+    pub operator: bool,
     pub remote: String,
 }
 
@@ -60,6 +62,8 @@ impl Listener {
                 name: "WASMGATE_TOKEN".into(),
                 token,
                 profiles: Vec::new(),
+                mcp: true,
+                operator: true,
             });
         }
         crate::config::check_listen(listen).map_err(anyhow::Error::msg)?;
@@ -74,7 +78,7 @@ impl Listener {
             );
         }
         crate::telemetry::metrics::install();
-        let sessions = Sessions::new(config.max_sessions, config.session_idle_timeout);
+        let sessions = Sessions::new(&config);
         Ok(Listener {
             listener,
             front: Arc::new(Front {

@@ -30,6 +30,8 @@ where
     let (out_tx, out_rx) = outbox("the client");
     let writer = tokio::spawn(write_lines(output, out_rx));
     let session = Session::new(gateway, out_tx.clone());
+    // The client over stdio is the local user who started the gateway.
+    session.peer.set_operator();
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     tokio::pin!(stop);

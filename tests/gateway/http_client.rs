@@ -408,6 +408,17 @@ pub struct McpSession {
 }
 
 impl McpSession {
+    /// The session `id` on `conn`, sending `headers` (besides the session's own) on `path`.
+    pub fn new(conn: Conn, path: &str, headers: Vec<(String, String)>, id: String) -> McpSession {
+        McpSession {
+            conn,
+            path: path.to_string(),
+            headers,
+            id,
+            next: 1,
+        }
+    }
+
     fn all_headers(&self) -> Vec<(&str, &str)> {
         let mut all: Vec<(&str, &str)> = self
             .headers

@@ -220,8 +220,10 @@ pub(super) async fn read_lines(
                 connection.complete(id, result);
             }
             Ok(Message::Notification { method, params }) => {
+                // A line on stdin names no call: the gateway works out who may hear it.
                 let _ = to_gateway.send(BackendEvent::Notification {
                     server: server.clone(),
+                    call: None,
                     method,
                     params,
                 });
@@ -232,6 +234,7 @@ pub(super) async fn read_lines(
                     super::super::Responder::new(id, move |response| to_server.send(response));
                 let _ = to_gateway.send(BackendEvent::Request {
                     server: server.clone(),
+                    call: None,
                     method,
                     params,
                     reply,

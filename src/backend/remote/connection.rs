@@ -373,6 +373,8 @@ impl Connection {
             Value::Array(messages) => messages,
             single => vec![single],
         };
+        // What comes on a request's own stream belongs to the client call that made it.
+        let call = waiting.and_then(|_| crate::backend::current_call());
         let mut answer = None;
         for message in messages {
             match protocol::parse_message(message) {
@@ -394,6 +396,7 @@ impl Connection {
                 Ok(Message::Notification { method, params }) => {
                     let _ = self.to_gateway.send(BackendEvent::Notification {
                         server: self.server.clone(),
+                        call,
                         method,
                         params,
                     });
@@ -407,6 +410,7 @@ impl Connection {
                     });
                     let _ = self.to_gateway.send(BackendEvent::Request {
                         server: self.server.clone(),
+                        call,
                         method,
                         params,
                         reply,

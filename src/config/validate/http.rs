@@ -53,10 +53,24 @@ impl Ctx<'_> {
                     );
                 }
             }
+            let scopes = token.scopes.unwrap_or_else(|| vec!["mcp".into()]);
+            for scope in scopes
+                .iter()
+                .filter(|s| !["mcp", "operator"].contains(&s.as_str()))
+            {
+                self.error(
+                    &key,
+                    Some(scope),
+                    format!("token `{}` has the unknown scope `{scope}`", token.name),
+                    "scopes are \"mcp\" (the MCP endpoints) and \"operator\" (/metrics, the whole gateway_status and get_events)",
+                );
+            }
             out.tokens.push(HttpToken {
                 name: token.name,
                 token: value,
                 profiles: token.profiles,
+                mcp: scopes.iter().any(|s| s == "mcp"),
+                operator: scopes.iter().any(|s| s == "operator"),
             });
         }
         out.allow_unauthenticated = raw.allow_unauthenticated.unwrap_or(false);
@@ -76,6 +90,12 @@ impl Ctx<'_> {
         }
         if let Some(n) = raw.max_requests_per_session {
             out.max_requests_per_session = n.0;
+        }
+        if let Some(n) = raw.max_requests {
+            out.max_requests = n.0;
+        }
+        if let Some(n) = raw.max_sessions_per_token {
+            out.max_sessions_per_token = n.0;
         }
         out.threads = raw.threads.map(|n| n.0);
         match (raw.tls_cert, raw.tls_key) {
@@ -114,7 +134,10 @@ impl Ctx<'_> {
             };
             let tools = globs("tools", profile.tools);
             let prompts = globs("prompts", profile.prompts);
-            let resources = globs("resources", profile.resources);
+            // A URI's `*` stops at `/`, as a path's does: `file:///data/*` is not all of `/`.
+            let resources = profile
+                .resources
+                .and_then(|p| self.uri_globs(&p, &["profiles", &name, "resources"]));
             out.insert(
                 name.clone(),
                 Profile {

@@ -76,6 +76,7 @@ impl Ctx<'_> {
             tools: entry.tools,
             disabled_tools,
             disabled: entry.disabled,
+            exclusive: entry.exclusive,
             transport: remote.then(|| {
                 match transport {
                     Some("sse") => "sse",
@@ -121,6 +122,7 @@ impl Ctx<'_> {
             tool_timeouts,
             tool_filter,
             disabled: raw.disabled,
+            exclusive: raw.exclusive,
         })
     }
 

@@ -41,7 +41,7 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
         .get::<ConnectInfo<super::tls::Remote>>()
         .map(|c| c.0.0.to_string())
         .unwrap_or_default();
-    let response = match check(&front, &request, remote) {
+    let response = match check(&front, &request, path, remote) {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
@@ -72,7 +72,7 @@ fn status_label(status: StatusCode) -> &'static str {
     }
 }
 
-fn check(front: &Front, request: &Request, remote: String) -> Result<Caller, Response> {
+fn check(front: &Front, request: &Request, path: &str, remote: String) -> Result<Caller, Response> {
     let headers = request.headers();
     let host = respond::header(headers, header::HOST.as_str()).unwrap_or_default();
     if !host_allowed(front, host) {
@@ -91,6 +91,12 @@ fn check(front: &Front, request: &Request, remote: String) -> Result<Caller, Res
             format!("Forbidden: Origin \"{origin}\" is not allowed ([http] allowed_origins)"),
         ));
     }
+    if request.method() == axum::http::Method::GET
+        && path != "/metrics"
+        && let Err(refused) = stream_requested_by_script(headers)
+    {
+        return Err(refused);
+    }
     let profile = profile_of(request.uri().path());
     if let Some(name) = &profile
         && !front.gateway.config.load().profiles.contains_key(name)
@@ -106,7 +112,33 @@ fn check(front: &Front, request: &Request, remote: String) -> Result<Caller, Res
         .as_ref()
         .and_then(|name| front.config.tokens.iter().find(|t| &t.name == name));
     if let Some(token) = presented {
+        let forbidden = |why: String| {
+            Err(rpc_error(
+                StatusCode::FORBIDDEN,
+                protocol::INVALID_REQUEST,
+                format!("Forbidden: {why}"),
+            ))
+        };
+        if path == "/metrics" {
+            // The metrics name every server and tool: the operator's, or a token's that
+            // sees them all anyway.
+            if !token.operator && !(token.mcp && token.profiles.is_empty()) {
+                return forbidden(format!(
+                    "token `{}` may not read /metrics; give it scopes = [\"operator\"]",
+                    token.name
+                ));
+            }
+        } else if !token.mcp {
+            return forbidden(format!(
+                "token `{}` has only the operator scope (/metrics); use a token with scope \"mcp\"",
+                token.name
+            ));
+        }
+        // A legacy session's messages come to `/messages`, which names no profile: the
+        // session, bound to its token and profile when it opened, decides.
         let allowed = token.profiles.is_empty()
+            || path == "/metrics"
+            || path == "/messages"
             || profile.as_ref().is_some_and(|p| token.profiles.contains(p));
         if !allowed {
             return Err(rpc_error(
@@ -122,9 +154,33 @@ fn check(front: &Front, request: &Request, remote: String) -> Result<Caller, Res
     }
     Ok(Caller {
         profile,
+        operator: presented.is_some_and(|t| t.operator),
         token,
         remote,
     })
+}
+
+/// A `GET` that opens an event stream must come from a client that asked for one: a page
+/// of another site that merely loads the URL (an image, a script) sends no `Origin`, and
+/// would otherwise open a session, take a slot and hold a connection.
+fn stream_requested_by_script(headers: &axum::http::HeaderMap) -> Result<(), Response> {
+    if respond::header(headers, header::ORIGIN.as_str()).is_some() {
+        return Ok(());
+    }
+    let cross_site = respond::header(headers, "sec-fetch-site").is_some_and(|site| {
+        site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site")
+    });
+    let asks_for_stream = respond::header(headers, header::ACCEPT.as_str())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    if cross_site || !asks_for_stream {
+        return Err(rpc_error(
+            StatusCode::FORBIDDEN,
+            protocol::INVALID_REQUEST,
+            "Forbidden: opening an event stream takes Accept: text/event-stream, and a \
+             cross-site request must send its Origin",
+        ));
+    }
+    Ok(())
 }
 
 /// The name of the token presented, `None` when no token is configured.

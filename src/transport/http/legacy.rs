@@ -30,7 +30,7 @@ impl Drop for EndsSession {
 pub async fn open(front: Arc<Front>, caller: Caller, endpoint: &str) -> Response {
     let session = match front.sessions.create(&front.gateway, caller, true) {
         Ok(session) => session,
-        Err(_) => return super::streamable::too_many_sessions(&front),
+        Err(full) => return super::streamable::too_many_sessions(&front, full),
     };
     front.sessions.insert(&session);
     let id = session.id().to_string();
@@ -64,8 +64,8 @@ pub async fn post(
             "sessionId is required in the query",
         );
     };
-    let session = match front.sessions.get(&id) {
-        Some(session) if session.belongs_to(&caller, true) => session,
+    let session = match front.sessions.get(&id, &caller, true) {
+        Some(session) => session,
         _ => {
             return respond::text(
                 StatusCode::NOT_FOUND,

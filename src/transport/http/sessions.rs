@@ -3,15 +3,16 @@
 //! `session_idle_timeout` without a request or a reader.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use super::streams::Streams;
+use crate::config::HttpConfig;
 use crate::gateway::Gateway;
-use crate::session::Session;
+use crate::session::{RequestBounds, Session};
 use crate::telemetry::events::Status;
 
 /// One client of the HTTP front.
@@ -24,10 +25,11 @@ pub struct HttpSession {
     pub remote: String,
     /// The legacy HTTP+SSE transport: answers travel on the `GET` stream.
     pub legacy: bool,
-    /// Requests being answered now, for the per-session limit.
-    pub running: AtomicUsize,
     /// When a request last came, in ms since the table was made.
     last_seen: AtomicU64,
+    /// What events call it: its number in the table. The id is the session's key, and
+    /// whoever read it could use the session.
+    pub label: String,
 }
 
 impl HttpSession {
@@ -43,25 +45,42 @@ impl HttpSession {
             && self.token == caller.token
             && (legacy || self.profile == caller.profile)
     }
+
+    /// Marks the session as used now (it does not expire while used).
+    pub fn seen(&self, sessions: &Sessions) {
+        self.last_seen.store(sessions.now(), Ordering::Relaxed);
+    }
 }
 
 pub struct Sessions {
     map: RwLock<HashMap<String, Arc<HttpSession>>>,
     started: Instant,
     max: usize,
+    max_per_token: usize,
     idle: Duration,
+    next_label: AtomicU64,
+    /// Requests in flight over all sessions, and the bounds on them.
+    requests: Arc<RequestBounds>,
 }
 
-/// Too many sessions open.
-pub struct Full;
+/// Why no session was made.
+pub enum Full {
+    /// `max_sessions` are open.
+    Gateway,
+    /// The token has `max_sessions_per_token` open.
+    Token(String),
+}
 
 impl Sessions {
-    pub fn new(max: usize, idle: Duration) -> Arc<Sessions> {
+    pub fn new(config: &HttpConfig) -> Arc<Sessions> {
         Arc::new(Sessions {
             map: RwLock::new(HashMap::new()),
             started: Instant::now(),
-            max,
-            idle,
+            max: config.max_sessions,
+            max_per_token: config.max_sessions_per_token,
+            idle: config.session_idle_timeout,
+            next_label: AtomicU64::new(1),
+            requests: RequestBounds::new(config.max_requests_per_session, config.max_requests),
         })
     }
 
@@ -78,15 +97,29 @@ impl Sessions {
         legacy: bool,
     ) -> Result<Arc<HttpSession>, Full> {
         if self.len() >= self.max {
-            return Err(Full);
+            return Err(Full::Gateway);
+        }
+        if let Some(token) = &opener.token {
+            let map = self.map.read().unwrap();
+            let open = map
+                .values()
+                .filter(|s| s.token.as_ref() == Some(token))
+                .count();
+            if open >= self.max_per_token {
+                return Err(Full::Token(token.clone()));
+            }
         }
         let streams = Streams::new(legacy);
         let session = Session::new(gateway.clone(), streams.clone());
+        session.bound_requests(self.requests.clone());
         if let Some(profile) = &opener.profile {
             session.peer.set_profile(profile.clone());
         }
         if let Some(token) = &opener.token {
             session.peer.set_token(token.clone());
+        }
+        if opener.operator {
+            session.peer.set_operator();
         }
         Ok(Arc::new(HttpSession {
             session,
@@ -95,8 +128,8 @@ impl Sessions {
             token: opener.token,
             remote: opener.remote,
             legacy,
-            running: AtomicUsize::new(0),
             last_seen: AtomicU64::new(self.now()),
+            label: format!("s{}", self.next_label.fetch_add(1, Ordering::Relaxed)),
         }))
     }
 
@@ -112,7 +145,7 @@ impl Sessions {
             "wasmgate",
             Status::Success,
             json!({
-                "session": peer.id,
+                "session": session.label,
                 "transport": if session.legacy { "sse" } else { "streamable-http" },
                 "client": peer.client_info(),
                 "protocol_version": peer.protocol_version(),
@@ -123,10 +156,15 @@ impl Sessions {
         );
     }
 
-    /// The session `id`, marked as seen now.
-    pub fn get(&self, id: &str) -> Option<Arc<HttpSession>> {
+    /// The session `id`, if `caller` may use it over the transport `legacy` says (see
+    /// [`HttpSession::belongs_to`]); marked as seen now. Another caller's look-up does not
+    /// keep it alive.
+    pub fn get(&self, id: &str, caller: &super::Caller, legacy: bool) -> Option<Arc<HttpSession>> {
         let session = self.map.read().unwrap().get(id).cloned()?;
-        session.last_seen.store(self.now(), Ordering::Relaxed);
+        if !session.belongs_to(caller, legacy) {
+            return None;
+        }
+        session.seen(self);
         Some(session)
     }
 
@@ -146,7 +184,7 @@ impl Sessions {
             "session.closed",
             "wasmgate",
             Status::Success,
-            json!({"session": id, "reason": why, "profile": session.profile, "token": session.token}),
+            json!({"session": session.label, "reason": why, "profile": session.profile, "token": session.token}),
         );
         true
     }

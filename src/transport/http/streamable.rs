@@ -2,7 +2,6 @@
 //! carries a message, `GET` opens the session's own stream, `DELETE` ends the session.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -11,7 +10,7 @@ use futures_util::FutureExt as _;
 use serde_json::Value;
 
 use super::respond::{self, SESSION_HEADER, VERSION_HEADER, rpc_error};
-use super::sessions::HttpSession;
+use super::sessions::{Full, HttpSession};
 use super::streams::{Refused, parse_event_id};
 use super::{Caller, Front};
 use crate::protocol::{self, Incoming, Message, methods};
@@ -94,7 +93,7 @@ async fn initialize(front: &Arc<Front>, caller: Caller, incoming: Incoming) -> R
     };
     let session = match front.sessions.create(&front.gateway, caller, false) {
         Ok(session) => session,
-        Err(_) => return too_many_sessions(front),
+        Err(full) => return too_many_sessions(front, full),
     };
     let answer = match session.session.handle(message) {
         Handled::Answer(line) => line,
@@ -107,14 +106,22 @@ async fn initialize(front: &Arc<Front>, caller: Caller, incoming: Incoming) -> R
     respond::json(answer, Some(session.id()))
 }
 
-pub fn too_many_sessions(front: &Front) -> Response {
-    let mut response = rpc_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        protocol::BACKEND_UNAVAILABLE,
-        format!(
+pub fn too_many_sessions(front: &Front, full: Full) -> Response {
+    let message = match full {
+        Full::Gateway => format!(
             "Service Unavailable: {} sessions are open, the most this gateway serves (max_sessions); retry later",
             front.sessions.len()
         ),
+        Full::Token(token) => format!(
+            "Service Unavailable: token `{token}` has {} sessions open, the most one token may \
+             (max_sessions_per_token); end one (DELETE) or retry later",
+            front.config.max_sessions_per_token
+        ),
+    };
+    let mut response = rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        protocol::BACKEND_UNAVAILABLE,
+        message,
     );
     response.headers_mut().insert(
         header::RETRY_AFTER,
@@ -125,8 +132,8 @@ pub fn too_many_sessions(front: &Front) -> Response {
 
 /// The session `id` of this profile (a session is bound to the path it was opened on).
 fn find(front: &Front, caller: &Caller, id: &str) -> Result<Arc<HttpSession>, Response> {
-    match front.sessions.get(id) {
-        Some(session) if session.belongs_to(caller, false) => Ok(session),
+    match front.sessions.get(id, caller, false) {
+        Some(session) => Ok(session),
         _ => Err(rpc_error(
             StatusCode::NOT_FOUND,
             protocol::INVALID_REQUEST,
@@ -151,15 +158,6 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
     ))
 }
 
-/// Counts a request against the session's limit while it runs.
-struct Running(Arc<HttpSession>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 async fn single(front: &Arc<Front>, session: &Arc<HttpSession>, message: Message) -> Response {
     let id = match &message {
         Message::Request { id, method, .. } => {
@@ -168,27 +166,21 @@ async fn single(front: &Arc<Front>, session: &Arc<HttpSession>, message: Message
         }
         _ => Value::Null,
     };
+    // The session refuses it too (as a JSON-RPC error); a lone request gets HTTP's own 429.
     let limit = front.config.max_requests_per_session;
-    let running = match &message {
-        Message::Request { .. } => {
-            if session.running.fetch_add(1, Ordering::Relaxed) >= limit {
-                session.running.fetch_sub(1, Ordering::Relaxed);
-                return rpc_error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    protocol::BACKEND_UNAVAILABLE,
-                    format!(
-                        "Too Many Requests: this session has {limit} requests in flight (max_requests_per_session)"
-                    ),
-                );
-            }
-            Some(Running(session.clone()))
-        }
-        _ => None,
-    };
+    if matches!(message, Message::Request { .. }) && session.session.requests_in_flight() >= limit {
+        return rpc_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            protocol::BACKEND_UNAVAILABLE,
+            format!(
+                "Too Many Requests: this session has {limit} requests in flight (max_requests_per_session)"
+            ),
+        );
+    }
     match session.session.handle(message) {
         Handled::Nothing => respond::accepted(),
         Handled::Answer(line) => respond::json(line, None),
-        Handled::Running(answer) => answer_request(front, session, &id, answer, running).await,
+        Handled::Running(answer) => answer_request(front, session, &id, answer).await,
     }
 }
 
@@ -201,7 +193,6 @@ async fn answer_request(
     session: &Arc<HttpSession>,
     id: &Value,
     answer: crate::session::RunningAnswer,
-    running: Option<Running>,
 ) -> Response {
     let key: Arc<str> = Arc::from(request_key(id));
     let streams = &session.streams;
@@ -215,7 +206,6 @@ async fn answer_request(
     let (task_streams, task_key) = (streams.clone(), key.clone());
     tokio::spawn(async move {
         let line = answer.await;
-        drop(running);
         // The connection is gone: the answer waits on the request's stream for a resume.
         if let Err(line) = done_tx.send(line) {
             task_streams.finish_request(&task_key, line);
@@ -262,15 +252,8 @@ async fn batch(
     session: &Arc<HttpSession>,
     items: Vec<Result<Message, (Value, protocol::RpcError)>>,
 ) -> Response {
-    let version = session.session.peer.protocol_version();
-    if !protocol::batching_allowed(&version) {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            protocol::INVALID_REQUEST,
-            format!(
-                "Invalid Request: JSON-RPC batching was removed in MCP 2025-06-18 and this session uses {version}"
-            ),
-        );
+    if let Some(error) = session.session.batch_refused(items.len()) {
+        return rpc_error(StatusCode::BAD_REQUEST, error.code, error.message);
     }
     let mut answers = Vec::new();
     let mut running = Vec::new();

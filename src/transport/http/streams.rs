@@ -21,6 +21,10 @@ const REPLAY_BYTES: usize = 4 << 20;
 const LIVE_QUEUE: usize = 512;
 /// Finished request streams kept for a client that lost one and resumes.
 const FINISHED_KEPT: usize = 16;
+/// Bytes a session keeps over all its streams: past it, finished streams go first (oldest
+/// first), then the oldest events of the others. An event larger than this is kept alone
+/// until a connection takes it.
+pub const SESSION_KEPT_BYTES: usize = 8 << 20;
 
 /// One event for a connection: its id and its data.
 pub type Event = (String, Arc<str>);
@@ -43,20 +47,36 @@ impl Stream {
         let seq = self.next_seq;
         self.bytes += line.len();
         self.buffer.push_back((seq, line.clone()));
-        let mut dropped = false;
-        while self.buffer.len() > REPLAY || (self.bytes > REPLAY_BYTES && self.buffer.len() > 1) {
-            if let Some((old, line)) = self.buffer.pop_front() {
-                self.bytes -= line.len();
-                dropped |= old > self.sent;
-            }
-        }
         if let Some(live) = &self.live {
             match live.try_send((event_id(id, seq), line)) {
                 Ok(()) => self.sent = seq,
                 Err(_) => self.live = None,
             }
         }
+        let mut dropped = false;
+        // Past the byte cap an event is kept alone only while no connection has taken it:
+        // once sent, it is not kept for a resume.
+        while self.buffer.len() > REPLAY
+            || (self.bytes > REPLAY_BYTES && (self.buffer.len() > 1 || self.sent == seq))
+        {
+            dropped |= self.drop_oldest();
+        }
         dropped
+    }
+
+    /// Drops the oldest event kept; `true` when no connection had taken it.
+    fn drop_oldest(&mut self) -> bool {
+        match self.buffer.pop_front() {
+            Some((old, line)) => {
+                self.bytes -= line.len();
+                old > self.sent
+            }
+            None => false,
+        }
+    }
+
+    fn has_reader(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| !l.is_closed())
     }
 
     /// Attaches a connection that has seen every event up to `after`.
@@ -93,6 +113,45 @@ struct Inner {
     streams: HashMap<u64, Stream>,
     finished: VecDeque<u64>,
     dropped: u64,
+}
+
+impl Inner {
+    /// Bytes kept over all streams.
+    fn kept(&self) -> usize {
+        self.streams.values().map(|s| s.bytes).sum()
+    }
+
+    /// Drops finished streams, oldest first, then the oldest events of the largest stream,
+    /// until the session keeps at most `cap` bytes (an event a connection has not taken
+    /// stays when it is all its stream holds). Returns how many unsent events went.
+    fn keep_within(&mut self, cap: usize) -> u64 {
+        let mut dropped = 0;
+        let mut kept = self.kept();
+        while kept > cap {
+            if let Some(old) = self.finished.pop_front() {
+                if let Some(stream) = self.streams.remove(&old) {
+                    dropped += stream
+                        .buffer
+                        .iter()
+                        .filter(|(seq, _)| *seq > stream.sent)
+                        .count() as u64;
+                    kept -= stream.bytes;
+                }
+                continue;
+            }
+            let largest = (self.streams.values_mut())
+                .filter(|s| s.buffer.len() > 1 || s.sent >= s.next_seq)
+                .filter(|s| !s.buffer.is_empty())
+                .max_by_key(|s| s.bytes);
+            let Some(stream) = largest else {
+                break;
+            };
+            let before = stream.bytes;
+            dropped += u64::from(stream.drop_oldest());
+            kept -= before - stream.bytes;
+        }
+        dropped
+    }
 }
 
 /// Where a session's messages go. `single`: everything on the session's stream (the
@@ -157,6 +216,8 @@ impl Streams {
                     inner.streams.remove(&old);
                 }
             }
+            let dropped = inner.keep_within(SESSION_KEPT_BYTES);
+            inner.dropped += dropped;
         }
     }
 
@@ -181,15 +242,16 @@ impl Streams {
         let mut inner = self.inner.lock().unwrap();
         let (id, after) = match resume {
             Some(point) => point,
-            None => {
-                let stream = inner.streams.get(&SESSION_STREAM);
-                if stream.is_some_and(|s| s.live.as_ref().is_some_and(|l| !l.is_closed())) {
-                    return Err(Refused::Busy);
-                }
-                (SESSION_STREAM, stream.map_or(0, |s| s.sent))
-            }
+            None => (
+                SESSION_STREAM,
+                (inner.streams.get(&SESSION_STREAM)).map_or(0, |s| s.sent),
+            ),
         };
         let stream = inner.streams.get_mut(&id).ok_or(Refused::Unknown)?;
+        // A resume never takes a stream from a connection that still reads it.
+        if stream.has_reader() {
+            return Err(Refused::Busy);
+        }
         let rx = stream.attach(id, after);
         if stream.finished && stream.sent == stream.next_seq {
             inner.streams.remove(&id);
@@ -201,10 +263,7 @@ impl Streams {
     /// Whether a connection reads one of the streams now.
     pub fn has_reader(&self) -> bool {
         let inner = self.inner.lock().unwrap();
-        inner
-            .streams
-            .values()
-            .any(|s| s.live.as_ref().is_some_and(|l| !l.is_closed()))
+        inner.streams.values().any(Stream::has_reader)
     }
 
     /// Ends every connection (the session ended).
@@ -237,13 +296,16 @@ impl ClientSink for Arc<Streams> {
             }
             _ => SESSION_STREAM,
         };
-        let dropped = match inner.streams.get_mut(&id) {
-            Some(stream) => stream.push(id, line.into()),
-            None => false,
+        let mut dropped = match inner.streams.get_mut(&id) {
+            Some(stream) => u64::from(stream.push(id, line.into())),
+            None => 0,
         };
-        if dropped {
-            inner.dropped += 1;
-            crate::telemetry::metrics::messages_dropped();
+        dropped += inner.keep_within(SESSION_KEPT_BYTES);
+        if dropped > 0 {
+            inner.dropped += dropped;
+            for _ in 0..dropped {
+                crate::telemetry::metrics::messages_dropped();
+            }
         }
     }
 }
@@ -282,6 +344,40 @@ mod tests {
         let mut own = streams.attach(None).unwrap_or_else(|_| panic!("opens"));
         assert_eq!(&*own.recv().await.unwrap().1, "list_changed");
         assert!(matches!(streams.attach(None), Err(Refused::Busy)));
+    }
+
+    /// Finished answers nobody read, each larger than a stream's cap, are kept within the
+    /// session's cap in total.
+    #[test]
+    fn a_session_keeps_bounded_bytes() {
+        let streams = Streams::new(false);
+        let big = "x".repeat(REPLAY_BYTES + 1);
+        for i in 0..FINISHED_KEPT {
+            let k = key(&i.to_string());
+            drop(streams.open_request(&k));
+            streams.finish_request(&k, Some(big.clone()));
+        }
+        let kept = streams.inner.lock().unwrap().kept();
+        assert!(
+            kept <= SESSION_KEPT_BYTES,
+            "{kept} bytes kept, over {SESSION_KEPT_BYTES}"
+        );
+        assert!(streams.dropped() > 0);
+    }
+
+    /// A `Last-Event-ID` resume does not take a stream a connection still reads.
+    #[tokio::test]
+    async fn a_resume_does_not_take_a_read_stream() {
+        let streams = Streams::new(false);
+        let mut reader = streams.open_request(&key("1"));
+        streams.deliver("progress".into(), Some(&key("1")), true);
+        let (id, _) = reader.recv().await.unwrap();
+        assert!(matches!(
+            streams.attach(parse_event_id(&id)),
+            Err(Refused::Busy)
+        ));
+        drop(reader);
+        assert!(streams.attach(parse_event_id(&id)).is_ok());
     }
 
     /// With no reader, the session's stream keeps the last events only, and counts the rest.

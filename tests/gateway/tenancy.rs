@@ -470,35 +470,62 @@ fn concurrent_callers_never_get_each_others_requests() {
 }
 
 /// A remote server's request that arrives on a call's own stream goes to that call's
-/// client: two clients sampling through the reference "everything" server at once each
-/// get their own prompt, never the other's.
+/// client: two clients' calls in flight at once to a server that asks each for sampling
+/// (the older call's request coming while the newer call is in flight) each get their own
+/// prompt, never the other's.
 #[test]
 fn a_remote_servers_request_reaches_the_caller_on_its_stream() {
-    let dir = crate::harness::TestDir::new("everything");
-    let Some((_server, url)) = crate::remote::everything_over_http(&dir, "streamableHttp") else {
-        return;
-    };
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/gateway/fixtures/asking_server.py");
+    let mut server = Stopped(
+        std::process::Command::new("python3")
+            .arg(script)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start python3"),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port = line.trim().strip_prefix("listening on ").expect("a port");
+    let url = format!("http://127.0.0.1:{port}/mcp");
     let text = format!(
-        "[gateway]\nstartup_timeout = \"30s\"\n\n[servers.up]\nurl = {}\ntransport = \"streamable-http\"\n",
+        "[servers.up]\nurl = {}\ntransport = \"streamable-http\"\n",
         toml_str(&url)
     );
     let gateway = HttpGateway::start(&text, &[]);
     runtime().block_on(async {
         let mut one = Tenant::open(&gateway, "one", "", "", Transport::Streamable).await;
         let mut two = Tenant::open(&gateway, "two", "", "", Transport::Streamable).await;
-        let ask = |prompt: &str| {
-            json!({"name": "up__trigger-sampling-request", "arguments": {"prompt": prompt, "maxTokens": 10}})
+        let ask = |prompt: &str, wait_ms: u64| {
+            json!({"name": "up__ask", "arguments": {"prompt": prompt, "wait_ms": wait_ms}})
         };
         let (first, second) = tokio::join!(
-            one.request("tools/call", ask("prompt of one")),
-            two.request("tools/call", ask("prompt of two")),
+            one.request("tools/call", ask("prompt of one", 1000)),
+            async {
+                // Called after one's: the newest call when one's request comes.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                two.request("tools/call", ask("prompt of two", 2000)).await
+            },
         );
-        assert!(first.get("result").is_some(), "{first}");
-        assert!(second.get("result").is_some(), "{second}");
-        for (tenant, mine, theirs) in [(&one, "prompt of one", "prompt of two"), (&two, "prompt of two", "prompt of one")] {
+        assert_eq!(text_of(&first), "sampled by one", "{first}");
+        assert_eq!(text_of(&second), "sampled by two", "{second}");
+        for (tenant, theirs) in [(&one, "prompt of two"), (&two, "prompt of one")] {
             let seen = tenant.everything_seen();
-            assert!(seen.contains(mine), "{}: its own sampling request: {seen}", tenant.name);
             assert!(!seen.contains(theirs), "{}: the other's request: {seen}", tenant.name);
         }
     });
+}
+
+/// A process killed when the test ends, however it ends.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -429,9 +429,9 @@ impl Router<'_> {
         timeout: Duration,
     ) -> Result<Reply, RpcError> {
         let (params, mapping) = self.map_progress(context, backend.name(), params);
-        let started = Instant::now();
         // A server that asks clients things over stdio cannot say for which call: with
-        // `exclusive`, one client's calls run at a time, so the asker is always known.
+        // `exclusive`, one client's calls run at a time, so the asker is always known. The
+        // wait for a turn is bounded by the call's timeout, and the call then gets its own.
         let _turn = match backend.config().exclusive {
             true => Some(
                 tokio::time::timeout(
@@ -449,7 +449,6 @@ impl Router<'_> {
             ),
             false => None,
         };
-        let timeout = timeout.saturating_sub(started.elapsed());
         let in_flight =
             self.gateway
                 .begin_call(backend.name(), &context.peer, context.request.clone());

@@ -301,7 +301,7 @@ tools = ["ex__echo"]
 }
 
 /// A profile's session sees its subset in every list; a call outside it is an unknown
-/// tool; an unknown profile is 404.
+/// tool; an unknown profile is 400 (a balancer sends a 404 on to another replica).
 #[test]
 fn profiles_serve_a_subset() {
     let extra = r#"
@@ -344,7 +344,8 @@ prompts = []
             .await;
         assert_eq!(reply.status, 404);
         let reply = conn.post("/mcp/nope", &[], &init_message()).await;
-        assert_eq!(reply.status, 404);
+        assert_eq!(reply.status, 400);
+        assert!(reply.body.contains("no profile `nope`"), "{}", reply.body);
         let mut all = gateway.session("/mcp", &[]).await;
         let tools = all.request("tools/list", json!({})).await;
         assert!(tools["result"]["tools"].as_array().unwrap().len() > 10);

@@ -217,6 +217,24 @@ fn two_replicas_behind_nginx() {
     );
 
     first.kill();
+    // A path naming no profile is told as that, not as a session whose replica stopped,
+    // though one replica is down: whichever of them nginx tries last.
+    crate::http_client::runtime().block_on(async {
+        let proxied: SocketAddr = format!("127.0.0.1:{}", proxy.port).parse().unwrap();
+        for _ in 0..4 {
+            let mut conn = crate::http_client::Conn::open(proxied).await;
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "typo", "version": "1"}}});
+            for session in [None, Some("an-old-session-id")] {
+                let headers: Vec<(&str, &str)> =
+                    session.map(|s| ("mcp-session-id", s)).into_iter().collect();
+                let reply = conn.post("/mcp/typo", &headers, &init).await;
+                assert_eq!(reply.status, 400, "{}", reply.body);
+                assert!(reply.body.contains("no profile `typo`"), "{}", reply.body);
+            }
+        }
+    });
     client.go_on();
     let seen = client.next(&proxy.dir);
     let after = seen["after"].as_array().unwrap();

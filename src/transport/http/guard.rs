@@ -101,10 +101,15 @@ fn check(front: &Front, request: &Request, path: &str, remote: String) -> Result
     if let Some(name) = &profile
         && !front.gateway.config.load().profiles.contains_key(name)
     {
+        // Not 404: behind a balancer a 404 means "not my session, ask the next replica",
+        // and every replica shares the config, so asking another would not help.
         return Err(rpc_error(
-            StatusCode::NOT_FOUND,
+            StatusCode::BAD_REQUEST,
             protocol::INVALID_REQUEST,
-            format!("Not Found: no profile `{name}`"),
+            format!(
+                "Bad Request: no profile `{name}` on this gateway; use /mcp, or /mcp/NAME for a \
+                 [profiles.NAME] of its config"
+            ),
         ));
     }
     let token = authenticate(front, headers)?;

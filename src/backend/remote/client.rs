@@ -295,3 +295,18 @@ fn describe(err: &hyper::Error) -> String {
 
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T> Stream for T where T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_never_carries_userinfo() {
+        let uri: http::Uri = "https://ada:s3cret@example.test:8443/mcp".parse().unwrap();
+        let client = HttpClient::new(&uri, None, 1).unwrap();
+        assert_eq!(
+            client.origin.as_ref().map(|a| a.as_str()),
+            Some("example.test:8443")
+        );
+    }
+}

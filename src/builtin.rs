@@ -113,7 +113,8 @@ pub fn status(gateway: &Gateway) -> Value {
                 },
                 "url": match &server.transport {
                     ServerTransport::Stdio(_) => None,
-                    ServerTransport::Http(h) => Some(&h.url),
+                    // A token in the query stays out of the answer.
+                    ServerTransport::Http(h) => Some(crate::config::redact_url(&h.url)),
                 },
                 "protocol_version": discovered.protocol_version,
                 "server_info": discovered.server_info,

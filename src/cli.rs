@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -122,6 +123,13 @@ pub fn run(mut cli: Cli) -> ExitCode {
         return ExitCode::from(1);
     }
     if let Command::Check = command {
+        // A config file's validation checked WASMGATE_TOKEN; the built-in config has none.
+        if cli.config.is_none()
+            && let Err(err) = config::env_token(&config::process_env)
+        {
+            eprintln!("wasmgate: {err}");
+            return ExitCode::from(1);
+        }
         if let Some(path) = &cli.config
             && let Err(err) = config::check_commands(&config, path, &config::process_env)
         {
@@ -232,7 +240,9 @@ async fn serve(
                     }
                 };
             // The address bound, on stderr: with port 0 it is how a script learns the port.
+            // `bind` has checked what serving needs (TLS files included), so this is true.
             eprintln!("wasmgate: listening on {}", listener.url());
+            tokio::spawn(warn_empty_profiles(gateway.clone()));
             listener.serve(signal).await?;
         }
         None => {
@@ -244,6 +254,71 @@ async fn serve(
     }
     gateway.shutdown().await;
     Ok(())
+}
+
+/// Once the backends have started, a profile whose globs match nothing served, or that
+/// shows nothing of any server or plugin, is almost surely a mistake (a glob with another
+/// namespace, a server list that misses): said in the log.
+async fn warn_empty_profiles(gateway: Arc<Gateway>) {
+    use crate::catalog::Target;
+    use crate::catalog::view::{Kind, item_name};
+    gateway.wait_for_startup().await;
+    gateway.wait_for_plugins().await;
+    let starting = gateway
+        .servers()
+        .iter()
+        .any(|b| b.state() == crate::backend::BackendState::Starting);
+    let config = gateway.config.load();
+    if starting || config.profiles.is_empty() {
+        return;
+    }
+    let catalog = &*gateway.catalog();
+    for profile in config.profiles.values() {
+        let w = &profile.written;
+        let mut backends_shown = false;
+        let mut unmatched = Vec::new();
+        for (label, globs, kinds) in [
+            ("tools", &w.tools, &[Kind::Tools][..]),
+            ("prompts", &w.prompts, &[Kind::Prompts]),
+            (
+                "resources",
+                &w.resources,
+                &[Kind::Resources, Kind::Templates],
+            ),
+        ] {
+            let visible: Vec<_> = kinds
+                .iter()
+                .flat_map(|&kind| {
+                    let items = catalog.visible(kind, profile).into_iter();
+                    items.map(move |item| catalog.target_of(kind, item_name(kind, item)))
+                })
+                .collect();
+            backends_shown |= visible
+                .iter()
+                .any(|target| !matches!(target, Some(Target::Builtin)));
+            if let Some(globs) = globs
+                && !globs.is_empty()
+                && visible.is_empty()
+            {
+                unmatched.push(format!("{label} = [{}]", globs.join(", ")));
+            }
+        }
+        if !unmatched.is_empty() {
+            tracing::warn!(
+                profile = %profile.name,
+                "profile `{}`: {} match nothing it may see of what is served; \
+                 names carry their namespace (e.g. time__*)",
+                profile.name,
+                unmatched.join(" and ")
+            );
+        } else if !backends_shown {
+            tracing::warn!(
+                profile = %profile.name,
+                "profile `{}` shows nothing of any server or plugin: check its servers and globs",
+                profile.name
+            );
+        }
+    }
 }
 
 /// Starts the gateway and waits for its backends, for the one-shot commands: servers

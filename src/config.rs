@@ -9,7 +9,9 @@ mod load;
 mod model;
 mod plugin_files;
 mod raw;
+mod redact;
 mod summary;
+mod tls;
 mod validate;
 
 pub use crate::names::namespace_for;
@@ -18,8 +20,12 @@ pub use error::{ConfigError, Diagnostic};
 pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_env, process_env};
 pub use model::*;
 pub use plugin_files::load_with_plugin_files;
+pub use redact::redact_url;
+pub use tls::{TlsFileError, TlsPair, load_tls};
 pub use validate::EnvLookup;
-pub use validate::check_listen;
+pub use validate::{ENV_TOKEN, EnvTokenError, MIN_TOKEN, check_listen, env_token};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_security;

@@ -203,13 +203,14 @@ impl RemoteBackend {
         self.discovered.store(Arc::new(discovered));
         self.connection.store(Some(connection.clone()));
         let discovered = self.discovered();
-        tracing::info!(server = %name, tools = discovered.tools.len(), url = %endpoint.url, "remote server ready");
+        let url = crate::config::redact_url(&endpoint.url);
+        tracing::info!(server = %name, tools = discovered.tools.len(), %url, "remote server ready");
         let restarted = self.restarts() > 0;
         self.events.emit(
             if restarted { "backend.reconnected" } else { "backend.ready" },
             name,
             Status::Success,
-            json!({"url": endpoint.url, "tool_count": discovered.tools.len(), "protocol_version": discovered.protocol_version,
+            json!({"url": url, "tool_count": discovered.tools.len(), "protocol_version": discovered.protocol_version,
                    "elapsed_ms": begun.elapsed().as_millis() as u64}),
         );
         if let Some(requests) = mcp_client::client_requests(&self.to_gateway, name).await {

@@ -134,6 +134,16 @@ pub struct Profile {
     pub resources: Option<GlobSet>,
     /// Backends (servers and plugins) visible by name; `None`: all.
     pub servers: Option<Vec<String>>,
+    /// The globs as written, for `check`.
+    pub written: ProfileGlobs,
+}
+
+/// A profile's `tools`, `prompts` and `resources` as written; `None`: the key is absent.
+#[derive(Debug, Clone, Default)]
+pub struct ProfileGlobs {
+    pub tools: Option<Vec<String>>,
+    pub prompts: Option<Vec<String>>,
+    pub resources: Option<Vec<String>>,
 }
 
 /// The gateway's variables every server gets (those the official MCP SDKs pass on, and

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use super::model::*;
+use super::redact::redact_url;
 
 impl Config {
     /// Gateway settings, each server and plugin with what it may do, and the warnings.
@@ -46,8 +47,64 @@ impl Config {
             )?,
             false => writeln!(out, "  tokens: {}", tokens.join(", "))?,
         }
-        for name in self.profiles.keys() {
-            writeln!(out, "  profile {name}: /mcp/{name}")?;
+        for profile in self.profiles.values() {
+            self.write_profile(out, profile)?;
+        }
+        Ok(())
+    }
+
+    /// What a profile exposes: its backends, its globs and the tokens that may use it.
+    fn write_profile(&self, out: &mut String, profile: &Profile) -> std::fmt::Result {
+        let name = &profile.name;
+        writeln!(out, "  profile {name}: /mcp/{name}")?;
+        let servers = match &profile.servers {
+            None => "all".to_string(),
+            Some(names) if names.is_empty() => "none".to_string(),
+            Some(names) => {
+                let shown: Vec<String> = names
+                    .iter()
+                    .map(|n| {
+                        let disabled = self
+                            .servers
+                            .get(n)
+                            .map(|s| s.disabled)
+                            .or_else(|| self.plugins.plugins.get(n).map(|p| p.disabled));
+                        match disabled {
+                            Some(true) => format!("{n} [disabled]"),
+                            _ => n.clone(),
+                        }
+                    })
+                    .collect();
+                shown.join(", ")
+            }
+        };
+        writeln!(out, "    servers and plugins: {servers}")?;
+        let w = &profile.written;
+        for (kind, globs) in [
+            ("tools", &w.tools),
+            ("prompts", &w.prompts),
+            ("resources", &w.resources),
+        ] {
+            let shown = match globs {
+                None => "all".to_string(),
+                Some(globs) if globs.is_empty() => "none".to_string(),
+                Some(globs) => globs.join(", "),
+            };
+            writeln!(out, "    {kind}: {shown}")?;
+        }
+        let tokens: Vec<&str> = self
+            .http
+            .tokens
+            .iter()
+            .filter(|t| t.profiles.is_empty() || t.profiles.contains(name))
+            .map(|t| t.name.as_str())
+            .collect();
+        if !self.http.tokens.is_empty() {
+            let tokens = match tokens.is_empty() {
+                true => "none".to_string(),
+                false => tokens.join(", "),
+            };
+            writeln!(out, "    tokens that may use it: {tokens}")?;
         }
         Ok(())
     }
@@ -95,7 +152,9 @@ impl Config {
             let reached = match &s.transport {
                 ServerTransport::Stdio(c) => command_line(&c.command, &c.args_as_written),
                 // Header values are secrets (tokens): only their names are shown.
-                ServerTransport::Http(h) => format!("{} ({})", h.url, h.transport.as_str()),
+                ServerTransport::Http(h) => {
+                    format!("{} ({})", redact_url(&h.url), h.transport.as_str())
+                }
             };
             writeln!(out, "  {}{state}: {reached}", s.name)?;
             writeln!(

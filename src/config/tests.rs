@@ -1223,6 +1223,9 @@ max_sessions = 5
 [profiles.docs]
 tools = ["docs__*"]
 servers = ["docs"]
+
+[servers.docs]
+command = "docs-server"
 "#,
         dir.path(),
     )

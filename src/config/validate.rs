@@ -16,9 +16,10 @@ use crate::names::{namespace_for, valid_namespace};
 mod expand;
 mod http;
 mod plugins;
+mod profiles;
 mod servers;
 
-pub use http::check_listen;
+pub use http::{ENV_TOKEN, EnvTokenError, MIN_TOKEN, check_listen, env_token};
 pub(crate) use plugins::plugin_file_warning;
 use plugins::*;
 
@@ -121,6 +122,7 @@ pub(crate) fn from_toml(
     let servers: BTreeMap<_, _> = servers.collect();
     let plugins = cx.plugins(raw.plugins);
     let profiles = cx.profiles(raw.profiles);
+    cx.profile_backends(&profiles, &servers, &plugins);
     let http = cx.http(raw.http, &profiles);
     let mut config = cx.finish(gateway, servers, plugins)?;
     config.http = http;
@@ -152,7 +154,10 @@ pub(crate) fn from_client(
         }
     }
     let plugins = cx.plugins(raw.plugins.unwrap_or_default());
-    cx.finish(gateway, servers, plugins)
+    let env_token = cx.env_token();
+    let mut config = cx.finish(gateway, servers, plugins)?;
+    config.http.tokens.extend(env_token);
+    Ok(config)
 }
 
 struct Ctx<'a> {

@@ -55,16 +55,18 @@ impl Listener {
     /// Binds `listen` (else `[http] listen`) and checks the security rules that depend on it.
     pub async fn bind(gateway: Arc<Gateway>, listen: &str) -> Result<Listener> {
         let mut config = gateway.config.load().http.clone();
-        if let Ok(token) = std::env::var("WASMGATE_TOKEN")
-            && !token.is_empty()
+        // A config file's validation added WASMGATE_TOKEN already; the built-in config did not.
+        if !config
+            .tokens
+            .iter()
+            .any(|t| t.name == crate::config::ENV_TOKEN)
+            && let Some(token) = crate::config::env_token(&crate::config::process_env)?
         {
-            config.tokens.push(crate::config::HttpToken {
-                name: "WASMGATE_TOKEN".into(),
-                token,
-                profiles: Vec::new(),
-                mcp: true,
-                operator: true,
-            });
+            config.tokens.push(token);
+        }
+        // Read again, so that "listening" is never followed by a failure to serve.
+        if let Some((cert, key)) = &config.tls {
+            crate::config::load_tls(cert, key)?;
         }
         crate::config::check_listen(listen).map_err(anyhow::Error::msg)?;
         let listener = bind(listen)

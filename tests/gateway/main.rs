@@ -8,6 +8,7 @@ mod http_client;
 mod in_process;
 
 mod cli;
+mod config_checks;
 mod conformance;
 mod containment;
 mod events;

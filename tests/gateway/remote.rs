@@ -497,6 +497,8 @@ fn a_bearer_token_file_is_read_again_when_it_changes() {
     let inner = inner();
     let dir = TestDir::new("outer");
     let file = dir.write("token", "a-wrong-token-0123456789\n");
+    // Readable by its owner alone, as the gateway requires of a file holding a secret.
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut client = outer_in(
         dir,
         &inner.url("/mcp"),

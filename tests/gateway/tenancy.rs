@@ -327,6 +327,8 @@ fn nothing_of_one_profile_reaches_another() {
         runtime().block_on(async {
             // A opens last: the newest session, which a guess at who asked would pick.
             let mut b = Tenant::open(&gateway, "B", "B", TOKEN_B, transport).await;
+            // Lists wait for the servers: A's initialize then finds their instructions.
+            b.request("tools/list", json!({})).await;
             let mut a = Tenant::open(&gateway, "A", "A", TOKEN_A, transport).await;
             for tenant in [&mut a, &mut b] {
                 let set = tenant.request("logging/setLevel", json!({"level": "debug"})).await;

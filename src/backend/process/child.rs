@@ -66,6 +66,9 @@ pub(super) fn spawn(config: &ServerConfig) -> std::io::Result<Child> {
             }
         }
     }
+    // The HTTP front's own token is never passed on, not even with `inherit_env`; a server
+    // entry's `env` may still give one explicitly.
+    command.env_remove(crate::config::ENV_TOKEN);
     command
         .args(&config.args)
         .envs(&config.env)

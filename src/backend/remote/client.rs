@@ -17,7 +17,8 @@ pub(super) type Body = Full<Bytes>;
 pub(super) struct HttpClient {
     host: String,
     port: u16,
-    /// `https://host:port`, for the pseudo-headers of HTTP/2 requests.
+    /// `host:port`, without any userinfo: the `Host` header of HTTP/1.1 requests and the
+    /// `:authority` of HTTP/2 ones.
     origin: Option<http::uri::Authority>,
     tls: Option<Arc<rustls::ClientConfig>>,
     idle: Mutex<Vec<http1::SendRequest<Body>>>,
@@ -73,7 +74,10 @@ impl HttpClient {
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
-            _ => return Err(format!("`{uri}` is not an http:// or https:// URL")),
+            _ => {
+                let shown = crate::config::redact_url(&uri.to_string());
+                return Err(format!("`{shown}` is not an http:// or https:// URL"));
+            }
         };
         let host = uri.host().ok_or("the URL has no host")?;
         let host = host
@@ -84,7 +88,7 @@ impl HttpClient {
         Ok(Arc::new(HttpClient {
             port: uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
             host,
-            origin: uri.authority().cloned(),
+            origin: without_userinfo(uri.authority()),
             tls,
             idle: Mutex::new(Vec::new()),
             lendable: Arc::new(Semaphore::new(max_connections)),
@@ -97,10 +101,15 @@ impl HttpClient {
     /// or on an idle HTTP/1.1 one, or a new one, waiting while `max_connections` are lent.
     pub(super) async fn send(
         self: &Arc<Self>,
-        request: http::Request<Body>,
+        mut request: http::Request<Body>,
         connect_timeout: Duration,
         hold: Hold,
     ) -> Result<(http::Response<Incoming>, Lease), String> {
+        if let Some(origin) = &self.origin
+            && let Ok(host) = http::HeaderValue::from_str(origin.as_str())
+        {
+            request.headers_mut().insert(http::header::HOST, host);
+        }
         if let Some(shared) = self.live_shared() {
             return self.send_shared(shared, request).await;
         }
@@ -226,6 +235,16 @@ impl HttpClient {
     }
 }
 
+/// The authority as `Host` carries it: validation refuses a URL with userinfo, and none
+/// may reach the wire even so (it would travel in the clear over http://).
+fn without_userinfo(authority: Option<&http::uri::Authority>) -> Option<http::uri::Authority> {
+    let authority = authority?.as_str();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    host.parse().ok()
+}
+
 /// TLS 1.2 and 1.3 with ALPN offering h2 and HTTP/1.1.
 fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore {
@@ -276,3 +295,18 @@ fn describe(err: &hyper::Error) -> String {
 
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
 impl<T> Stream for T where T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_never_carries_userinfo() {
+        let uri: http::Uri = "https://ada:s3cret@example.test:8443/mcp".parse().unwrap();
+        let client = HttpClient::new(&uri, None, 1).unwrap();
+        assert_eq!(
+            client.origin.as_ref().map(|a| a.as_str()),
+            Some("example.test:8443")
+        );
+    }
+}

@@ -20,59 +20,7 @@ impl Ctx<'_> {
             }
             out.listen = Some(listen);
         }
-        let mut names = std::collections::BTreeSet::new();
-        for (i, token) in raw.tokens.into_iter().enumerate() {
-            let key = ["http", "tokens"];
-            if token.name.trim().is_empty() || !names.insert(token.name.clone()) {
-                self.error(
-                    &key,
-                    Some(&token.name),
-                    format!("token {}: its name is empty or used twice", i + 1),
-                    "give each token its own name; events and logs show the name, never the token",
-                );
-            }
-            let value = self.expand(&token.token, &key, true);
-            if value.len() < 16 {
-                self.error(
-                    &key,
-                    Some(&token.token),
-                    format!("token `{}` is shorter than 16 characters", token.name),
-                    "use a long random token, e.g. from `openssl rand -hex 32`, through ${VAR}",
-                );
-            }
-            for profile in &token.profiles {
-                if !profiles.contains_key(profile) {
-                    self.error(
-                        &key,
-                        Some(profile),
-                        format!(
-                            "token `{}` names profile `{profile}`, which is not defined",
-                            token.name
-                        ),
-                        "define [profiles.NAME] or remove the name",
-                    );
-                }
-            }
-            let scopes = token.scopes.unwrap_or_else(|| vec!["mcp".into()]);
-            for scope in scopes
-                .iter()
-                .filter(|s| !["mcp", "operator"].contains(&s.as_str()))
-            {
-                self.error(
-                    &key,
-                    Some(scope),
-                    format!("token `{}` has the unknown scope `{scope}`", token.name),
-                    "scopes are \"mcp\" (the MCP endpoints) and \"operator\" (/metrics, the whole gateway_status and get_events)",
-                );
-            }
-            out.tokens.push(HttpToken {
-                name: token.name,
-                token: value,
-                profiles: token.profiles,
-                mcp: scopes.iter().any(|s| s == "mcp"),
-                operator: scopes.iter().any(|s| s == "operator"),
-            });
-        }
+        self.tokens(raw.tokens, profiles, &mut out.tokens);
         out.allow_unauthenticated = raw.allow_unauthenticated.unwrap_or(false);
         out.allowed_origins = raw.allowed_origins;
         out.allowed_hosts = raw.allowed_hosts;
@@ -102,6 +50,12 @@ impl Ctx<'_> {
             (Some(cert), Some(key)) => {
                 let cert = self.path(&cert, &["http", "tls_cert"], true);
                 let key = self.path(&key, &["http", "tls_key"], true);
+                if let (Some(cert), Some(key)) = (&cert, &key)
+                    && let Err(e) = crate::config::load_tls(cert, key)
+                {
+                    let message = format!("{} {}", e.path.display(), e.message);
+                    self.error(&["http", e.key], None, message, e.fix);
+                }
                 out.tls = cert.zip(key);
             }
             (None, None) => {}
@@ -115,42 +69,168 @@ impl Ctx<'_> {
         out
     }
 
-    pub(super) fn profiles(
+    /// `[http] tokens`, and `WASMGATE_TOKEN` as one more: each at least [`MIN_TOKEN`]
+    /// characters, with its own name and its own value.
+    fn tokens(
         &mut self,
-        raw: BTreeMap<String, raw::Profile>,
-    ) -> BTreeMap<String, Profile> {
-        let mut out = BTreeMap::new();
-        for (name, profile) in raw {
-            if !valid_namespace(&name) {
+        raw: Vec<raw::HttpToken>,
+        profiles: &BTreeMap<String, Profile>,
+        out: &mut Vec<HttpToken>,
+    ) {
+        let key = ["http", "tokens"];
+        let mut names = std::collections::BTreeSet::new();
+        for (i, token) in raw.into_iter().enumerate() {
+            if token.name.trim().is_empty() || !names.insert(token.name.clone()) {
                 self.error(
-                    &["profiles", &name],
-                    None,
-                    format!("profile name \"{name}\" may only contain letters, digits, _ and -"),
-                    "it is a path segment: /mcp/NAME",
+                    &key,
+                    Some(&token.name),
+                    format!("token {}: its name is empty or used twice", i + 1),
+                    "give each token its own name; events and logs show the name, never the token",
                 );
             }
-            let mut globs = |field: &str, patterns: Option<Vec<String>>| {
-                patterns.and_then(|p| self.globs(&p, &["profiles", &name, field]))
-            };
-            let tools = globs("tools", profile.tools);
-            let prompts = globs("prompts", profile.prompts);
-            // A URI's `*` stops at `/`, as a path's does: `file:///data/*` is not all of `/`.
-            let resources = profile
-                .resources
-                .and_then(|p| self.uri_globs(&p, &["profiles", &name, "resources"]));
-            out.insert(
-                name.clone(),
-                Profile {
-                    name,
-                    tools,
-                    prompts,
-                    resources,
-                    servers: profile.servers,
-                },
+            let errors = self.errors.len();
+            let value = self.expand(&token.token, &key, true);
+            if self.errors.len() > errors {
+                // `expand` said which variable is unset: a length complaint would mislead.
+            } else if value.is_empty() && token.token.contains("${") {
+                self.error(
+                    &key,
+                    Some(&token.token),
+                    format!(
+                        "token `{}` is empty: `{}` expands to nothing (the variable is set, but empty)",
+                        token.name, token.token
+                    ),
+                    "set the variable to a long random token, e.g. from `openssl rand -hex 32`",
+                );
+            } else if value.chars().count() < MIN_TOKEN {
+                self.error(
+                    &key,
+                    Some(&token.token),
+                    format!(
+                        "token `{}` is shorter than {MIN_TOKEN} characters",
+                        token.name
+                    ),
+                    "use a long random token, e.g. from `openssl rand -hex 32`, through ${VAR}",
+                );
+            }
+            for profile in &token.profiles {
+                if !profiles.contains_key(profile) {
+                    self.error(
+                        &key,
+                        Some(profile),
+                        format!(
+                            "token `{}` names profile `{profile}`, which is not defined",
+                            token.name
+                        ),
+                        "define [profiles.NAME] or remove the name",
+                    );
+                }
+            }
+            let scopes = token.scopes.unwrap_or_else(|| vec!["mcp".into()]);
+            for scope in (scopes.iter()).filter(|s| !["mcp", "operator"].contains(&s.as_str())) {
+                self.error(
+                    &key,
+                    Some(scope),
+                    format!("token `{}` has the unknown scope `{scope}`", token.name),
+                    "scopes are \"mcp\" (the MCP endpoints) and \"operator\" (/metrics, the whole gateway_status and get_events)",
+                );
+            }
+            out.push(HttpToken {
+                name: token.name,
+                token: value,
+                profiles: token.profiles,
+                mcp: scopes.iter().any(|s| s == "mcp"),
+                operator: scopes.iter().any(|s| s == "operator"),
+            });
+        }
+        if let Some(token) = self.env_token() {
+            if names.contains(ENV_TOKEN) {
+                self.error(
+                    &key,
+                    Some(ENV_TOKEN),
+                    format!("a token is named `{ENV_TOKEN}`, as the one from the environment variable is"),
+                    format!("rename the token, or unset {ENV_TOKEN}"),
+                );
+            }
+            out.push(token);
+        }
+        // The name says who calls, in events and logs, and decides the profiles it may use:
+        // with one value for two names, whoever holds it is both.
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut twice = Vec::new();
+        for token in out.iter().filter(|t| t.token.chars().count() >= MIN_TOKEN) {
+            match seen.get(token.token.as_str()) {
+                Some(first) => twice.push(format!(
+                    "tokens `{first}` and `{}` have the same value",
+                    token.name
+                )),
+                None => {
+                    seen.insert(&token.token, &token.name);
+                }
+            }
+        }
+        for message in twice {
+            self.error(
+                &key,
+                None,
+                message,
+                "give each token its own value (`openssl rand -hex 32` for each); \
+                 the value decides who is calling, so two names for one value cannot be told apart",
             );
         }
-        out
     }
+
+    /// `WASMGATE_TOKEN`, checked as the tokens of the file are.
+    pub(super) fn env_token(&mut self) -> Option<HttpToken> {
+        env_token(self.env).unwrap_or_else(|e| {
+            self.error(&[], None, e.message, e.fix);
+            None
+        })
+    }
+}
+
+/// `WASMGATE_TOKEN` is set, but cannot be a token.
+#[derive(Debug, thiserror::Error)]
+#[error("{message} ({fix})")]
+pub struct EnvTokenError {
+    pub message: String,
+    pub fix: String,
+}
+
+/// The fewest characters a bearer token may have.
+pub const MIN_TOKEN: usize = 16;
+
+/// The environment variable that adds one token (named after it) to `[http] tokens`.
+pub const ENV_TOKEN: &str = "WASMGATE_TOKEN";
+
+/// `WASMGATE_TOKEN` as a token: none when unset; an error, naming the variable, when it
+/// is set but empty or shorter than [`MIN_TOKEN`].
+pub fn env_token(env: EnvLookup<'_>) -> Result<Option<HttpToken>, EnvTokenError> {
+    let Some(token) = env(ENV_TOKEN) else {
+        return Ok(None);
+    };
+    if token.chars().count() < MIN_TOKEN {
+        let length = match token.is_empty() {
+            true => "set but empty".to_string(),
+            false => format!("shorter than {MIN_TOKEN} characters"),
+        };
+        return Err(EnvTokenError {
+            message: format!(
+                "environment variable {ENV_TOKEN} is {length}: it would be a bearer token of the HTTP front"
+            ),
+            fix: format!(
+                "set it to a long random token, e.g. `export {ENV_TOKEN}=$(openssl rand -hex 32)`, or unset it"
+            ),
+        });
+    }
+    // The token of whoever started the gateway: every scope.
+    Ok(Some(HttpToken {
+        name: ENV_TOKEN.into(),
+        token,
+        profiles: Vec::new(),
+        mcp: true,
+        operator: true,
+    }))
 }
 
 /// `host:port` with an IP address or `localhost`.

@@ -139,6 +139,18 @@ impl Ctx<'_> {
             );
         }
         match url.parse::<::http::Uri>() {
+            // Credentials in the URL would go out in the `Host` header, in the clear over
+            // http://, and show wherever the URL is shown: refused, with the headers to use.
+            Ok(uri) if uri.authority().is_some_and(|a| a.as_str().contains('@')) => self.error(
+                &[s, name, "url"],
+                None,
+                format!(
+                    "server `{name}`: url \"{}\" carries credentials (user:password@)",
+                    crate::config::redact_url(&url)
+                ),
+                "remove them from the url; send a token with bearer_token_env or bearer_token_file, \
+                 or any scheme with headers = { Authorization = \"Basic ${VAR}\" }",
+            ),
             Ok(uri)
                 if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
             _ => self.error(
@@ -146,7 +158,7 @@ impl Ctx<'_> {
                 None,
                 format!(
                     "server `{name}`: url \"{}\" is not an http:// or https:// URL",
-                    raw.url.as_deref().unwrap_or("")
+                    crate::config::redact_url(&url)
                 ),
                 "write the server's MCP endpoint, e.g. url = \"https://example.com/mcp\"",
             ),
@@ -182,6 +194,9 @@ impl Ctx<'_> {
             .bearer_token_file
             .as_deref()
             .and_then(|file| self.path(file, &[s, name, "bearer_token_file"], strict));
+        if let Some(file) = &bearer_token_file {
+            self.private_file(file, &[s, name, "bearer_token_file"], strict);
+        }
         let transport = match raw.transport.as_deref() {
             None | Some("auto") => HttpTransport::Auto,
             Some("streamable-http" | "streamableHttp" | "http") => HttpTransport::StreamableHttp,
@@ -223,6 +238,30 @@ impl Ctx<'_> {
             max_connections,
             max_in_flight,
         })
+    }
+
+    /// A file holding a secret must be readable by its owner alone, as ssh asks of a
+    /// private key; a file that does not exist yet is read (and checked) when it appears.
+    fn private_file(&mut self, file: &Path, key: &[&str], strict: bool) {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(file) else {
+            return;
+        };
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 == 0 {
+            return;
+        }
+        let message = format!(
+            "{} holds a secret, yet other users may read or change it (mode {mode:03o})",
+            file.display()
+        );
+        let fix = format!("chmod 600 {}", file.display());
+        if strict {
+            self.error(key, None, message, fix);
+        } else {
+            self.warnings
+                .push(format!("{}: {message} ({fix})", key.join(".")));
+        }
     }
 
     /// What starts a local server's process.

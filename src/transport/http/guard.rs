@@ -159,7 +159,9 @@ fn check(front: &Front, request: &Request, path: &str, remote: String) -> Result
     }
     Ok(Caller {
         profile,
-        operator: presented.is_some_and(|t| t.operator),
+        // Without tokens there are no principals to keep apart: anyone who reaches the
+        // front (loopback, or behind a proxy that authenticates) is its operator.
+        operator: presented.map_or(front.config.tokens.is_empty(), |t| t.operator),
         token,
         remote,
     })

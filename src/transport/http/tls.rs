@@ -10,8 +10,6 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -44,11 +42,8 @@ pub struct TlsListener {
 
 impl TlsListener {
     pub fn new(tcp: TcpListener, cert: &Path, key: &Path) -> Result<TlsListener> {
-        let certs = CertificateDer::pem_file_iter(cert)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .with_context(|| format!("tls_cert {}", cert.display()))?;
-        let key = PrivateKeyDer::from_pem_file(key)
-            .with_context(|| format!("tls_key {}", key.display()))?;
+        // Validation checked the pair already; this reads the files as they are now.
+        let (certs, key) = crate::config::load_tls(cert, key)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?

@@ -29,4 +29,5 @@ mod remote_h2;
 mod remote_sdk;
 mod replicas;
 mod routing;
+mod stdio_bound;
 mod third_party;

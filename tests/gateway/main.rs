@@ -10,6 +10,7 @@ mod in_process;
 mod cli;
 mod conformance;
 mod containment;
+mod dev;
 mod events;
 mod faults;
 mod fuzz;

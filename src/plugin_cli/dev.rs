@@ -231,7 +231,8 @@ pub fn watch(gateway: Arc<Gateway>, sources: Vec<DevSource>) -> Option<SourceWat
         watch_tree(&mut watcher, &source.dir);
     }
     let watcher = Arc::new(Mutex::new(watcher));
-    let held = watcher.clone();
+    // Not kept alive by the task: once the caller drops it, the changes end, and the task.
+    let held = Arc::downgrade(&watcher);
     tokio::spawn(async move {
         // The sources whose last build failed: their next good one is announced.
         let mut failing = vec![false; sources.len()];
@@ -245,8 +246,10 @@ pub fn watch(gateway: Arc<Gateway>, sources: Vec<DevSource>) -> Option<SourceWat
             }
             // A new folder is watched before the build that reads it.
             for (_, _, path) in &due {
-                if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-                    watch_tree(&mut held.lock().unwrap(), path);
+                if let Some(watcher) = held.upgrade()
+                    && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+                {
+                    watch_tree(&mut watcher.lock().unwrap(), path);
                 }
             }
             // Each source once, timed from its first change.

@@ -94,11 +94,14 @@ pub fn run(mut cli: Cli) -> ExitCode {
         };
     }
     let mut dev_sources = Vec::new();
+    // The folder of `dev`'s links, removed as this returns.
+    let mut _dev_links = None;
     if let Command::Dev { sources } = &command {
         match crate::plugin_cli::dev::build_all(cli.config.as_deref(), sources) {
-            Ok((built, watched)) => {
+            Ok((built, watched, links)) => {
                 cli.plugins.extend(built);
                 dev_sources = watched;
+                _dev_links = links;
             }
             Err(e) => {
                 eprintln!("wasmgate dev: {e}");

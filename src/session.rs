@@ -162,17 +162,20 @@ impl Session {
 
     /// Resolves when no request is in flight, or at `deadline`.
     pub async fn drained(&self, deadline: tokio::time::Instant) {
+        let _ = tokio::time::timeout_at(deadline, self.fewer_in_flight_than(1)).await;
+    }
+
+    /// Resolves once fewer than `limit` requests are in flight.
+    pub async fn fewer_in_flight_than(&self, limit: usize) {
         loop {
             let ended = self.request_ended.notified();
             tokio::pin!(ended);
             // Registered before the check, so an end between the check and the wait is not missed.
             ended.as_mut().enable();
-            if self.in_flight.lock().unwrap().is_empty() {
+            if self.requests_in_flight() < limit {
                 return;
             }
-            if tokio::time::timeout_at(deadline, ended).await.is_err() {
-                return;
-            }
+            ended.await;
         }
     }
 

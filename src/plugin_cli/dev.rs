@@ -4,9 +4,13 @@
 //! plugin is (calls in flight finish on the old version, clients get `list_changed`); a
 //! failed one leaves the old version serving, and says why on stderr and to the clients,
 //! as a log message at level `error`. Each rebuild ends with one line of its timings.
+//!
+//! The watcher stays in the project: it follows no link (one to `/usr` would cost
+//! thousands of watches) and skips build output, dependencies and hidden folders.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
@@ -30,15 +34,16 @@ pub struct DevSource {
     pub built: PathBuf,
 }
 
+/// What [`build_all`] made: the components to serve (as `--plugin` files), the sources to
+/// watch, and the folder of the links some are served through, to keep while serving.
+pub type Built = (Vec<PathBuf>, Vec<DevSource>, Option<LinkFolder>);
+
 /// Builds each source folder once, before serving: the command line's and those the
-/// config's `[plugins.NAME] source` names. The components to serve (as `--plugin`
-/// files) and the sources to watch.
-pub fn build_all(
-    config: Option<&Path>,
-    sources: &[PathBuf],
-) -> Result<(Vec<PathBuf>, Vec<DevSource>), String> {
+/// config's `[plugins.NAME] source` names.
+pub fn build_all(config: Option<&Path>, sources: &[PathBuf]) -> Result<Built, String> {
     let mut files = Vec::new();
     let mut watched = Vec::new();
+    let mut links = None;
     for dir in sources {
         let wasm = build_one(dir)?;
         files.push(wasm.clone());
@@ -50,14 +55,14 @@ pub fn build_all(
     }
     for (plugin, dir) in config_sources(config)? {
         let wasm = build_one(&dir)?;
-        files.push(served_as(&plugin, wasm.clone())?);
+        files.push(served_as(&plugin, wasm.clone(), &mut links)?);
         watched.push(DevSource {
             dir,
             plugin,
             built: wasm,
         });
     }
-    Ok((files, watched))
+    Ok((files, watched, links))
 }
 
 fn build_one(dir: &Path) -> Result<PathBuf, String> {
@@ -94,14 +99,19 @@ fn config_sources(config: Option<&Path>) -> Result<Vec<(String, PathBuf)>, Strin
 /// A `--plugin` file serves as the plugin its file stem names: a build whose stem is not
 /// the config's name (crate `my-tool` writes `my_tool.wasm`) is served through a link
 /// named after the entry, which the gateway follows to the rebuilt file.
-fn served_as(plugin: &str, wasm: PathBuf) -> Result<PathBuf, String> {
+fn served_as(
+    plugin: &str,
+    wasm: PathBuf,
+    links: &mut Option<LinkFolder>,
+) -> Result<PathBuf, String> {
     if stem(&wasm) == plugin {
         return Ok(wasm);
     }
-    let links = std::env::temp_dir().join(format!("wasmgate-dev-{}", std::process::id()));
-    std::fs::create_dir_all(&links).map_err(|e| format!("{}: {e}", links.display()))?;
-    let link = links.join(format!("{plugin}.wasm"));
-    let _ = std::fs::remove_file(&link);
+    let links = match links {
+        Some(folder) => folder,
+        None => links.insert(LinkFolder::create()?),
+    };
+    let link = links.0.join(format!("{plugin}.wasm"));
     let target = std::path::absolute(&wasm).unwrap_or(wasm);
     std::os::unix::fs::symlink(&target, &link).map_err(|e| {
         format!(
@@ -113,17 +123,85 @@ fn served_as(plugin: &str, wasm: PathBuf) -> Result<PathBuf, String> {
     Ok(link)
 }
 
-/// What is not source: build output and caches (a rebuild writes them, and would start another).
-fn is_source(path: &Path) -> bool {
-    !path.components().any(|c| {
-        let part = c.as_os_str().to_string_lossy();
-        part == "target" || part == "__pycache__" || part == "node_modules" || part.starts_with('.')
-    }) && path.extension().is_none_or(|e| e != "wasm")
+/// The folder of the links [`served_as`] makes, in the temp folder: made under a random
+/// name, mode 0700, and checked to be the gateway user's, so that no other local user can
+/// have made it first or swap a link in it (the gateway serves what a link points to,
+/// with the plugin's grants). Removed when dropped, as `dev` exits.
+pub struct LinkFolder(PathBuf);
+
+impl LinkFolder {
+    fn create() -> Result<LinkFolder, String> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let name = format!("wasmgate-dev-{}", uuid::Uuid::new_v4().simple());
+        let path = std::env::temp_dir().join(name);
+        // `create`, not `create_dir_all`: whatever is at the name already, it fails.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| format!("cannot make a folder for links: {}: {e}", path.display()))?;
+        let meta =
+            std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+            return Err(format!(
+                "{}: not a private folder of uid {me} (owner {}, mode {:o}); not used",
+                path.display(),
+                meta.uid(),
+                meta.mode() & 0o777
+            ));
+        }
+        Ok(LinkFolder(path))
+    }
 }
 
+impl Drop for LinkFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Folders of a project that are not source and are not watched: build output,
+/// dependencies, caches and hidden ones (`.git`). A rebuild writes some of them (and would
+/// start another), and each would cost a watch for every folder in it.
+fn skipped(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name == "target" || name == "__pycache__" || name == "node_modules" || name.starts_with('.')
+}
+
+/// Whether a path in the project (relative to its folder) is source.
+fn is_source(path: &Path) -> bool {
+    !path.components().any(|c| skipped(c.as_os_str()))
+        && path.extension().is_none_or(|e| e != "wasm")
+}
+
+/// Watches `dir` and each folder under it (one watch each), but for [`skipped`] ones and
+/// links: a link may lead out of the project.
+fn watch_tree(watcher: &mut RecommendedWatcher, dir: &Path) {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        if let Err(e) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+            tracing::error!("wasmgate dev: cannot watch {}: {e}", dir.display());
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            // The entry's own type: a link to a folder is not a folder here.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) && !skipped(&entry.file_name()) {
+                pending.push(entry.path());
+            }
+        }
+    }
+}
+
+/// A watcher of plugin sources: [`watch`] returns it, and it watches while it is held.
+pub type SourceWatcher = Arc<Mutex<RecommendedWatcher>>;
+
 /// Watches `sources` and rebuilds the one that changed, for as long as the watcher lives.
-pub fn watch(gateway: Arc<Gateway>, sources: Vec<DevSource>) -> Option<RecommendedWatcher> {
-    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+pub fn watch(gateway: Arc<Gateway>, sources: Vec<DevSource>) -> Option<SourceWatcher> {
+    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant, PathBuf)>();
     let sources: Vec<DevSource> = sources
         .into_iter()
         .map(|s| DevSource {
@@ -137,19 +215,24 @@ pub fn watch(gateway: Arc<Gateway>, sources: Vec<DevSource>) -> Option<Recommend
         if !crate::file_events::is_change(&event.kind) {
             return;
         }
-        for path in event.paths.iter().filter(|p| is_source(p)) {
-            if let Some(i) = owners.iter().position(|root| path.starts_with(root)) {
-                let _ = tx.send((i, Instant::now()));
+        for path in event.paths {
+            let owner = owners.iter().enumerate().find_map(|(i, root)| {
+                let inside = path.strip_prefix(root).ok()?;
+                is_source(inside).then_some(i)
+            });
+            if let Some(i) = owner {
+                let _ = tx.send((i, Instant::now(), path));
             }
         }
     })
     .map_err(|e| tracing::error!("wasmgate dev: cannot watch the sources: {e}"))
     .ok()?;
     for source in &sources {
-        if let Err(e) = watcher.watch(&source.dir, RecursiveMode::Recursive) {
-            tracing::error!("wasmgate dev: cannot watch {}: {e}", source.dir.display());
-        }
+        watch_tree(&mut watcher, &source.dir);
     }
+    let watcher = Arc::new(Mutex::new(watcher));
+    // Not kept alive by the task: once the caller drops it, the changes end, and the task.
+    let held = Arc::downgrade(&watcher);
     tokio::spawn(async move {
         // The sources whose last build failed: their next good one is announced.
         let mut failing = vec![false; sources.len()];
@@ -161,10 +244,18 @@ pub fn watch(gateway: Arc<Gateway>, sources: Vec<DevSource>) -> Option<Recommend
             while let Ok(more) = changed.try_recv() {
                 due.push(more);
             }
+            // A new folder is watched before the build that reads it.
+            for (_, _, path) in &due {
+                if let Some(watcher) = held.upgrade()
+                    && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+                {
+                    watch_tree(&mut watcher.lock().unwrap(), path);
+                }
+            }
             // Each source once, timed from its first change.
-            due.sort_by_key(|(i, at)| (*i, *at));
-            due.dedup_by_key(|(i, _)| *i);
-            for (i, saved) in due {
+            due.sort_by_key(|(i, at, _)| (*i, *at));
+            due.dedup_by_key(|(i, _, _)| *i);
+            for (i, saved, _) in due {
                 let rebuild = Rebuild {
                     source: &sources[i],
                     saved,

@@ -3,13 +3,16 @@
 //!
 //! Tool calls have a ring of their own: at thousands of calls a second they would push
 //! every crash, restart and reload out of one shared ring within a second.
+//!
+//! Replicas sharing one config share its events file: each line there names the replica
+//! that wrote it, and goes out in one write, so that lines of several processes never mix.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -71,6 +74,11 @@ pub struct CallFields {
 
 impl Event {
     pub fn to_json(&self) -> Value {
+        self.json(None)
+    }
+
+    /// The event as JSON, with the `replica` that recorded it when given (the file's lines).
+    fn json(&self, replica: Option<&str>) -> Value {
         let mut obj = Map::new();
         obj.insert(
             "timestamp".into(),
@@ -82,6 +90,9 @@ impl Event {
         obj.insert("status".into(), self.status.as_str().into());
         obj.insert("event_type".into(), self.event_type.into());
         obj.insert("source".into(), self.source.clone().into());
+        if let Some(replica) = replica {
+            obj.insert("replica".into(), replica.into());
+        }
         match &self.fields {
             Fields::Map(fields) => {
                 for (k, v) in fields {
@@ -142,11 +153,18 @@ const ROTATION_CHECK: Duration = Duration::from_secs(1);
 const FIELD_TEXT_MAX: usize = 2048;
 
 impl EventFile {
+    /// Made readable by its owner only: events name tokens, tools and the words of errors.
     fn open(path: &Path) -> std::io::Result<File> {
-        OpenOptions::new().create(true).append(true).open(path)
+        use std::os::unix::fs::OpenOptionsExt;
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
     }
 
-    fn write_line(&mut self, line: &str) {
+    /// Appends `line`, which ends with its newline.
+    fn write_line(&mut self, line: &[u8]) {
         if self.checked.elapsed() >= ROTATION_CHECK {
             self.checked = Instant::now();
             if self.moved()
@@ -158,9 +176,12 @@ impl EventFile {
                 self.file = Some(reopened);
             }
         }
-        // A full disk must not stop the gateway: the rings still have the event.
+        // The whole line in one write: with O_APPEND each write lands whole at the end of
+        // the file, while a line in two writes could have another process's between them.
+        // (Only a full disk makes a write to a file short.) A full disk must not stop the
+        // gateway: the rings still have the event.
         if let Some(file) = &mut self.file {
-            let _ = writeln!(file, "{line}");
+            let _ = file.write_all(line);
         }
     }
 
@@ -178,6 +199,25 @@ impl EventFile {
     }
 }
 
+/// Which process wrote a line of the events file: `HOST-PID`, unique among the replicas
+/// that share a config (and its events file), on one machine or several.
+pub fn replica() -> &'static str {
+    static REPLICA: OnceLock<String> = OnceLock::new();
+    REPLICA.get_or_init(|| format!("{}-{}", hostname(), std::process::id()))
+}
+
+fn hostname() -> String {
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname writes at most `name.len()` bytes into the buffer it is given.
+    let done = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    if done && end > 0 {
+        String::from_utf8_lossy(&name[..end]).into_owned()
+    } else {
+        "localhost".to_owned()
+    }
+}
+
 /// A backend writes its errors' words (a plugin's failure text can be megabytes): the
 /// rings keep a thousand events each, so each keeps the start of its texts only.
 fn cut(text: String) -> String {
@@ -187,8 +227,6 @@ fn cut(text: String) -> String {
 /// 32 hex digits, like a W3C trace id: a random per-process half and a counter, so
 /// that the hot path takes no syscall for randomness.
 pub fn new_trace_id() -> String {
-    use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicU64, Ordering};
     static PROCESS: OnceLock<u64> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let process = PROCESS.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
@@ -303,7 +341,9 @@ impl EventLog {
             "event"
         );
         if let Some(file) = self.file.lock().unwrap().as_mut() {
-            file.write_line(&event.to_json().to_string());
+            let mut line = event.json(Some(replica())).to_string().into_bytes();
+            line.push(b'\n');
+            file.write_line(&line);
         }
         let ring = if event_type == "tool.called" {
             &self.calls
@@ -523,6 +563,8 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let line: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(line["event_type"], "gateway.started");
+        assert_eq!(line["replica"], replica());
+        assert!(replica().ends_with(&format!("-{}", std::process::id())));
         std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -1,5 +1,6 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin/stdout, one client.
-//! stdout carries protocol only; logs go to stderr.
+//! stdout carries protocol only; logs go to stderr. A client gets [`MAX_IN_FLIGHT`]
+//! requests worked on at once: the next one waits, unread past it, until one ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,11 @@ use crate::session::Session;
 /// How long the answers already queued may take to go out once the client closed stdin
 /// and the answers in flight are in (or `shutdown_grace` passed).
 const WRITER_GRACE: Duration = Duration::from_millis(200);
+
+/// Requests of the client in flight at once (as `[http] max_requests_per_session` by
+/// default). Each holds its arguments (up to `MAX_MESSAGE`) until it ends: without a
+/// bound, large requests to a server that stopped answering would grow memory without end.
+pub const MAX_IN_FLIGHT: usize = 64;
 
 /// Serves one client until `input` ends or `stop` resolves (a signal: answers in flight
 /// are dropped). Generic so tests can use in-memory pipes.
@@ -64,7 +70,20 @@ where
             )),
             // JSON text is UTF-8 (RFC 8259): other bytes are a parse error, wherever they are.
             Line::Read => match std::str::from_utf8(&line) {
-                Ok(text) => session.handle_line(text.trim_end_matches(['\n', '\r'])),
+                Ok(text) => {
+                    let text = text.trim_end_matches(['\n', '\r']);
+                    // At the bound, a request waits (and the input behind it stays unread);
+                    // answers and notifications go through, since what the requests in
+                    // flight wait for (a sampling answer, a cancel) may be among them.
+                    if session.requests_in_flight() >= MAX_IN_FLIGHT && starts_work(text) {
+                        tokio::select! {
+                            biased;
+                            _ = &mut stop => break true,
+                            () = session.fewer_in_flight_than(MAX_IN_FLIGHT) => {}
+                        }
+                    }
+                    session.handle_line(text)
+                }
                 Err(err) => session.send(crate::protocol::error_response(
                     serde_json::Value::Null,
                     &crate::protocol::RpcError::new(
@@ -92,6 +111,15 @@ where
     drop(out_tx);
     let _ = tokio::time::timeout(writer_grace, writer).await;
     Ok(())
+}
+
+/// Whether a line is a request, or a batch (which may hold some): what takes a place in flight.
+fn starts_work(line: &str) -> bool {
+    use crate::protocol::{Incoming, Message};
+    matches!(
+        crate::protocol::parse_line(line),
+        Ok(Incoming::Batch(_) | Incoming::Single(Ok(Message::Request { .. })))
+    )
 }
 
 /// The process's stdin and stdout. When they are pipes (as MCP clients start servers),

@@ -149,3 +149,66 @@ fn events_file_gets_json_lines() {
     let listed = client.events(json!({"event_type": "tool.called"}));
     assert_eq!(listed[0]["trace_id"], call["trace_id"]);
 }
+
+/// Replicas sharing one config append to one events file, at a high rate: every line is
+/// one whole record (none torn, none blank) naming the replica that wrote it, and the file
+/// is created readable by its owner only.
+#[test]
+fn replicas_appending_to_one_events_file_keep_every_line_whole() {
+    use std::os::unix::fs::PermissionsExt;
+    const REPLICAS: usize = 4;
+    const CALLS: usize = 1500;
+    let shared = crate::harness::TestDir::new("shared-events");
+    let path = shared.join("events.jsonl");
+    let line = format!(
+        "events = {}",
+        crate::harness::toml_str(path.to_str().unwrap())
+    );
+    let mut replicas: Vec<_> = (0..REPLICAS)
+        .map(|_| {
+            config()
+                .gateway(&line)
+                .example("ex", &[])
+                .start_initialized()
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        for client in &mut replicas {
+            scope.spawn(move || {
+                // Sent ahead of their answers, so that the calls (and their events) come
+                // as fast as the gateway takes them.
+                let ids: Vec<Value> = (0..CALLS)
+                    .map(|i| {
+                        let (tool, arguments) = match i % 3 {
+                            0 => ("ex__fail", json!({})),
+                            _ => ("ex__echo", json!({"text": "x".repeat(i % 500)})),
+                        };
+                        client.send_request(
+                            "tools/call",
+                            json!({"name": tool, "arguments": arguments}),
+                        )
+                    })
+                    .collect();
+                for id in &ids {
+                    client.wait_response(id, crate::harness::TIMEOUT);
+                }
+            });
+        }
+    });
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut calls = 0;
+    let mut names = std::collections::HashSet::new();
+    for line in text.lines() {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a torn or blank line ({e}): {line:?}"));
+        let replica = event["replica"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no replica: {line}"));
+        names.insert(replica.to_owned());
+        calls += usize::from(event["event_type"] == "tool.called");
+    }
+    assert_eq!(calls, REPLICAS * CALLS);
+    assert_eq!(names.len(), REPLICAS, "{names:?}");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the events file is created {mode:o}");
+}

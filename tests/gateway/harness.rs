@@ -280,6 +280,16 @@ impl Client {
         );
     }
 
+    /// Takes the gateway's stdin, for a writer of its own: a thread that may block on the
+    /// full pipe while the test reads. [`Client::give_stdin`] hands it back.
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin is open")
+    }
+
+    pub fn give_stdin(&mut self, stdin: ChildStdin) {
+        self.stdin = Some(stdin);
+    }
+
     /// Closes the gateway's stdin: the client is gone.
     pub fn close_stdin(&mut self) {
         self.stdin = None;

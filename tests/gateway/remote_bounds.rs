@@ -136,6 +136,36 @@ fn max_message_sets_the_limit() {
     assert_eq!(text(&client.call("up__who", json!({}))), "session s1");
 }
 
+/// An event past `max_message` on the server's `GET` stream is skipped, and the stream
+/// read on: the log message after it reaches the client.
+#[test]
+fn an_event_past_max_message_on_the_get_stream_is_skipped() {
+    let server = Scripted::start(|seen, reply| {
+        if seen.verb != "GET" {
+            return false;
+        }
+        reply.events();
+        let line = format!("data: {}\n", "x".repeat(16 << 10));
+        let _ = write!(reply.stream, "{}\n", line.repeat(64));
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                         "params": {"level": "error", "data": "after"}});
+        reply.event(None, &log);
+        reply.hold();
+        true
+    });
+    let mut client = gateway(&server, &[r#"max_message = "64KiB""#]);
+    let message = client.next_notification("notifications/message", TIMEOUT);
+    assert_eq!(message["params"]["data"], "after", "{message}");
+    assert_eq!(server.count(|s| s.verb == "GET"), 1, "the same stream");
+    assert!(
+        client
+            .stderr()
+            .contains("skipped an event larger than the limit of 64 KiB"),
+        "{}",
+        client.stderr()
+    );
+}
+
 /// The server's `last_error` once it holds `part`, the server `restarting` (to try again).
 fn start_error(client: &mut Client, part: &str) -> String {
     eventually(TIMEOUT, &format!("`restarting` after {part:?}"), || {

@@ -146,7 +146,7 @@ fn an_event_past_max_message_on_the_get_stream_is_skipped() {
         }
         reply.events();
         let line = format!("data: {}\n", "x".repeat(16 << 10));
-        let _ = write!(reply.stream, "{}\n", line.repeat(64));
+        let _ = writeln!(reply.stream, "{}", line.repeat(64));
         let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
                          "params": {"level": "error", "data": "after"}});
         reply.event(None, &log);

@@ -107,3 +107,34 @@ pub(super) async fn send_notes(connection: Weak<Connection>, mut rung: mpsc::Rec
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn methods(notes: &Notes) -> Vec<String> {
+        let waiting = notes.waiting.lock().unwrap();
+        waiting.notes.iter().map(|n| n.method.clone()).collect()
+    }
+
+    #[test]
+    fn a_waiting_list_changed_stands_for_its_repeats_and_a_full_queue_drops_its_oldest() {
+        let (notes, _rung) = Notes::new();
+        let roots = "notifications/roots/list_changed";
+        for _ in 0..3 {
+            assert_eq!(notes.push(roots, Value::Null), None);
+        }
+        assert_eq!(methods(&notes), [roots]);
+        let cancelled = "notifications/cancelled";
+        let dropped: Vec<Option<u64>> = (0..MAX_WAITING + 2)
+            .map(|i| notes.push(cancelled, Value::from(i)))
+            .collect();
+        // Full with the 63rd: the list_changed went first, then the oldest cancellations.
+        assert!(dropped[..MAX_WAITING - 1].iter().all(Option::is_none));
+        assert_eq!(dropped[MAX_WAITING - 1..], [Some(1), Some(2), Some(3)]);
+        let waiting = notes.waiting.lock().unwrap();
+        assert_eq!(waiting.notes.len(), MAX_WAITING);
+        assert_eq!(waiting.notes[0].message, Value::from(2));
+        assert_eq!(waiting.last, 1 + MAX_WAITING as u64 + 2);
+    }
+}

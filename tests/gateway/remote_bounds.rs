@@ -4,8 +4,9 @@
 //! notifications from a client queued ahead of a call.
 
 use std::io::Write;
-use std::sync::Arc;
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -164,6 +165,61 @@ fn an_event_past_max_message_on_the_get_stream_is_skipped() {
         "{}",
         client.stderr()
     );
+}
+
+/// Over the legacy transport an answer comes on the one event stream: one past
+/// `max_message` is skipped, the stream read on, and its request fails at once.
+#[test]
+fn an_answer_past_max_message_on_the_legacy_stream_fails_its_call() {
+    let stream: Arc<Mutex<Option<TcpStream>>> = Arc::default();
+    let answers = stream.clone();
+    let server = Scripted::start(move |seen, reply| {
+        if seen.verb == "GET" {
+            reply.events();
+            let _ = write!(reply.stream, "event: endpoint\ndata: /messages\n\n");
+            *answers.lock().unwrap() = reply.stream.try_clone().ok();
+            reply.hold();
+            return true;
+        }
+        let id = &seen.message["id"];
+        let result = match (seen.method(), seen.message["params"]["name"].as_str()) {
+            ("initialize", _) => json!({"protocolVersion": "2024-11-05",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "legacy", "version": "1"}}),
+            ("tools/list", _) => {
+                let tools = ["who", "big"]
+                    .map(|name| json!({"name": name, "inputSchema": {"type": "object"}}));
+                json!({ "tools": tools })
+            }
+            ("tools/call", Some("big")) => json!({ "pad": vec!["x".repeat(16 << 10); 64] }),
+            ("tools/call", _) => json!({"content": [{"type": "text", "text": "legacy"}]}),
+            _ => Value::Null,
+        };
+        if !id.is_null() {
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+            let mut events = answers.lock().unwrap();
+            let events = events.as_mut().expect("the GET stream first");
+            let _ = write!(events, "event: message\ndata: {answer}\n\n");
+        }
+        reply.json("202 Accepted", "", None);
+        true
+    });
+    let mut client = gateway(
+        &server,
+        &[
+            r#"transport = "sse""#,
+            r#"max_message = "64KiB""#,
+            r#"timeout = "60s""#,
+        ],
+    );
+    assert_eq!(text(&client.call("up__who", json!({}))), "legacy");
+    let started = Instant::now();
+    let message = failed(&mut client, "up__big");
+    assert!(
+        message.contains("larger than the limit of 64 KiB"),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "at once");
+    assert_eq!(text(&client.call("up__who", json!({}))), "legacy");
 }
 
 /// The server's `last_error` once it holds `part`, the server `restarting` (to try again).

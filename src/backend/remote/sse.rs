@@ -50,6 +50,12 @@ impl SseReader {
         self.lines.parser.last_id.as_deref()
     }
 
+    /// The JSON-RPC id of the last event skipped as too large, when its start named one: the
+    /// request it answers.
+    pub(super) fn skipped_id(&self) -> Option<u64> {
+        self.lines.skipped_id
+    }
+
     /// The next event; `None` at the end of the stream.
     pub(super) async fn next(&mut self) -> Result<Option<Event>, SseError> {
         loop {
@@ -80,6 +86,8 @@ struct Lines {
     limit: usize,
     /// Set after an event past the limit: the lines up to its end are passed over.
     skipping: bool,
+    /// See [`SseReader::skipped_id`].
+    skipped_id: Option<u64>,
 }
 
 impl Lines {
@@ -91,6 +99,7 @@ impl Lines {
             parser: Parser::default(),
             limit,
             skipping: false,
+            skipped_id: None,
         }
     }
 
@@ -142,6 +151,12 @@ impl Lines {
         if self.parser.pending() + more <= self.limit {
             return Ok(());
         }
+        // The event's data so far, or the line not ended yet that starts it.
+        let start = match &self.parser.data {
+            Some(data) => data.as_bytes(),
+            None => (self.buffer[self.taken..].strip_prefix(b"data:")).unwrap_or_default(),
+        };
+        self.skipped_id = leading_id(&String::from_utf8_lossy(&start[..start.len().min(START)]));
         self.parser.drop_event();
         self.skipping = true;
         Err(SseError::TooLarge(self.limit))
@@ -191,6 +206,42 @@ impl Parser {
     }
 }
 
+/// Bytes of a skipped event looked at for its id.
+const START: usize = 256;
+
+/// The `id` of a JSON-RPC message from the start of its text, when the start holds a
+/// top-level `"id"` and the whole of its number.
+fn leading_id(start: &str) -> Option<u64> {
+    let bytes = start.as_bytes();
+    let (mut depth, mut at) = (0, 0);
+    while at < bytes.len() {
+        match bytes[at] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth -= 1,
+            b'"' => {
+                let mut end = at + 1;
+                while end < bytes.len() && bytes[end] != b'"' {
+                    end += if bytes[end] == b'\\' { 2 } else { 1 };
+                }
+                let key = start.get(at + 1..end)?;
+                let rest = start.get(end + 1..)?.trim_start();
+                if depth == 1
+                    && key == "id"
+                    && let Some(value) = rest.strip_prefix(':')
+                {
+                    let value = value.trim_start();
+                    let digits = value.find(|c: char| !c.is_ascii_digit())?;
+                    return value[..digits].parse().ok();
+                }
+                at = end;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
 /// `16 MiB`, or bytes when not a whole number of MiB.
 pub(super) fn size(bytes: usize) -> String {
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
@@ -204,7 +255,23 @@ pub(super) fn size(bytes: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Event, Lines, Parser, SseError};
+    use super::{Event, Lines, Parser, SseError, leading_id};
+
+    #[test]
+    fn the_id_at_the_start_of_a_message() {
+        let cases = [
+            (r#"{"jsonrpc":"2.0","id":17,"result":{"#, Some(17)),
+            (r#"{ "id" : 3 , "result""#, Some(3)),
+            (r#"{"result":{"id":5,"x":"#, None),
+            (r#"{"method":"id","params":{}"#, None),
+            (r#"{"a":"say "id":9","id":4,"#, Some(4)),
+            (r#"{"jsonrpc":"2.0","id":12"#, None),
+            (r#"[{"id":1,"#, None),
+        ];
+        for (start, id) in cases {
+            assert_eq!(leading_id(start), id, "{start}");
+        }
+    }
 
     #[test]
     fn events_from_lines() {

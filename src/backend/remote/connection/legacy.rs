@@ -98,8 +98,15 @@ impl Connection {
                     self.incoming(&event.data, None);
                 }
                 Ok(Some(_)) => {}
-                // An answer among what is skipped leaves its request to its timeout.
-                Err(SseError::TooLarge(_)) => self.skipped_event(),
+                // An answer skipped fails its request, when its start names it.
+                Err(SseError::TooLarge(_)) => {
+                    let failed = events.skipped_id().is_some_and(|id| {
+                        self.complete_legacy(&Value::from(id), Err(self.too_large("an event")))
+                    });
+                    if !failed {
+                        self.skipped_event();
+                    }
+                }
                 Ok(None) => break "the SSE stream ended".to_string(),
                 Err(reason) => break reason.to_string(),
             }

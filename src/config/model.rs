@@ -198,7 +198,12 @@ pub struct HttpEndpoint {
     pub max_connections: usize,
     /// Requests in flight at once; more wait for a turn within their timeout.
     pub max_in_flight: usize,
+    /// Bytes of the largest message read from the server: a JSON answer, or one event.
+    pub max_message: usize,
 }
+
+/// The default of [`HttpEndpoint::max_message`], as large as a request the HTTP front takes.
+pub const MAX_MESSAGE: usize = 16 << 20;
 
 /// Which MCP HTTP transport a remote server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -140,6 +140,8 @@ pub struct Server {
     pub max_connections: Option<AtLeastOne>,
     /// Requests in flight to the server at once.
     pub max_in_flight: Option<AtLeastOne>,
+    /// The largest message (a JSON answer, one event) read from the server.
+    pub max_message: Option<Bytes>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.
@@ -184,6 +186,7 @@ pub struct ClientServer {
     pub ca_file: Option<String>,
     pub max_connections: Option<AtLeastOne>,
     pub max_in_flight: Option<AtLeastOne>,
+    pub max_message: Option<Bytes>,
     /// Roo Code, Windsurf: exact tool names to hide; added to `disabled_tools`.
     #[serde(rename = "disabledTools", default)]
     pub client_disabled_tools: Vec<String>,

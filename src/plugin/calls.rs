@@ -299,6 +299,9 @@ impl PluginHost {
         time: TimeLimit,
     ) -> Result<(Store<StoreState>, OwnedSemaphorePermit), String> {
         let name = &*version.name;
+        if Arc::ptr_eq(slots, &self.instances) {
+            self.make_room(version.code.units);
+        }
         // Waiting for a free slot counts against the call's time.
         let left = time.limit.saturating_sub(time.since.elapsed());
         let permit = permits_within(slots, version.code.units, left)

@@ -2,7 +2,9 @@
 //! client session) or `"shared"` (a few for everyone). A kept instance serves one call at a
 //! time; it is dropped after a call that trapped, hit a limit or was cut off (its memory
 //! may be half-written), when its version is replaced or unloaded, and per its policy
-//! (a session ended or idle, a shared instance's `max_calls_per_instance`).
+//! (a session ended or idle, a shared instance's `max_calls_per_instance`). An idle one
+//! also goes when a call of any plugin finds every instance slot taken (see
+//! [`super::PluginHost::make_room`]): idle, it would hold its slot for nothing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -31,9 +33,10 @@ pub struct Held {
 }
 
 /// What a kept instance carries from call to call besides its store: the calls it served,
-/// and its count among the live ones.
+/// when its last call ended, and its count among the live ones.
 pub struct Tag {
     calls: u64,
+    last_used: Instant,
     _live: Live,
 }
 
@@ -193,6 +196,34 @@ impl Kept {
         taken
     }
 
+    /// When each instance no call holds was last used, with where it is kept: the shared
+    /// ones (`None`), or a session's place.
+    fn idle_ones(&self) -> Vec<(Instant, Option<Arc<Place>>)> {
+        let mut found: Vec<_> = (lock(&self.idle).iter())
+            .map(|held| (held.tag.last_used, None))
+            .collect();
+        for place in lock(&self.sessions).values() {
+            if let Ok(held) = place.held.try_lock()
+                && let Some(held) = &*held
+            {
+                found.push((held.tag.last_used, Some(place.clone())));
+            }
+        }
+        found
+    }
+
+    /// Takes an idle instance found by [`Self::idle_ones`], if no call took it since: the
+    /// session's, or the shared one used least recently.
+    fn take_idle(&self, place: Option<&Place>) -> Option<Held> {
+        match place {
+            Some(place) => place.held.try_lock().ok()?.take(),
+            None => {
+                let mut idle = lock(&self.idle);
+                (!idle.is_empty()).then(|| idle.remove(0))
+            }
+        }
+    }
+
     /// Takes every instance not in a call, and keeps none from now on: the version is
     /// replaced or unloaded.
     pub fn close(&self) -> Vec<Held> {
@@ -221,6 +252,7 @@ impl Lease {
         self.kept.live.fetch_add(1, Ordering::Relaxed);
         Tag {
             calls: 0,
+            last_used: Instant::now(),
             _live: Live(self.kept.live.clone()),
         }
     }
@@ -229,6 +261,7 @@ impl Lease {
     /// session ended, a shared instance at its call limit) comes back, to be dropped.
     pub fn give_back(self, mut held: Held) -> Option<Held> {
         held.tag.calls += 1;
+        held.tag.last_used = Instant::now();
         let kept = &self.kept;
         if kept.closed.load(Ordering::Acquire) {
             return Some(held);
@@ -268,6 +301,47 @@ impl super::PluginHost {
             .filter_map(|slot| slot.current.load().kept.end_session(id))
             .collect();
         self.drop_kept(held);
+    }
+
+    /// Drops idle kept instances of any plugin, the least recently used first, until
+    /// `units` instance slots are free or no idle one is left. Kept instances hold their
+    /// slots between calls: without this, sessions that keep instances of a few plugins
+    /// took every slot, and calls of other plugins waited for one until they timed out.
+    pub(super) fn make_room(&self, units: u32) {
+        let mut free = self.instances.available_permits();
+        if free >= units as usize {
+            return;
+        }
+        let mut idle: Vec<(Instant, Arc<Kept>, Option<Arc<Place>>)> = Vec::new();
+        for slot in self.slots.load().values() {
+            let kept = slot.current.load().kept.clone();
+            let found = kept.idle_ones();
+            idle.extend(
+                found
+                    .into_iter()
+                    .map(|(at, place)| (at, kept.clone(), place)),
+            );
+        }
+        idle.sort_by_key(|(at, ..)| *at);
+        let mut taken = Vec::new();
+        for (_, kept, place) in idle {
+            if free >= units as usize {
+                break;
+            }
+            if let Some(held) = kept.take_idle(place.as_deref()) {
+                free += held.permit.num_permits();
+                taken.push(held);
+            }
+        }
+        if !taken.is_empty() {
+            tracing::debug!(
+                dropped = taken.len(),
+                "idle kept instances dropped to free instance slots for a call"
+            );
+        }
+        // Their slots come back once they are dropped, on a plugin thread; the call waits
+        // for them as for any slot.
+        self.drop_kept(taken);
     }
 
     /// Drops the instances of sessions idle past their plugin's `instance_idle`, for as

@@ -104,3 +104,9 @@ pub fn backend(name: &str, state: &'static str, restarts: u32) {
     }
     gauge!("wasmgate_backend_restarts", "backend" => name.to_string()).set(restarts as f64);
 }
+
+/// A notification to a remote server dropped: its queue was full.
+pub fn server_notifications_dropped(backend: &str) {
+    counter!("wasmgate_server_notifications_dropped_total", "backend" => backend.to_string())
+        .increment(1);
+}

@@ -235,3 +235,39 @@ fn a_reload_drains_the_kept_instances() {
         assert_eq!(count(&mut a).await, 2);
     });
 }
+
+/// Sessions that keep instances of four plugins, 32 sessions each, ask for more instances
+/// than the gateway holds: the calls past that, and a call of a fifth plugin, take the
+/// slots of the instances idle longest instead of waiting for one until they time out.
+#[test]
+fn idle_kept_instances_give_their_slots_to_calls_of_any_plugin() {
+    let dir = TestDir::new("instances");
+    std::fs::create_dir_all(dir.join("plugins")).unwrap();
+    let kept = ["a", "b", "c", "d"];
+    let mut config = "[plugins]\ndir = \"{dir}/plugins\"\n".to_string();
+    for name in kept.iter().chain(&["e"]) {
+        std::fs::write(dir.join(&format!("plugins/{name}.wasm")), fixture("echo")).unwrap();
+        let mode = if *name == "e" { "call" } else { "session" };
+        config.push_str(&format!(
+            "\n[plugins.{name}]\ninstance = \"{mode}\"\ntimeout = \"3s\"\n"
+        ));
+    }
+    let gateway = HttpGateway::start_in(dir, &config, &[]);
+    runtime().block_on(async {
+        let mut sessions = Vec::new();
+        for _ in 0..32 {
+            let mut session = session(&gateway).await;
+            for name in kept {
+                let answer = session.call(&format!("{name}__count"), json!({})).await;
+                assert_eq!(answer["result"]["content"][0]["text"], "1", "{answer}");
+            }
+            sessions.push(session);
+        }
+        let answer = sessions[0].call("e__count", json!({})).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "1", "{answer}");
+        // The last session's instances were used last: still kept.
+        let last = sessions.last_mut().unwrap();
+        let answer = last.call("a__count", json!({})).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "2", "{answer}");
+    });
+}

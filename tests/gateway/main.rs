@@ -27,6 +27,7 @@ mod promises;
 mod protocol;
 mod reload;
 mod remote;
+mod remote_bounds;
 mod remote_faults;
 mod remote_h2;
 mod remote_sdk;

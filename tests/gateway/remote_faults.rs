@@ -15,26 +15,26 @@ use crate::harness::{Client, TIMEOUT, TestDir, config, eventually, text};
 
 /// One HTTP request the scripted server read.
 #[derive(Clone, Debug)]
-struct Seen {
-    verb: String,
-    session: Option<String>,
-    last_event_id: Option<String>,
-    message: Value,
+pub(crate) struct Seen {
+    pub(crate) verb: String,
+    pub(crate) session: Option<String>,
+    pub(crate) last_event_id: Option<String>,
+    pub(crate) message: Value,
 }
 
 impl Seen {
-    fn method(&self) -> &str {
+    pub(crate) fn method(&self) -> &str {
         self.message["method"].as_str().unwrap_or_default()
     }
 }
 
 /// The answer being written to one request.
-struct Reply {
-    stream: TcpStream,
+pub(crate) struct Reply {
+    pub(crate) stream: TcpStream,
 }
 
 impl Reply {
-    fn json(&mut self, status: &str, extra: &str, body: Option<Value>) {
+    pub(crate) fn json(&mut self, status: &str, extra: &str, body: Option<Value>) {
         let body = body.map_or(String::new(), |b| b.to_string());
         let _ = write!(
             self.stream,
@@ -43,26 +43,26 @@ impl Reply {
         );
     }
 
-    fn result(&mut self, seen: &Seen, result: Value) {
+    pub(crate) fn result(&mut self, seen: &Seen, result: Value) {
         let answer = json!({"jsonrpc": "2.0", "id": seen.message["id"], "result": result});
         self.json("200 OK", "", Some(answer));
     }
 
-    fn events(&mut self) {
+    pub(crate) fn events(&mut self) {
         let _ = write!(
             self.stream,
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
         );
     }
 
-    fn event(&mut self, id: Option<&str>, data: &Value) {
+    pub(crate) fn event(&mut self, id: Option<&str>, data: &Value) {
         let id = id.map_or(String::new(), |id| format!("id: {id}\n"));
         let _ = write!(self.stream, "{id}data: {data}\n\n");
         let _ = self.stream.flush();
     }
 
     /// Holds the stream open until the gateway closes it.
-    fn hold(&mut self) {
+    pub(crate) fn hold(&mut self) {
         let mut sink = [0u8; 256];
         while self.stream.read(&mut sink).is_ok_and(|n| n > 0) {}
     }
@@ -94,13 +94,15 @@ type Script = dyn Fn(&Seen, &mut Reply) -> bool + Send + Sync;
 
 /// The scripted server: every request recorded in `seen`; what `script` does not answer
 /// (it returns false) gets the defaults of a small MCP server with sessions `s1`, `s2`, ...
-struct Scripted {
+pub(crate) struct Scripted {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Scripted {
-    fn start(script: impl Fn(&Seen, &mut Reply) -> bool + Send + Sync + 'static) -> Scripted {
+    pub(crate) fn start(
+        script: impl Fn(&Seen, &mut Reply) -> bool + Send + Sync + 'static,
+    ) -> Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -116,7 +118,7 @@ impl Scripted {
         Scripted { addr, seen }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
@@ -124,7 +126,7 @@ impl Scripted {
         self.seen.lock().unwrap().clone()
     }
 
-    fn count(&self, pick: impl Fn(&Seen) -> bool) -> usize {
+    pub(crate) fn count(&self, pick: impl Fn(&Seen) -> bool) -> usize {
         self.seen.lock().unwrap().iter().filter(|s| pick(s)).count()
     }
 }
@@ -199,7 +201,15 @@ fn serve_one(stream: TcpStream, log: &Mutex<Vec<Seen>>, script: &Script, inits: 
 }
 
 /// The gateway over stdio with the scripted server as `up`.
-fn gateway(server: &Scripted, lines: &[&str]) -> Client {
+pub(crate) fn gateway(server: &Scripted, lines: &[&str]) -> Client {
+    let mut client = started(server, lines);
+    client.wait_ready();
+    client
+}
+
+/// The gateway over stdio with the scripted server as `up`, initialized, `up` perhaps not
+/// ready yet.
+pub(crate) fn started(server: &Scripted, lines: &[&str]) -> Client {
     let dir = TestDir::new("outer");
     let config = config()
         .remote("up", &server.url(), lines)
@@ -208,11 +218,10 @@ fn gateway(server: &Scripted, lines: &[&str]) -> Client {
     let path = path.to_str().unwrap().to_string();
     let mut client = Client::spawn_with_env(&["serve", "--config", &path], dir, &[]);
     client.initialize();
-    client.wait_ready();
     client
 }
 
-fn is_init(seen: &Seen) -> bool {
+pub(crate) fn is_init(seen: &Seen) -> bool {
     seen.method() == "initialize"
 }
 

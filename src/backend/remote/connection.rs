@@ -8,11 +8,12 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::client::{Body, Hold, HttpClient, Lease};
-use super::sse::SseReader;
+use super::sse::{self, SseError, SseReader};
 use super::*;
 use crate::protocol::methods;
 
 mod legacy;
+mod notes;
 
 /// Longest error page text quoted in an error.
 const SHOWN: usize = 200;
@@ -39,15 +40,15 @@ pub(super) struct Connection {
     legacy: Mutex<Option<legacy::Legacy>>,
     token_file: Option<TokenFile>,
     session: Mutex<Option<String>>,
-    version: Mutex<Option<String>>,
+    /// The protocol version the server chose, as the header that carries it.
+    version: Mutex<Option<http::HeaderValue>>,
     next_id: AtomicU64,
     in_flight: tokio::sync::Semaphore,
+    /// Bytes of the largest message read: a JSON answer, or one event.
+    max_message: usize,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     closed: watch::Sender<Option<Closed>>,
-    /// Notifications go out one after another, and before any later request.
-    notes: mpsc::UnboundedSender<Value>,
-    notes_queued: AtomicU64,
-    notes_sent: watch::Sender<u64>,
+    notes: notes::Notes,
 }
 
 impl Connection {
@@ -66,7 +67,7 @@ impl Connection {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        let (notes, queue) = mpsc::unbounded_channel();
+        let (notes, rung) = notes::Notes::new();
         let connection = Arc::new_cyclic(|me| Connection {
             server: server.to_string(),
             me: me.clone(),
@@ -79,13 +80,12 @@ impl Connection {
             version: Mutex::new(None),
             next_id: AtomicU64::new(1),
             in_flight: tokio::sync::Semaphore::new(endpoint.max_in_flight),
+            max_message: endpoint.max_message,
             to_gateway,
             closed: watch::channel(None).0,
             notes,
-            notes_queued: AtomicU64::new(0),
-            notes_sent: watch::channel(0).0,
         });
-        tokio::spawn(send_notes(Arc::downgrade(&connection), queue));
+        tokio::spawn(notes::send_notes(Arc::downgrade(&connection), rung));
         Ok(connection)
     }
 
@@ -158,8 +158,10 @@ impl Connection {
             request = request.header("mcp-session-id", session);
         }
         if let Some(version) = &*self.version.lock().unwrap() {
-            request = request.header("mcp-protocol-version", version);
+            request = request.header("mcp-protocol-version", version.clone());
         }
+        // Every part is valid by construction: the URL and the legacy path were parsed,
+        // the session id and version checked, before they were kept.
         let mut request = request
             .body(Body::new(body.unwrap_or_default().into()))
             .expect("valid parts");
@@ -233,9 +235,27 @@ impl Connection {
             && let Ok(init) = serde_json::from_str::<Value>(result.get())
             && let Some(version) = init["protocolVersion"].as_str()
         {
-            *self.version.lock().unwrap() = Some(version.to_string());
+            *self.version.lock().unwrap() = Some(self.version_header(version)?);
         }
         Ok(result)
+    }
+
+    /// The `MCP-Protocol-Version` header for the version the server chose; an error when
+    /// the version is not text a header can carry (a control character, say).
+    fn version_header(&self, version: &str) -> Result<http::HeaderValue, BackendError> {
+        match http::HeaderValue::from_str(version) {
+            Ok(header) if version.bytes().all(|b| b.is_ascii_graphic()) => Ok(header),
+            _ => {
+                let shown: String = format!("{version:?}").chars().take(SHOWN).collect();
+                Err(self.http_error(
+                    0,
+                    format!(
+                        "an initialize result whose protocolVersion {shown} is not a version \
+                         (only visible ASCII can go back in the MCP-Protocol-Version header)"
+                    ),
+                ))
+            }
+        }
     }
 
     /// One `POST` of a request, and its answer out of JSON or an event stream.
@@ -246,12 +266,7 @@ impl Connection {
         params: Option<Value>,
     ) -> Result<Box<RawValue>, BackendError> {
         // The notifications queued before this request reach the server before it.
-        let queued = self.notes_queued.load(Ordering::Acquire);
-        let _ = self
-            .notes_sent
-            .subscribe()
-            .wait_for(|sent| *sent >= queued)
-            .await;
+        self.notes.flushed().await;
         let body = protocol::request(id.into(), method, params).to_string();
         if self.legacy.lock().unwrap().is_some() {
             return self.exchange_legacy(id, body).await;
@@ -278,7 +293,7 @@ impl Connection {
             ));
         }
         if content_type == "text/event-stream" {
-            let mut events = SseReader::new(response.into_body());
+            let mut events = SseReader::new(response.into_body(), self.max_message);
             loop {
                 match events.next().await {
                     Ok(Some(event)) => {
@@ -296,6 +311,8 @@ impl Connection {
                             "an event stream that broke off before the answer".into(),
                         ));
                     }
+                    // Dropping the stream (and its connection) reads no more of it.
+                    Err(SseError::TooLarge(_)) => return Err(self.too_large("an event")),
                     Err(reason) => {
                         return Err(self.http_error(
                             0,
@@ -305,10 +322,15 @@ impl Connection {
                 }
             }
         }
-        let text = match response.into_body().collect().await {
+        // Within the limit as it is read: a larger body is left unread, its connection closed.
+        let body = http_body_util::Limited::new(response.into_body(), self.max_message);
+        let text = match body.collect().await {
             Ok(body) => {
                 lease.done();
                 String::from_utf8_lossy(&body.to_bytes()).into_owned()
+            }
+            Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+                return Err(self.too_large("a body"));
             }
             Err(err) => {
                 return Err(self.http_error(0, format!("an answer that broke off: {err}")));
@@ -329,6 +351,18 @@ impl Connection {
                 format!("JSON that holds no answer to the request: {}", shown(&text)),
             ))
         })
+    }
+
+    /// An answer past `max_message`: that request fails, the session goes on.
+    fn too_large(&self, what: &str) -> BackendError {
+        self.http_error(
+            0,
+            format!(
+                "{what} larger than the limit of {} (the server's `max_message`); the rest \
+                 was not read",
+                sse::size(self.max_message),
+            ),
+        )
     }
 
     /// `status` is 0 when the fault is not the HTTP status.
@@ -476,15 +510,26 @@ impl Connection {
                 tracing::debug!(server = %self.server, %status, "no GET stream");
                 return;
             }
-            let mut events = SseReader::new(response.into_body());
-            while let Ok(Some(event)) = events.next().await {
-                backoff = Duration::from_millis(100);
-                self.incoming(&event.data, None);
+            let mut events = SseReader::new(response.into_body(), self.max_message);
+            loop {
+                match events.next().await {
+                    Ok(Some(event)) => {
+                        backoff = Duration::from_millis(100);
+                        self.incoming(&event.data, None);
+                    }
+                    Err(SseError::TooLarge(_)) => self.skipped_event(),
+                    Ok(None) | Err(SseError::Broken(_)) => break,
+                }
             }
             last_id = events.last_id().map(str::to_string).or(last_id);
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
+    }
+
+    /// An event past `max_message` on a stream of the server's own messages: passed over.
+    fn skipped_event(&self) {
+        tracing::warn!(server = %self.server, "skipped an event larger than the limit of {} (`max_message`)", sse::size(self.max_message));
     }
 
     /// Ends the session on the server (`DELETE`); a failure is of no consequence.
@@ -516,21 +561,13 @@ impl Upstream for Connection {
     }
 
     fn notify(&self, method: &str, params: Option<Value>) {
-        self.notes_queued.fetch_add(1, Ordering::AcqRel);
-        let _ = self.notes.send(protocol::notification(method, params));
-    }
-}
-
-/// Posts the queued notifications in order.
-async fn send_notes(connection: Weak<Connection>, mut queue: mpsc::UnboundedReceiver<Value>) {
-    while let Some(note) = queue.recv().await {
-        let Some(connection) = connection.upgrade() else {
-            return;
-        };
-        if connection.closed.borrow().is_none() {
-            connection.post_message(note).await;
+        let note = protocol::notification(method, params);
+        if let Some(dropped) = self.notes.push(method, note) {
+            crate::telemetry::metrics::server_notifications_dropped(&self.server);
+            if dropped.is_power_of_two() {
+                tracing::warn!(server = %self.server, dropped, "{} notifications wait to be sent already; the oldest was dropped", notes::MAX_WAITING);
+            }
         }
-        connection.notes_sent.send_modify(|sent| *sent += 1);
     }
 }
 

@@ -91,6 +91,7 @@ impl Ctx<'_> {
             ca_file: entry.ca_file,
             max_connections: entry.max_connections,
             max_in_flight: entry.max_in_flight,
+            max_message: entry.max_message,
             url: entry.url.filter(|_| remote),
             headers: entry.headers.filter(|_| remote),
         })
@@ -229,6 +230,9 @@ impl Ctx<'_> {
         };
         let max_connections = limit(raw.max_connections, "max_connections", 64, 1024);
         let max_in_flight = limit(raw.max_in_flight, "max_in_flight", 64, 4096);
+        let max_message = raw
+            .max_message
+            .map_or(MAX_MESSAGE, |n| usize::try_from(n.0).unwrap_or(usize::MAX));
         Some(HttpEndpoint {
             url,
             headers,
@@ -237,6 +241,7 @@ impl Ctx<'_> {
             transport,
             max_connections,
             max_in_flight,
+            max_message,
         })
     }
 
@@ -271,6 +276,7 @@ impl Ctx<'_> {
             ("transport", raw.transport.is_some()),
             ("max_connections", raw.max_connections.is_some()),
             ("max_in_flight", raw.max_in_flight.is_some()),
+            ("max_message", raw.max_message.is_some()),
         ];
         for (key, _) in remote_keys.iter().filter(|(_, set)| *set) {
             self.warnings.push(format!(

@@ -40,19 +40,20 @@ impl Connection {
                     format!("status {status} to the SSE GET: {}", shown(&text)),
                 ));
             }
-            let mut events = SseReader::new(response.into_body());
+            let mut events = SseReader::new(response.into_body(), self.max_message);
             loop {
                 match events.next().await {
                     Ok(Some(event)) if event.event == "endpoint" => {
                         return Ok((events, event.data));
                     }
                     Ok(Some(_)) => continue,
+                    Err(SseError::TooLarge(_)) => self.skipped_event(),
                     Ok(None) => {
                         return Err(
                             self.broken("the SSE stream ended before its endpoint event".into())
                         );
                     }
-                    Err(reason) => return Err(self.broken(reason)),
+                    Err(reason) => return Err(self.broken(reason.to_string())),
                 }
             }
         };
@@ -75,6 +76,13 @@ impl Connection {
                 format!("{dir}{}", endpoint.trim())
             }
         };
+        // Each request goes to it: a path a request line cannot carry fails here.
+        if post_path.parse::<http::uri::PathAndQuery>().is_err() {
+            let shown: String = format!("{endpoint:?}").chars().take(SHOWN).collect();
+            return Err(self.broken(format!(
+                "the SSE stream's endpoint event names {shown}, not a path a request can go to"
+            )));
+        }
         *self.legacy.lock().unwrap() = Some(Legacy {
             post_path,
             waiting: HashMap::new(),
@@ -90,8 +98,17 @@ impl Connection {
                     self.incoming(&event.data, None);
                 }
                 Ok(Some(_)) => {}
+                // An answer skipped fails its request, when its start names it.
+                Err(SseError::TooLarge(_)) => {
+                    let failed = events.skipped_id().is_some_and(|id| {
+                        self.complete_legacy(&Value::from(id), Err(self.too_large("an event")))
+                    });
+                    if !failed {
+                        self.skipped_event();
+                    }
+                }
                 Ok(None) => break "the SSE stream ended".to_string(),
-                Err(reason) => break reason,
+                Err(reason) => break reason.to_string(),
             }
         };
         self.close(Closed::Broken(reason));

@@ -1990,16 +1990,16 @@ fn a_tool_name_over_64_characters_is_served_with_a_warning() {
 
 #[test]
 fn a_plugin_flooded_with_slow_calls_leaves_instances_to_the_others() {
-    // 150 calls of a second each to `slow` (more than the 124 instances the gateway holds
-    // for calls), whose limit is 2 s: it runs 32 at once, so
-    // the last ones wait their whole limit for a turn, and say so. `other` meanwhile
-    // answers at once: `slow` cannot take every instance the gateway holds.
+    // 60 calls of a second each to `slow` (all a stdio client may have in flight, with
+    // the two requests after them), whose limit is 2 s: it runs 16 at once, so the last
+    // ones wait their whole limit for a turn, and say so. `other` meanwhile answers at
+    // once: `slow` cannot take every instance the gateway holds.
     let (mut client, _) = setup()
         .file("slow.wasm", fixture("echo"))
         .file("other.wasm", fixture("echo"))
-        .plugins("[plugins.slow]\ntimeout = \"2s\"")
+        .plugins("[plugins.slow]\ntimeout = \"2s\"\ncalls_at_once = 16")
         .start();
-    let ids: Vec<Value> = (0..150)
+    let ids: Vec<Value> = (0..60)
         .map(|_| {
             client.send_request(
                 "tools/call",
@@ -2022,12 +2022,12 @@ fn a_plugin_flooded_with_slow_calls_leaves_instances_to_the_others() {
         .map(|id| text(&client.wait_response(id, TIMEOUT)["result"]).to_string())
         .collect();
     assert!(
-        texts.iter().filter(|t| *t == "slept 1000").count() >= 32,
+        texts.iter().filter(|t| *t == "slept 1000").count() >= 16,
         "{texts:?}"
     );
     assert!(
         texts.iter().any(
-            |t| t.contains("had no turn within its time limit of 2s: it runs 32 calls at once")
+            |t| t.contains("had no turn within its time limit of 2s: it runs 16 calls at once")
         ),
         "{texts:?}"
     );

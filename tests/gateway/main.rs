@@ -9,6 +9,7 @@ mod in_process;
 
 mod cli;
 mod conformance;
+mod connections;
 mod containment;
 mod events;
 mod faults;

@@ -55,9 +55,21 @@ async fn trickle(stream: TcpStream, head: &str) -> Option<Instant> {
     }
 }
 
+/// A connection that sent a whole `POST /mcp` head and 10 bytes of its 1,000-byte body.
+async fn stalled_body(addr: std::net::SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: 1000\r\n\r\n{{\"jsonrpc\""
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+}
+
 /// Slowloris: a connection that sends nothing, one that sends its first head a byte at a
 /// time, and a kept-alive one that does so with its second head, are each closed
-/// `header_timeout` after the head was due, long before `idle_timeout`.
+/// `header_timeout` after the head was due, long before `idle_timeout`; so is one whose
+/// request body stops coming.
 #[test]
 fn a_request_head_sent_slowly_or_never_is_cut_at_header_timeout() {
     let bound = Duration::from_secs(1);
@@ -72,13 +84,20 @@ fn a_request_head_sent_slowly_or_never_is_cut_at_header_timeout() {
         let opened = Instant::now();
         let mut silent = TcpStream::connect(gateway.addr).await.unwrap();
         let slow = TcpStream::connect(gateway.addr).await.unwrap();
+        let mut stalled = stalled_body(gateway.addr).await;
+        let stalled_at = Instant::now();
         let mut kept = gateway.connect().await;
         let health = kept.request("GET", "/healthz", &[], "").await;
         assert_eq!(health.status, 200);
         let kept_started = Instant::now();
-        let (silent_closed, slow_closed, kept_closed) = tokio::join!(
+        let (silent_closed, stalled_closed, slow_closed, kept_closed) = tokio::join!(
             async {
                 closed_within(&mut silent, bound + SLACK * 2)
+                    .await
+                    .then(Instant::now)
+            },
+            async {
+                closed_within(&mut stalled, bound + SLACK * 2)
                     .await
                     .then(Instant::now)
             },
@@ -87,6 +106,7 @@ fn a_request_head_sent_slowly_or_never_is_cut_at_header_timeout() {
         );
         for (what, from, closed) in [
             ("silent", opened, silent_closed),
+            ("stalled body", stalled_at, stalled_closed),
             ("slow first head", opened, slow_closed),
             ("slow second head", kept_started, kept_closed),
         ] {
@@ -273,6 +293,39 @@ fn a_stalled_tls_handshake_is_cut_at_header_timeout() {
             "stalled handshakes",
             opened.elapsed(),
             Duration::from_secs(1),
+        );
+    });
+}
+
+/// Connections whose request bodies stall give way at `max_connections` too: `/healthz`
+/// answers and the gateway holds no more than the cap.
+#[test]
+fn stalled_request_bodies_give_way_at_max_connections() {
+    let cap = 4;
+    let config = format!("[http]\nmax_connections = {cap}\nheader_timeout = \"60s\"");
+    let gateway = HttpGateway::start(&with_example(&config), &[]);
+    let pid = gateway.pid();
+    runtime().block_on(async {
+        let mut health = gateway.connect().await;
+        assert_eq!(health.request("GET", "/healthz", &[], "").await.status, 200);
+        let others = descriptors(pid) - 1;
+        let sampler = FdSampler::start(pid);
+        let mut stalled = Vec::new();
+        for _ in 0..20 {
+            stalled.push(stalled_body(gateway.addr).await);
+        }
+        let mut health = gateway.connect().await;
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            health.request("GET", "/healthz", &[], ""),
+        )
+        .await
+        .expect("/healthz answers while stalled bodies fill the cap");
+        assert_eq!(answer.status, 200);
+        let most = sampler.most();
+        assert!(
+            most <= others + cap + 2,
+            "{most} descriptors open: {others} besides connections, at most {cap} connections"
         );
     });
 }

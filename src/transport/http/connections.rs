@@ -1,9 +1,10 @@
-//! The HTTP front's connections, plain or TLS, on one accept loop. A connection serving no
-//! request is bounded in time: `header_timeout` for a request head (a new connection's TLS
-//! handshake and first head included), `idle_timeout` between requests. Their number is
-//! bounded too: at `max_connections`, a new connection waits until the idlest one that serves
-//! no request has been closed (one that never sent a whole head goes first); one that serves
-//! a request, an event stream included, is never closed to make room.
+//! The HTTP front's connections, plain or TLS, on one accept loop. A connection is bounded in
+//! time until its request is whole: `header_timeout` for a request head (a new connection's
+//! TLS handshake and first head included) and for each pause in a request body,
+//! `idle_timeout` between requests. Their number is bounded too: at `max_connections`, a new
+//! connection waits until the idlest one that serves no request has been closed (one that
+//! never sent a whole head first, then idle ones, then ones still sending a body); one whose
+//! request is whole, its answer or event stream under way, is never closed to make room.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -20,7 +21,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::Request;
 use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -70,6 +71,10 @@ struct Conn {
 struct State {
     /// Requests whose answer is not all sent yet.
     busy: usize,
+    /// Since when a request's body has been coming in, until it is whole.
+    receiving: Option<Instant>,
+    /// When bytes last came in.
+    last_read: Instant,
     /// When it last stopped serving a request; its accept, at first.
     idle_since: Instant,
     /// It has sent a whole request head: not a header-less connection.
@@ -89,8 +94,15 @@ enum Lapse {
 }
 
 impl State {
-    /// When the connection is closed if nothing changes; `None` while it serves a request.
+    /// When the connection is closed if nothing changes; `None` while it serves a request
+    /// that is whole.
     fn deadline(&self, bounds: &Bounds) -> Option<(Instant, &'static str)> {
+        if self.receiving.is_some() {
+            return Some((
+                self.last_read + bounds.header_timeout,
+                "a request body paused past header_timeout",
+            ));
+        }
         if self.busy > 0 {
             return None;
         }
@@ -109,6 +121,17 @@ impl State {
             ),
         })
     }
+
+    /// Where it stands in the order of closing for room, first first: `None` if it may not
+    /// be closed. Header-less ones, then idle ones, then ones still sending a body.
+    fn idlest_first(&self) -> Option<(u8, Instant)> {
+        match (self.receiving, self.busy, self.served) {
+            (Some(since), _, _) => Some((2, since)),
+            (None, 0, false) => Some((0, self.idle_since)),
+            (None, 0, true) => Some((1, self.idle_since)),
+            (None, _, _) => None,
+        }
+    }
 }
 
 impl Conn {
@@ -122,7 +145,8 @@ impl Conn {
             let woken = self.wake.notified();
             let (deadline, evicted, busy) = {
                 let state = self.state();
-                (state.deadline(bounds), state.evicted, state.busy > 0)
+                let whole = state.busy > 0 && state.receiving.is_none();
+                (state.deadline(bounds), state.evicted, whole)
             };
             match (evicted, deadline) {
                 (true, _) if busy => return Lapse::Finish,
@@ -142,6 +166,7 @@ impl Conn {
     /// Bytes came in: the start of a request head if it was idle after a request.
     fn read_some(&self) {
         let mut state = self.state();
+        state.last_read = Instant::now();
         if state.busy == 0 && state.served && state.head_started.is_none() {
             state.head_started = Some(Instant::now());
             drop(state);
@@ -188,10 +213,7 @@ impl Connections {
         loop {
             let accepted = tokio::select! {
                 () = &mut stopped => return,
-                accepted = async {
-                    self.room().await;
-                    listener.accept().await
-                } => accepted,
+                accepted = listener.accept() => accepted,
             };
             let (stream, remote) = match accepted {
                 Ok(accepted) => accepted,
@@ -202,14 +224,20 @@ impl Connections {
                     continue;
                 }
             };
+            // Room is made once a connection is there to take it (made ahead, it would close
+            // the last one taken, maybe before that one's request was read); while every
+            // connection serves a request, this one waits, and the ones after it in the backlog.
+            tokio::select! {
+                () = &mut stopped => return,
+                () = self.room() => {}
+            }
             let open = Open::new(&self);
             tokio::spawn(open.drive(stream, remote, tls.clone(), app.clone(), stop.clone()));
         }
     }
 
     /// Waits until one more connection fits: below the cap, or once the idlest connection
-    /// that serves no request has closed. While every one serves a request, new connections
-    /// wait in the listen backlog.
+    /// that may be closed has closed.
     async fn room(&self) {
         loop {
             {
@@ -217,19 +245,17 @@ impl Connections {
                 if open.len() < self.bounds.max {
                     return;
                 }
-                let mut idlest: Option<((bool, Instant), &Arc<Conn>)> = None;
+                let mut idlest: Option<((u8, Instant), &Arc<Conn>)> = None;
                 let mut closing = false;
                 for conn in open.values() {
                     let state = conn.state();
-                    if state.busy > 0 {
+                    let Some(key) = state.idlest_first() else {
                         continue;
-                    }
+                    };
                     if state.evicted {
                         closing = true;
                         break;
                     }
-                    // Header-less ones first (`served` false sorts first), then the longest idle.
-                    let key = (state.served, state.idle_since);
                     if idlest.as_ref().is_none_or(|(least, _)| key < *least) {
                         idlest = Some((key, conn));
                     }
@@ -256,6 +282,8 @@ impl Open {
         let conn = Arc::new(Conn {
             state: Mutex::new(State {
                 busy: 0,
+                receiving: None,
+                last_read: Instant::now(),
                 idle_since: Instant::now(),
                 served: false,
                 head_started: None,
@@ -311,6 +339,20 @@ impl Open {
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(Remote(remote)));
             let busy = Busy::begin(&conn, &connections);
+            let request = match request.body().is_end_stream() {
+                true => request.map(Body::new),
+                false => {
+                    conn.state().receiving = Some(Instant::now());
+                    let receiving = Receiving(conn.clone());
+                    // Handlers read the whole body, then drop it.
+                    request.map(|body| {
+                        Body::new(body.map_frame(move |frame| {
+                            let _whole_once_dropped = &receiving;
+                            frame
+                        }))
+                    })
+                }
+            };
             let answer = hyper::service::Service::call(&app, request);
             async move {
                 let Ok(response) = answer.await;
@@ -393,6 +435,16 @@ impl Drop for Busy {
         drop(state);
         self.conn.wake.notify_one();
         self.connections.changed.notify_one();
+    }
+}
+
+/// A request body still coming in, until dropped.
+struct Receiving(Arc<Conn>);
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.0.state().receiving = None;
+        self.0.wake.notify_one();
     }
 }
 

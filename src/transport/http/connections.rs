@@ -34,6 +34,9 @@ use tokio_rustls::TlsAcceptor;
 /// (`crate::descriptors`): servers' pipes, the listener, the log and events files.
 const RESERVED: usize = 64;
 
+/// Connections told to close for room that may still be open: what the cap may be exceeded by.
+const CLOSING_AT_MOST: usize = 8;
+
 /// The peer's address, in each request's extensions as axum's `ConnectInfo`.
 #[derive(Clone, Copy, Debug)]
 pub struct Remote(pub SocketAddr);
@@ -246,23 +249,29 @@ impl Connections {
                     return;
                 }
                 let mut idlest: Option<((u8, Instant), &Arc<Conn>)> = None;
-                let mut closing = false;
+                let mut closing = 0;
                 for conn in open.values() {
                     let state = conn.state();
                     let Some(key) = state.idlest_first() else {
                         continue;
                     };
                     if state.evicted {
-                        closing = true;
-                        break;
-                    }
-                    if idlest.as_ref().is_none_or(|(least, _)| key < *least) {
+                        closing += 1;
+                    } else if idlest.as_ref().is_none_or(|(least, _)| key < *least) {
                         idlest = Some((key, conn));
                     }
                 }
-                if let (false, Some((_, conn))) = (closing, idlest) {
+                if closing < CLOSING_AT_MOST
+                    && let Some((_, conn)) = idlest
+                {
                     conn.state().evicted = true;
                     conn.wake.notify_one();
+                    closing += 1;
+                }
+                // Those told to close are gone within moments: not waiting for each one
+                // keeps a flood of connections from queueing behind their tasks' turns.
+                if open.len() - closing < self.bounds.max {
+                    return;
                 }
             }
             self.changed.notified().await;

@@ -6,12 +6,12 @@
 //! never sent a whole head first, then idle ones, then ones still sending a body); one whose
 //! request is whole, its answer or event stream under way, is never closed to make room.
 
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -34,9 +34,6 @@ use tokio_rustls::TlsAcceptor;
 /// (`crate::descriptors`): servers' pipes, the listener, the log and events files.
 const RESERVED: usize = 64;
 
-/// Connections told to close for room that may still be open: what the cap may be exceeded by.
-const CLOSING_AT_MOST: usize = 8;
-
 /// The peer's address, in each request's extensions as axum's `ConnectInfo`.
 #[derive(Clone, Copy, Debug)]
 pub struct Remote(pub SocketAddr);
@@ -55,6 +52,12 @@ pub fn cap(configured: usize) -> usize {
     configured.min(room).max(1)
 }
 
+/// Connections told to close for room that may still be open, what the cap may be exceeded
+/// by: a 64th of it, at least one.
+fn closing_at_most(max: usize) -> usize {
+    (max / 64).max(1)
+}
+
 /// The open connections.
 pub struct Connections {
     bounds: Bounds,
@@ -62,6 +65,8 @@ pub struct Connections {
     next_id: AtomicU64,
     /// A connection closed or stopped serving a request: room to accept, or one to close.
     changed: Notify,
+    /// Connections told to close for room that are not gone yet.
+    closing: AtomicUsize,
 }
 
 /// One connection's state, shared by its task, its requests and the accept loop.
@@ -86,6 +91,8 @@ struct State {
     head_started: Option<Instant>,
     /// Told to close, to make room.
     evicted: bool,
+    /// Told to close and not closed yet, nor finishing a request: in `Connections::closing`.
+    closing: bool,
 }
 
 /// Why a connection's watch ended.
@@ -185,6 +192,7 @@ impl Connections {
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
             changed: Notify::new(),
+            closing: AtomicUsize::new(0),
         })
     }
 
@@ -242,39 +250,50 @@ impl Connections {
     /// Waits until one more connection fits: below the cap, or once the idlest connection
     /// that may be closed has closed.
     async fn room(&self) {
+        // Those told to close are gone within moments, so they are counted out at once: a
+        // flood of connections does not queue behind their tasks' turns.
+        let fits = |open: usize, closing: usize| open.saturating_sub(closing) < self.bounds.max;
         loop {
             {
                 let open = self.open();
-                if open.len() < self.bounds.max {
+                let closing = self.closing.load(Ordering::Relaxed);
+                if fits(open.len(), closing) {
                     return;
                 }
-                let mut idlest: Option<((u8, Instant), &Arc<Conn>)> = None;
-                let mut closing = 0;
-                for conn in open.values() {
+                let room = closing_at_most(self.bounds.max).saturating_sub(closing);
+                // The idlest ones, as many as may close at once: one pass over the
+                // connections serves that many new ones.
+                let mut idlest = BinaryHeap::with_capacity(room + 1);
+                for (id, conn) in open.iter().filter(|_| room > 0) {
                     let state = conn.state();
-                    let Some(key) = state.idlest_first() else {
-                        continue;
-                    };
-                    if state.evicted {
-                        closing += 1;
-                    } else if idlest.as_ref().is_none_or(|(least, _)| key < *least) {
-                        idlest = Some((key, conn));
+                    if let (false, Some(key)) = (state.evicted, state.idlest_first()) {
+                        idlest.push((key, *id));
+                        if idlest.len() > room {
+                            idlest.pop();
+                        }
                     }
                 }
-                if closing < CLOSING_AT_MOST
-                    && let Some((_, conn)) = idlest
-                {
-                    conn.state().evicted = true;
+                for (_, id) in idlest {
+                    let conn = &open[&id];
+                    let mut state = conn.state();
+                    state.evicted = true;
+                    state.closing = true;
+                    drop(state);
                     conn.wake.notify_one();
-                    closing += 1;
+                    self.closing.fetch_add(1, Ordering::Relaxed);
                 }
-                // Those told to close are gone within moments: not waiting for each one
-                // keeps a flood of connections from queueing behind their tasks' turns.
-                if open.len() - closing < self.bounds.max {
+                if fits(open.len(), self.closing.load(Ordering::Relaxed)) {
                     return;
                 }
             }
             self.changed.notified().await;
+        }
+    }
+
+    /// A connection told to close will be gone: no longer counted as closing.
+    fn closed_one(&self, conn: &Conn) {
+        if std::mem::take(&mut conn.state().closing) {
+            self.closing.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -297,6 +316,7 @@ impl Open {
                 served: false,
                 head_started: None,
                 evicted: false,
+                closing: false,
             }),
             wake: Notify::new(),
         });
@@ -394,6 +414,8 @@ impl Open {
                         return;
                     }
                     Lapse::Finish => {
+                        // It stays until its answer is sent: room must come from another.
+                        self.connections.closed_one(&self.conn);
                         lapsed = true;
                         http.as_mut().graceful_shutdown();
                     }
@@ -409,7 +431,10 @@ impl Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.connections.open().remove(&self.id);
+        let mut open = self.connections.open();
+        open.remove(&self.id);
+        self.connections.closed_one(&self.conn);
+        drop(open);
         self.connections.changed.notify_one();
     }
 }

@@ -2,9 +2,9 @@
 //! time until its request is whole: `header_timeout` for a request head (a new connection's
 //! TLS handshake and first head included) and for each pause in a request body,
 //! `idle_timeout` between requests. Their number is bounded too: at `max_connections`, a new
-//! connection waits until the idlest one that serves no request has been closed (one that
-//! never sent a whole head first, then idle ones, then ones still sending a body); one whose
-//! request is whole, its answer or event stream under way, is never closed to make room.
+//! connection closes the idlest ones, up to a 64th of the cap at once (those that never sent
+//! a whole head first, then idle ones, then ones still sending a body), and waits while none
+//! may be closed: one whose request is whole, its answer or event stream under way, never is.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::convert::Infallible;
@@ -535,5 +535,69 @@ impl AsyncWrite for Watched {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(at: Instant) -> State {
+        State {
+            busy: 0,
+            receiving: None,
+            last_read: at,
+            idle_since: at,
+            served: false,
+            head_started: None,
+            evicted: false,
+            closing: false,
+        }
+    }
+
+    #[test]
+    fn deadlines_follow_what_the_connection_waits_for() {
+        let bounds = Bounds {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max: 4,
+        };
+        let t = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut s = state(t);
+        assert_eq!(s.deadline(&bounds).unwrap().0, t + 10 * second);
+        s.served = true;
+        assert_eq!(s.deadline(&bounds).unwrap().0, t + 60 * second);
+        s.head_started = Some(t + 30 * second);
+        assert_eq!(s.deadline(&bounds).unwrap().0, t + 40 * second);
+        s.busy = 1;
+        assert!(
+            s.deadline(&bounds).is_none(),
+            "a whole request has no deadline"
+        );
+        s.receiving = Some(t);
+        s.last_read = t + 5 * second;
+        assert_eq!(s.deadline(&bounds).unwrap().0, t + 15 * second);
+    }
+
+    #[test]
+    fn header_less_ones_close_first_and_whole_requests_never() {
+        let t = Instant::now();
+        let later = t + Duration::from_secs(1);
+        let fresh = state(later);
+        let mut idle = state(t);
+        idle.served = true;
+        let mut sending = state(t);
+        (sending.busy, sending.receiving) = (1, Some(t));
+        let mut answering = state(t);
+        answering.busy = 1;
+        let order = |s: &State| s.idlest_first();
+        assert!(order(&fresh) < order(&idle), "header-less before idle");
+        assert!(
+            order(&idle) < order(&sending),
+            "idle before a body on its way"
+        );
+        assert_eq!(order(&answering), None);
+        assert!(order(&state(t)) < order(&fresh), "oldest first");
     }
 }

@@ -19,12 +19,19 @@
 #
 # `bash scripts/bench.sh ab ARGS` runs benches/ab_latency.rs instead (an A/B of latency at
 # 1 in flight across fresh processes; ARGS as its header says), under the same spin loops.
+# `bash scripts/bench.sh load ARGS` runs scripts/http-load.py instead, without spin loops:
+# 1,000 sessions calling for a minute while 5,000 idle and 100 slow-header connections are
+# opened against the HTTP front, with its pass criteria (`--seconds 10` for a quick run).
 # WASMGATE_BENCH_SPIN_LOOPS=0 starts none, for figures as on a client's machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== building release binaries (wasmgate, mcp_example_server) and the bench" >&2
 cargo build --release --bin wasmgate --example mcp_example_server --example http_echo_server >&2
+if [ "${1:-}" = load ]; then
+  shift
+  exec python3 scripts/http-load.py "$@"
+fi
 bench=gateway
 if [ "${1:-}" = ab ]; then
   bench=ab_latency

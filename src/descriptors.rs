@@ -42,11 +42,15 @@ pub fn original_soft_limit() -> Option<libc::rlim_t> {
     LIMITS.get().map(|(original, _)| *original)
 }
 
+/// The limit on open files in force (after [`raise`]).
+pub fn limit() -> usize {
+    raise();
+    let (_, limit) = LIMITS.get().copied().unwrap_or((1024, 1024));
+    usize::try_from(limit).unwrap_or(usize::MAX)
+}
+
 /// Host resources (each may be an open file) one plugin instance may hold: one plugin's
 /// calls at once hold at most half the descriptors, whatever they open; at most `cap`.
 pub fn per_instance(cap: usize) -> usize {
-    raise();
-    let (_, limit) = LIMITS.get().copied().unwrap_or((1024, 1024));
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    (limit / 2 / CALLS_AT_ONCE).clamp(64, cap)
+    (limit() / 2 / CALLS_AT_ONCE).clamp(64, cap)
 }

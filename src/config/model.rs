@@ -69,6 +69,12 @@ pub struct HttpConfig {
     pub session_idle_timeout: Duration,
     /// Between keep-alive comments on an idle event stream.
     pub keep_alive: Duration,
+    /// For a whole request head (and TLS handshake) on a connection serving no request.
+    pub header_timeout: Duration,
+    /// A kept-alive connection without a request for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections open at once (lowered to fit the descriptor limit when serving).
+    pub max_connections: usize,
     pub max_requests_per_session: usize,
     /// Requests in flight over all sessions at once.
     pub max_requests: usize,
@@ -92,6 +98,9 @@ impl Default for HttpConfig {
             max_sessions: 10_000,
             session_idle_timeout: Duration::from_secs(30 * 60),
             keep_alive: Duration::from_secs(15),
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 4096,
             max_requests_per_session: 64,
             max_requests: 4096,
             max_sessions_per_token: 1000,

@@ -2,6 +2,7 @@
 //! transport at `/sse`, and `/healthz`, `/readyz`, `/metrics`. Every client is a
 //! transport-independent `Session`; this module only maps HTTP onto it.
 
+mod connections;
 mod guard;
 mod legacy;
 mod respond;
@@ -24,6 +25,7 @@ use serde_json::json;
 
 use crate::config::HttpConfig;
 use crate::gateway::Gateway;
+use connections::{Bounds, Connections};
 use sessions::Sessions;
 
 /// What every handler shares.
@@ -48,6 +50,7 @@ pub struct Caller {
 /// A bound listener, ready to serve.
 pub struct Listener {
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     front: Arc<Front>,
 }
 
@@ -64,10 +67,6 @@ impl Listener {
         {
             config.tokens.push(token);
         }
-        // Read again, so that "listening" is never followed by a failure to serve.
-        if let Some((cert, key)) = &config.tls {
-            crate::config::load_tls(cert, key)?;
-        }
         crate::config::check_listen(listen).map_err(anyhow::Error::msg)?;
         let listener = bind(listen)
             .await
@@ -79,10 +78,15 @@ impl Listener {
                  Set [http] tokens (or WASMGATE_TOKEN), or allow_unauthenticated = true behind a proxy that authenticates"
             );
         }
+        let tls = match &config.tls {
+            Some((cert, key)) => Some(tls::acceptor(cert, key)?),
+            None => None,
+        };
         crate::telemetry::metrics::install();
         let sessions = Sessions::new(&config);
         Ok(Listener {
             listener,
+            tls,
             front: Arc::new(Front {
                 gateway,
                 sessions,
@@ -106,6 +110,21 @@ impl Listener {
     /// flight finish within `shutdown_grace`, and ends every session.
     pub async fn serve(self, stop: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let front = self.front;
+        let bounds = Bounds {
+            header_timeout: front.config.header_timeout,
+            idle_timeout: front.config.idle_timeout,
+            max: connections::cap(front.config.max_connections),
+        };
+        if bounds.max < front.config.max_connections {
+            tracing::warn!(
+                "max_connections {} lowered to {}: the gateway may open {} files (ulimit -n), \
+                 and plugins and servers need their share",
+                front.config.max_connections,
+                bounds.max,
+                crate::descriptors::limit()
+            );
+        }
+        let connections = Connections::new(bounds);
         front.sessions.spawn_expiry();
         tokio::spawn(async {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
@@ -116,10 +135,13 @@ impl Listener {
         });
         front.gateway.set_front_status(Box::new({
             let front = Arc::downgrade(&front);
+            let connections = Arc::downgrade(&connections);
             move || {
+                let connections = connections.upgrade().map_or(0, |c| c.len());
                 front.upgrade().map(|f| {
                     json!({
                         "listen": f.local.to_string(),
+                        "connections": connections,
                         "sessions": f.sessions.len(),
                         "profiles": f.gateway.config.load().profiles.keys().collect::<Vec<_>>(),
                     })
@@ -131,30 +153,26 @@ impl Listener {
         } else {
             "http"
         };
-        tracing::info!(listen = %front.local, scheme, "serving MCP over HTTP: /mcp (Streamable HTTP), /sse (legacy)");
-        let app = routes(front.clone()).into_make_service_with_connect_info::<tls::Remote>();
-        let (stopping_tx, stopping) = tokio::sync::oneshot::channel::<()>();
-        let stop = async move {
-            stop.await;
-            let _ = stopping_tx.send(());
-        };
-        let server = match &front.config.tls {
-            Some((cert, key)) => {
-                let listener = tls::TlsListener::new(self.listener, cert, key)?;
-                let server = axum::serve(listener, app).with_graceful_shutdown(stop);
-                tokio::spawn(async move { server.await })
-            }
-            None => {
-                let server = axum::serve(self.listener, app).with_graceful_shutdown(stop);
-                tokio::spawn(async move { server.await })
-            }
-        };
-        let _ = stopping.await;
+        tracing::info!(
+            listen = %front.local,
+            scheme,
+            max_connections = bounds.max,
+            "serving MCP over HTTP: /mcp (Streamable HTTP), /sse (legacy)"
+        );
+        let (stopping, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(connections.clone().accept(
+            self.listener,
+            self.tls,
+            routes(front.clone()),
+            stopped,
+        ));
+        stop.await;
+        let _ = stopping.send(true);
         tracing::info!("shutting down the HTTP front");
         // The sessions' own streams would hold their connections open for ever.
         front.sessions.end_session_streams();
         let grace = front.gateway.config.load().gateway.shutdown_grace;
-        let _ = tokio::time::timeout(grace, server).await;
+        let _ = tokio::time::timeout(grace, connections.closed()).await;
         front.sessions.remove_all("the gateway is stopping");
         Ok(())
     }

@@ -49,6 +49,10 @@ impl HttpGateway {
         std::fs::read_to_string(self.dir.join("gateway.stderr")).unwrap_or_default()
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub async fn connect(&self) -> Conn {
         Conn::open(self.addr).await
     }
@@ -211,6 +215,16 @@ impl Conn {
             writer,
             host: addr.to_string(),
         }
+    }
+
+    /// What the gateway sends from here on: nothing once every answer was read.
+    pub fn reader(&mut self) -> &mut BufReader<tokio::net::tcp::OwnedReadHalf> {
+        &mut self.reader
+    }
+
+    /// The TCP stream, once every answer on it was read.
+    pub fn into_stream(self) -> TcpStream {
+        self.reader.into_inner().reunite(self.writer).unwrap()
     }
 
     /// `POST path` with a JSON body, the MCP `Accept` header and `headers`.

@@ -10,6 +10,7 @@ mod in_process;
 mod cli;
 mod config_checks;
 mod conformance;
+mod connections;
 mod containment;
 mod dev;
 mod events;

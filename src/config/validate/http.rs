@@ -36,6 +36,15 @@ impl Ctx<'_> {
         if let Some(t) = raw.keep_alive {
             out.keep_alive = t.0;
         }
+        if let Some(t) = raw.header_timeout {
+            out.header_timeout = t.0;
+        }
+        if let Some(t) = raw.idle_timeout {
+            out.idle_timeout = t.0;
+        }
+        if let Some(n) = raw.max_connections {
+            out.max_connections = n.0;
+        }
         if let Some(n) = raw.max_requests_per_session {
             out.max_requests_per_session = n.0;
         }

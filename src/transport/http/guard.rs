@@ -38,7 +38,7 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
     };
     let remote = request
         .extensions()
-        .get::<ConnectInfo<super::tls::Remote>>()
+        .get::<ConnectInfo<super::connections::Remote>>()
         .map(|c| c.0.0.to_string())
         .unwrap_or_default();
     let response = match check(&front, &request, path, remote) {

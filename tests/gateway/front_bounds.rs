@@ -198,7 +198,7 @@ tokens = [{ name = "ops", token = "operator-token-0123456789", scopes = ["mcp", 
         );
 
         let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-            "name": "ex__slow", "arguments": {"ms": 900}, "_meta": {"progressToken": "t"}}});
+            "name": "ex__slow", "arguments": {"ms": 4500}, "_meta": {"progressToken": "t"}}});
         let post = [ACCEPT_BOTH, ("content-type", "application/json")];
         let mut reading = victim
             .open_stream(gateway.connect().await, "POST", &post, &call.to_string())
@@ -225,7 +225,7 @@ tokens = [{ name = "ops", token = "operator-token-0123456789", scopes = ["mcp", 
         }
         let answer = answer.expect("the reader keeps its answer");
         assert_eq!(
-            answer["result"]["content"][0]["text"], "slept 900 ms",
+            answer["result"]["content"][0]["text"], "slept 4500 ms",
             "{answer}"
         );
     });

@@ -301,7 +301,7 @@ pub async fn get(front: Arc<Front>, caller: Caller, headers: HeaderMap) -> Respo
         return response;
     }
     let resume = respond::header(&headers, "last-event-id").and_then(parse_event_id);
-    let events = match session.streams.attach(resume) {
+    let events = match attach_when_free(&session, resume).await {
         Ok(events) => events,
         Err(Refused::Unknown) => match session.streams.attach(None) {
             Ok(events) => events,
@@ -310,6 +310,27 @@ pub async fn get(front: Arc<Front>, caller: Caller, headers: HeaderMap) -> Respo
         Err(Refused::Busy) => return conflict(),
     };
     respond::sse(Vec::new(), events, front.config.keep_alive, None, ())
+}
+
+/// How long a resume waits for the connection that read the stream to be seen gone: a
+/// client that lost its connection resumes at once, before the front noticed.
+const RESUME_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`super::streams::Streams::attach`], waiting up to [`RESUME_WAIT`] while another
+/// connection still reads the stream to resume (it never takes a stream from a reader).
+async fn attach_when_free(
+    session: &HttpSession,
+    resume: Option<(u64, u64)>,
+) -> Result<tokio::sync::mpsc::Receiver<super::streams::Event>, Refused> {
+    let deadline = tokio::time::Instant::now() + RESUME_WAIT;
+    loop {
+        match session.streams.attach(resume) {
+            Err(Refused::Busy) if resume.is_some() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 fn conflict() -> Response {

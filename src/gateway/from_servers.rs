@@ -11,6 +11,9 @@ pub(super) struct InFlightCall {
     request: Option<Arc<str>>,
 }
 
+/// A client, and which of its requests (the key of its id) a server's message belongs to.
+type Asker = (Arc<ClientPeer>, Option<Arc<str>>);
+
 /// Removes its call from [`Gateway::begin_call`]'s record when dropped.
 pub struct CallInFlight<'g> {
     gateway: &'g Gateway,
@@ -226,7 +229,7 @@ impl Gateway {
     }
 
     /// The client (and its request) of call `call` to `server`, while it is in flight.
-    fn call_of(&self, server: &str, call: u64) -> Option<(Arc<ClientPeer>, Option<Arc<str>>)> {
+    fn call_of(&self, server: &str, call: u64) -> Option<Asker> {
         let calls = self.calls_in_flight.lock().unwrap();
         let call = calls.get(server)?.iter().find(|c| c.id == call)?;
         Some((call.peer.upgrade()?, call.request.clone()))
@@ -235,11 +238,7 @@ impl Gateway {
     /// Who asked a request of `server`'s: the call named by `call` (a remote server's
     /// request on a call's own stream), else the one client with calls in flight to it
     /// (a request over stdio names no call). `Ok(None)`: no call is in flight.
-    fn asker_of(
-        &self,
-        server: &str,
-        call: Option<u64>,
-    ) -> Result<Option<(Arc<ClientPeer>, Option<Arc<str>>)>, RpcError> {
+    fn asker_of(&self, server: &str, call: Option<u64>) -> Result<Option<Asker>, RpcError> {
         if let Some(call) = call {
             return Ok(self.call_of(server, call));
         }

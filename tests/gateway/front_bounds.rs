@@ -123,7 +123,6 @@ fn requests_in_flight_are_bounded_over_all_sessions() {
         for (session, id) in [(&first, 1), (&first, 2), (&second, 3)] {
             let conn = gateway.connect().await;
             let body = slow(id).to_string();
-            let post = post;
             // The first progress event opens the answer: the call is then in flight.
             opening.push(async move { session.open_stream(conn, "POST", &post, &body).await });
         }

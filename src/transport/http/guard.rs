@@ -127,7 +127,7 @@ fn check(front: &Front, request: &Request, path: &str, remote: String) -> Result
         if path == "/metrics" {
             // The metrics name every server and tool: the operator's, or a token's that
             // sees them all anyway.
-            if !token.operator && !(token.mcp && token.profiles.is_empty()) {
+            if !(token.operator || token.mcp && token.profiles.is_empty()) {
                 return forbidden(format!(
                     "token `{}` may not read /metrics; give it scopes = [\"operator\"]",
                     token.name

@@ -17,8 +17,9 @@ const QUIET: Duration = Duration::from_millis(600);
 const TOKEN_A: &str = "token-of-alice-0123456789";
 const TOKEN_B: &str = "token-of-bob-0123456789ab";
 
-/// Servers `a` and `b` (the example server), profile `A` seeing `a` and `B` seeing `b`,
-/// a token for each, and `extra` appended.
+/// Servers `a` and `b` (the example server) and the `echo` plugin (from `{dir}/plugins`),
+/// profile `A` seeing `a` and `B` seeing `b` and `echo`, a token for each, and `extra`
+/// appended.
 fn two_tenants(extra: &str) -> String {
     let dir = std::path::Path::new("{dir}");
     let servers = config()
@@ -36,11 +37,15 @@ tokens = [
   {{ name = "bob", token = "{TOKEN_B}", profiles = ["B"] }},
 ]
 
+[plugins]
+dir = "{{dir}}/plugins"
+cache_dir = "{{dir}}/cache"
+
 [profiles.A]
 servers = ["a"]
 
 [profiles.B]
-servers = ["b"]
+servers = ["b", "echo"]
 {extra}
 "#
     )
@@ -323,7 +328,14 @@ fn text_of(answer: &Value) -> String {
 #[test]
 fn nothing_of_one_profile_reaches_another() {
     for transport in [Transport::Streamable, Transport::LegacySse] {
-        let gateway = HttpGateway::start(&two_tenants(""), &[]);
+        let dir = crate::harness::TestDir::new("tenancy");
+        std::fs::create_dir_all(dir.join("plugins")).unwrap();
+        std::fs::write(
+            dir.join("plugins/echo.wasm"),
+            crate::plugins::fixture("echo"),
+        )
+        .unwrap();
+        let gateway = HttpGateway::start_in(dir, &two_tenants(""), &[]);
         runtime().block_on(async {
             // A opens last: the newest session, which a guess at who asked would pick.
             let mut b = Tenant::open(&gateway, "B", "B", TOKEN_B, transport).await;
@@ -368,6 +380,15 @@ fn nothing_of_one_profile_reaches_another() {
                 .await;
             assert_eq!(later["params"]["data"], "roots later: []", "{later}");
             b.call("b__notify_changed", json!({"what": "prompts"})).await;
+            // B's plugin logs and reports progress on B's call.
+            let plugin_log = b.call("echo__log", json!({"message": "SECRET-B plugin log"})).await;
+            assert_eq!(text_of(&plugin_log), "logged", "{plugin_log}");
+            b.request(
+                "tools/call",
+                json!({"name": "echo__progress", "arguments": {"steps": 2, "delay_ms": 1},
+                       "_meta": {"progressToken": "SECRET-B-plugin-progress"}}),
+            )
+            .await;
             let completion = b
                 .request(
                     "completion/complete",
@@ -377,7 +398,9 @@ fn nothing_of_one_profile_reaches_another() {
                 .await;
             assert!(completion.get("result").is_some(), "{completion}");
             b.read_for(QUIET).await;
-            assert!(b.everything_seen().contains("SECRET-B log line"), "B hears its server");
+            let heard = b.everything_seen();
+            assert!(heard.contains("SECRET-B log line"), "B hears its server");
+            assert!(heard.contains("SECRET-B plugin log"), "B hears its plugin: {heard}");
 
             // A's own server still talks to A: the test would see a mute front too.
             a.call("a__log", json!({"level": "error", "message": "a's own line"})).await;

@@ -1,7 +1,13 @@
 //! `[profiles.NAME]`: the globs compiled, and the servers and plugins each one names
 //! checked against the config's, so that a typo is refused rather than serving nothing.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::{Ctx, is_bundled};
+use crate::config::model::{PluginsConfig, Profile, ProfileGlobs, ServerConfig};
+use crate::config::raw;
+use crate::names::valid_namespace;
 
 /// What a name in a profile's `servers` is.
 enum Named {

@@ -11,6 +11,7 @@ use crate::backend::BackendState;
 use crate::catalog::view::Kind;
 use crate::config::{Config, ServerTransport};
 use crate::gateway::Gateway;
+use crate::names;
 use crate::peer::ClientPeer;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
@@ -25,7 +26,7 @@ pub fn call(
         "gateway_status" if viewer.is_operator() => status(gateway),
         "gateway_status" => status_for(gateway, viewer),
         "get_events" => Value::Array(events_for(gateway, viewer, query(arguments)?)),
-        _ => return Err(RpcError::invalid_params(format!("Unknown tool: {tool}"))),
+        _ => return Err(RpcError::unknown_tool(tool, "")),
     };
     Ok(json!({
         "content": [{"type": "text", "text": serde_json::to_string_pretty(&payload).unwrap_or_default()}],
@@ -314,8 +315,6 @@ fn events_for(gateway: &Gateway, viewer: &ClientPeer, query: Query) -> Vec<Value
 
 /// A plugin's namespace: from its `[plugins.NAME]` table, else from its name.
 fn plugin_namespace(config: &Config, name: &str) -> String {
-    config.plugins.plugins.get(name).map_or_else(
-        || crate::config::namespace_for(name),
-        |p| p.namespace.clone(),
-    )
+    let entry = config.plugins.plugins.get(name);
+    names::namespace_of(entry.map(|p| p.namespace.as_str()), name)
 }

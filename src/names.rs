@@ -52,6 +52,20 @@ pub fn namespace_for(name: &str) -> String {
         .collect()
 }
 
+/// A backend's namespace: the one its config entry sets, else [`namespace_for`] its name.
+pub fn namespace_of(configured: Option<&str>, name: &str) -> String {
+    configured.map_or_else(|| namespace_for(name), str::to_string)
+}
+
+/// Whether the served `name` is one of `namespace`'s (`{namespace}{separator}...`); the
+/// empty namespace is nobody's, since bare names do not say whose they are.
+pub fn in_namespace(name: &str, namespace: &str, separator: &str) -> bool {
+    !namespace.is_empty()
+        && name
+            .strip_prefix(namespace)
+            .is_some_and(|rest| rest.starts_with(separator))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +90,15 @@ mod tests {
         assert_eq!(namespace_for("my plugin.v2"), "my_plugin_v2");
         assert_eq!(namespace_for("é-x"), "_-x");
         assert!(valid_namespace("a-b_c") && !valid_namespace("a.b"));
+    }
+
+    #[test]
+    fn namespaces() {
+        assert_eq!(namespace_of(Some("t"), "time server"), "t");
+        assert_eq!(namespace_of(None, "time server"), "time_server");
+        assert!(in_namespace("time__now", "time", "__"));
+        assert!(!in_namespace("timer__now", "time", "__"));
+        assert!(!in_namespace("time_now", "time", "__"));
+        assert!(!in_namespace("now", "", "__"));
     }
 }

@@ -65,6 +65,13 @@ impl RpcError {
         }
     }
 
+    /// A tool the client cannot call (or not see): -32602, as the specification has it
+    /// (the seed documents said -32601). `why` follows the name as it is (` (...)` or
+    /// nothing); the name is the client's, so it is cut short.
+    pub fn unknown_tool(tool: &str, why: &str) -> Self {
+        Self::invalid_params(format!("Unknown tool: {}{why}", cut_short(tool, 200)))
+    }
+
     pub fn to_value(&self) -> Value {
         let mut error = Map::new();
         error.insert("code".into(), self.code.into());

@@ -12,6 +12,7 @@ use crate::backend::{BackendError, BackendState};
 use crate::catalog::view::{self, Kind};
 use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
+use crate::names;
 use crate::peer::ClientPeer;
 use crate::plugin::PluginError;
 use crate::protocol::methods;
@@ -250,7 +251,6 @@ impl Router<'_> {
                 // The tool may belong to a server or plugin still starting (a client that
                 // calls without listing): it is called as soon as it is there.
                 self.gateway.wait_for_tool(&name, false).await;
-                // The specification answers an unknown tool with -32602 (the seed documents said -32601).
                 self.gateway.catalog().tool(&name).cloned().ok_or_else(|| {
                     let loading = if self.gateway.plugins_loading() {
                         " (plugins are still loading: a client that has listed the tools gets notifications/tools/list_changed when they are ready)"
@@ -261,14 +261,12 @@ impl Router<'_> {
                         .unavailable_backend_of(&name)
                         .map(|why| format!(" ({why})"))
                         .unwrap_or_default();
-                    let name = protocol::cut_short(&name, 200);
-                    RpcError::invalid_params(format!("Unknown tool: {name}{loading}{unavailable}"))
+                    RpcError::unknown_tool(&name, &format!("{loading}{unavailable}"))
                 })?
             }
         };
         if self.hides(context, Kind::Tools, &name, Some(&route.target)) {
-            let name = protocol::cut_short(&name, 200);
-            return Err(RpcError::invalid_params(format!("Unknown tool: {name}")));
+            return Err(RpcError::unknown_tool(&name, ""));
         }
         // The same `data` as the errors a server or plugin gives for its own checks.
         let refused = |why: &dyn std::fmt::Display| {
@@ -487,12 +485,7 @@ impl Router<'_> {
     fn unavailable_backend_of(&self, name: &str) -> Option<String> {
         let config = self.gateway.config.load();
         let separator = &config.gateway.separator;
-        let under = |namespace: &str| {
-            !namespace.is_empty()
-                && name
-                    .strip_prefix(namespace)
-                    .is_some_and(|rest| rest.starts_with(separator.as_str()))
-        };
+        let under = |namespace: &str| names::in_namespace(name, namespace, separator);
         for backend in self.gateway.servers() {
             let state = backend.state();
             if state != BackendState::Ready && under(&backend.config().namespace) {
@@ -510,12 +503,8 @@ impl Router<'_> {
         }
         let host = self.gateway.plugin_host()?;
         host.failed_plugins().into_iter().find_map(|failed| {
-            let namespace = config
-                .plugins
-                .plugins
-                .get(&failed.name)
-                .map(|entry| entry.namespace.clone())
-                .unwrap_or_else(|| crate::config::namespace_for(&failed.name));
+            let entry = config.plugins.plugins.get(&failed.name);
+            let namespace = names::namespace_of(entry.map(|e| e.namespace.as_str()), &failed.name);
             under(&namespace).then(|| failed.not_loaded(300))
         })
     }

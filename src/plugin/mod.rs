@@ -177,7 +177,7 @@ impl PluginError {
                 plugin, message, ..
             } => RpcError::invalid_arguments(tool, message).with_data(json!({"server": plugin})),
             PluginError::UnknownTool { plugin, .. } => {
-                RpcError::invalid_params(format!("Unknown tool: {tool} ({self})"))
+                RpcError::unknown_tool(tool, &format!(" ({self})"))
                     .with_data(json!({"server": plugin}))
             }
         }

@@ -392,9 +392,7 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     } else {
         gateway.wait_for_tool(tool, true).await;
     }
-    let outcome = crate::router::Router::new(&gateway)
-        .call_once(tool, arguments)
-        .await;
+    let outcome = crate::plugin_cli::call_once(&gateway, tool, arguments).await;
     gateway.shutdown().await;
     Ok(crate::plugin_cli::print_outcome(outcome))
 }

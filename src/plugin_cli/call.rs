@@ -1,14 +1,20 @@
 //! `plugin call FILE TOOL [JSON]`: one call through the gateway's own call path (catalog,
-//! argument checks, sandbox, limits) for a config of this one plugin.
+//! argument checks, sandbox, limits) for a config of this one plugin. Also what it shares
+//! with `wasmgate call`: the one-shot call outside any client session, and its printing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::setup::{self, Grants};
 use crate::gateway::Gateway;
+use crate::peer::ClientPeer;
+use crate::pipe::outbox::outbox;
+use crate::protocol::{self, Reply, RpcError, methods};
+use crate::router::{RequestContext, Router};
 
 #[derive(clap::Args, Debug)]
 pub struct CallArgs {
@@ -90,9 +96,7 @@ pub async fn run(args: CallArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let started = Instant::now();
-    let (outcome, notifications) = crate::router::Router::new(&gateway)
-        .call_once_observed(&tool, arguments)
-        .await;
+    let (outcome, notifications) = call_once_observed(&gateway, &tool, arguments).await;
     let call_us = started.elapsed().as_micros();
     gateway.shutdown().await;
     // The result alone on stdout, for a script to read; the rest on stderr.
@@ -129,7 +133,7 @@ pub async fn run(args: CallArgs) -> ExitCode {
 
 /// Prints a call's result (stdout) or JSON-RPC error (stderr): exit 0 for a result, 1 for
 /// an error result or an error, as `wasmgate call` and `plugin call` both report.
-pub fn print_outcome(outcome: Result<Value, crate::protocol::RpcError>) -> ExitCode {
+pub fn print_outcome(outcome: Result<Value, RpcError>) -> ExitCode {
     match outcome {
         Ok(result) => {
             println!(
@@ -149,5 +153,66 @@ pub fn print_outcome(outcome: Result<Value, crate::protocol::RpcError>) -> ExitC
             }
             ExitCode::from(1)
         }
+    }
+}
+
+/// One tool call outside any client session (the `call` command): through the same
+/// dispatch, for a peer that no notification reaches.
+pub async fn call_once(
+    gateway: &Arc<Gateway>,
+    tool: &str,
+    arguments: Value,
+) -> Result<Value, RpcError> {
+    let (out, _nobody) = outbox("nobody");
+    let context = once_context(ClientPeer::new(out));
+    let params = json!({"name": tool, "arguments": arguments});
+    Router::new(gateway)
+        .dispatch(&context, methods::TOOLS_CALL, Some(params))
+        .await
+        .map(Reply::into_value)
+}
+
+/// [`call_once`] for a caller that shows the call's log messages (every level) and
+/// progress: the notifications the call sent, with its outcome.
+async fn call_once_observed(
+    gateway: &Arc<Gateway>,
+    tool: &str,
+    arguments: Value,
+) -> (Result<Value, RpcError>, Vec<Value>) {
+    let (out, mut inbox) = outbox("command line");
+    let peer = ClientPeer::new(out);
+    // Log messages go to initialized sessions only: this one is, as a current client.
+    let _ = peer.initialized(
+        protocol::LATEST_VERSION,
+        json!({}),
+        json!({"name": "wasmgate plugin call"}),
+    );
+    peer.set_log_level(0);
+    let context = once_context(peer);
+    let params = json!({
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {"progressToken": "command line"},
+    });
+    let outcome = Router::new(gateway)
+        .dispatch(&context, methods::TOOLS_CALL, Some(params))
+        .await
+        .map(Reply::into_value);
+    let mut notifications = Vec::new();
+    while let Some(message) = inbox.try_recv() {
+        if let Ok(value) = serde_json::from_str(&message.line) {
+            notifications.push(value);
+        }
+    }
+    (outcome, notifications)
+}
+
+fn once_context(peer: ClientPeer) -> RequestContext {
+    // The command line is the local user's.
+    peer.set_operator();
+    RequestContext {
+        trace_id: crate::telemetry::events::new_trace_id(),
+        peer: Arc::new(peer),
+        request: None,
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::{Subcommand, ValueEnum};
 
-pub use call::print_outcome;
+pub use call::{call_once, print_outcome};
 
 /// The plugin contract this binary was built with: `wasmgate wit > wit/plugin.wit`.
 pub const PLUGIN_WIT: &str = include_str!("../../wit/plugin.wit");

@@ -1,6 +1,7 @@
 //! The MCP client side of a backend: the handshake, discovery of its lists with pagination,
 //! which of its tools clients can use, and what clients asked of it restored after a
-//! restart. Written against [`Upstream`], so every backend kind uses it as it is.
+//! restart; what a server sends of its own accord passed on, results checked, requests
+//! given up cancelled. Written against [`Upstream`], so every backend kind uses it as it is.
 
 use std::collections::HashSet;
 use std::time::Duration;

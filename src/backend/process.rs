@@ -1,7 +1,7 @@
-//! A subprocess MCP server: newline-delimited JSON-RPC over its stdin/stdout.
-//! One supervisor task per server starts it, performs the handshake and discovery,
-//! restarts it with backoff after a crash and stops it on shutdown; one `Connection`
-//! per child correlates many requests in flight by rewritten ids.
+//! A subprocess MCP server: newline-delimited JSON-RPC over its stdin/stdout. One run
+//! (`run_once`, for the `supervisor`) spawns it, performs the handshake and discovery
+//! and serves until it exits or is stopped; a run's end is a crash, restarted with
+//! backoff. One `Connection` per child correlates requests in flight by rewritten ids.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

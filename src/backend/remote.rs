@@ -1,7 +1,8 @@
-//! A remote MCP server over Streamable HTTP. One supervisor task per server opens a
-//! session (handshake and discovery through `mcp_client`), serves until the server is
-//! unreachable or ends the session, and then opens a new one with backoff; the tools stay
-//! listed meanwhile, and calls fail at once naming the server.
+//! A remote MCP server over Streamable HTTP (or the legacy SSE transport). One run
+//! (`run_once`, for the `supervisor`) opens a session (handshake and discovery through
+//! `mcp_client`) and serves until the server is unreachable or ends the session; a run's
+//! end is a disconnection, and a new session follows with backoff. The tools stay listed
+//! meanwhile, and calls fail at once naming the server.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

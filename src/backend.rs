@@ -8,6 +8,7 @@ pub mod process;
 pub mod remote;
 mod server;
 mod stderr;
+mod supervisor;
 
 pub use server::Backend;
 

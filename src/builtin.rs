@@ -95,10 +95,7 @@ pub fn status(gateway: &Gateway) -> Value {
         backends.insert(
             server.name.clone(),
             json!({
-                "kind": match server.transport {
-                    ServerTransport::Stdio(_) => "process",
-                    ServerTransport::Http(_) => "remote",
-                },
+                "kind": server_kind(&server.transport),
                 "status": state.as_str(),
                 "namespace": server.namespace,
                 "tool_count": tools_of(false, &server.name),
@@ -124,7 +121,7 @@ pub fn status(gateway: &Gateway) -> Value {
         );
     }
     for server in config.servers.values().filter(|s| s.disabled) {
-        backends.insert(server.name.clone(), json!({"kind": "process", "status": "disabled", "namespace": server.namespace, "tool_count": 0}));
+        backends.insert(server.name.clone(), json!({"kind": server_kind(&server.transport), "status": "disabled", "namespace": server.namespace, "tool_count": 0}));
     }
     // Plugins after servers; one named like a server is listed as "NAME (plugin)".
     let mut plugins: Vec<(String, Value)> = Vec::new();
@@ -229,6 +226,14 @@ pub fn status(gateway: &Gateway) -> Value {
         status["http"] = http;
     }
     status
+}
+
+/// A server's `kind` in `gateway_status`, enabled or not.
+fn server_kind(transport: &ServerTransport) -> &'static str {
+    match transport {
+        ServerTransport::Stdio(_) => "process",
+        ServerTransport::Http(_) => "remote",
+    }
 }
 
 /// Fields of a backend's status that say what the gateway runs or where: the operator's.

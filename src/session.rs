@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::backend::mcp_client::Upstream;
 use crate::gateway::Gateway;
 use crate::peer::{ClientPeer, ClientSink};
 use crate::protocol::methods;

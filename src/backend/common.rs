@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, watch};
@@ -156,6 +156,17 @@ impl Common {
 /// Resolves once the gateway asks the backend to stop.
 pub(super) async fn stop_requested(stopping: &mut watch::Receiver<bool>) {
     let _ = stopping.wait_for(|s| *s).await;
+}
+
+/// Sends a notification over the live connection of a server, when a run has one.
+pub(super) fn notify_live(
+    live: &ArcSwapOption<impl Upstream>,
+    method: &str,
+    params: Option<Value>,
+) {
+    if let Some(connection) = live.load_full() {
+        connection.notify(method, params);
+    }
 }
 
 /// A result kept as the server's text, read into a `Value`.

@@ -1,6 +1,7 @@
 //! The MCP client side of a backend: the handshake, discovery of its lists with pagination,
 //! which of its tools clients can use, and what clients asked of it restored after a
-//! restart. Written against [`Upstream`], so every backend kind uses it as it is.
+//! restart; what a server sends of its own accord passed on, results checked, requests
+//! given up cancelled. Written against [`Upstream`], so every backend kind uses it as it is.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -9,8 +10,11 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{BackendError, BackendEvent, ClientRequests, Discovered, ListKind};
-use crate::protocol::{self, methods};
+use super::{BackendError, BackendEvent, ClientRequests, Discovered, ListKind, Responder};
+use crate::protocol::{self, Message, RpcError, methods};
+
+/// A server's result as it wrote it (JSON text), or why there is none.
+pub type Answer = Result<Box<RawValue>, BackendError>;
 
 /// One live connection to an MCP server, whatever carries it.
 pub trait Upstream: Sync {
@@ -23,7 +27,7 @@ pub trait Upstream: Sync {
         method: &str,
         params: Option<Value>,
         timeout: Duration,
-    ) -> impl Future<Output = Result<Box<RawValue>, BackendError>> + Send;
+    ) -> impl Future<Output = Answer> + Send;
 
     /// Sends a request and waits for its result.
     fn request(
@@ -40,6 +44,89 @@ pub trait Upstream: Sync {
 
     /// Sends a notification, without waiting.
     fn notify(&self, method: &str, params: Option<Value>);
+
+    /// Forgets request `id`, given up before its answer came; says whether the server is
+    /// still to be told so (the request was still waiting and the connection lives).
+    fn forget(&self, id: u64) -> bool {
+        let _ = id;
+        true
+    }
+}
+
+/// Every MCP result is a JSON object; anything else would reach the client as it is, and
+/// clients drop such an answer (the call then hangs until their timeout).
+pub fn checked(server: &str, result: Box<RawValue>) -> Answer {
+    if result.get().trim_start().starts_with('{') {
+        return Ok(result);
+    }
+    Err(BackendError::NotAnObject {
+        server: server.to_string(),
+        result: result.get().chars().take(100).collect(),
+    })
+}
+
+/// Tells the server, when dropped before [`CancelOnDrop::answered`], that request `id` is
+/// no longer wanted (a timeout, or the client cancelled): `notifications/cancelled`.
+pub struct CancelOnDrop<'a, U: Upstream> {
+    upstream: &'a U,
+    id: u64,
+    answered: bool,
+}
+
+impl<'a, U: Upstream> CancelOnDrop<'a, U> {
+    pub fn new(upstream: &'a U, id: u64) -> Self {
+        CancelOnDrop {
+            upstream,
+            id,
+            answered: false,
+        }
+    }
+
+    /// The request needs no cancelling: it was answered, failed, or is not to be cancelled.
+    pub fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl<U: Upstream> Drop for CancelOnDrop<'_, U> {
+    fn drop(&mut self) {
+        if !self.answered && self.upstream.forget(self.id) {
+            self.upstream.notify(
+                methods::CANCELLED,
+                Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
+            );
+        }
+    }
+}
+
+/// Passes what a server sent of its own accord to the gateway: a notification, or a
+/// request to the client that `responder` makes the way back for. A response is handed
+/// back, for the request it answers. `call` is the client call whose stream it came on.
+pub fn dispatch(
+    to_gateway: &mpsc::UnboundedSender<BackendEvent>,
+    server: &str,
+    call: Option<u64>,
+    message: Message,
+    responder: impl FnOnce(Value) -> Responder,
+) -> Option<(Value, Result<Value, RpcError>)> {
+    let event = match message {
+        Message::Response { id, result } => return Some((id, result)),
+        Message::Notification { method, params } => BackendEvent::Notification {
+            server: server.to_string(),
+            call,
+            method,
+            params,
+        },
+        Message::Request { id, method, params } => BackendEvent::Request {
+            server: server.to_string(),
+            call,
+            method,
+            params,
+            reply: responder(id),
+        },
+    };
+    let _ = to_gateway.send(event);
+    None
 }
 
 /// Why a start did not get as far as a ready server. The text is what `gateway_status`

@@ -1,41 +1,29 @@
-//! A subprocess MCP server: newline-delimited JSON-RPC over its stdin/stdout.
-//! One supervisor task per server starts it, performs the handshake and discovery,
-//! restarts it with backoff after a crash and stops it on shutdown; one `Connection`
-//! per child correlates many requests in flight by rewritten ids.
+//! A subprocess MCP server: newline-delimited JSON-RPC over its stdin/stdout. One run
+//! (`run_once`, for the `supervisor`) spawns it, performs the handshake and discovery
+//! and serves until it exits or is stopped; a run's end is a crash, restarted with
+//! backoff. One `Connection` per child correlates requests in flight by rewritten ids.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::BufReader;
-use tokio::process::{Child, Command};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::watch;
 
-use super::common::{Common, stop_requested};
-use super::mcp_client::{self, Upstream};
-use super::{BackendError, BackendEvent, BackendState, ListKind};
-use crate::config::ServerConfig;
-use crate::pipe::lines::{self, Line};
-use crate::pipe::outbox::{Outbox, outbox, write_lines};
-use crate::protocol::{self, Message, RpcError};
-use crate::telemetry::events::{EventLog, Status};
+use super::common::{self, Common, stop_requested};
+use super::mcp_client::{self, Answer, Upstream};
+use super::supervisor::{self, RestartPolicy, Supervised};
+use super::{BackendError, BackendState, ListKind};
+use crate::config::GatewayConfig;
+use crate::pipe::outbox::{outbox, write_lines};
+use crate::telemetry::events::Status;
+use child::{describe_exit, exit_soon, spawn};
+use connection::{Connection, read_lines};
 
 mod child;
 mod connection;
-
-use child::*;
-use connection::*;
-
-/// A run of this long resets the count of consecutive failures. A shorter one counts as a
-/// failure even after a good start: a server that crashes soon after each `initialize` is
-/// in a crash loop as surely as one that never starts.
-const HEALTHY_RUN: Duration = Duration::from_secs(30);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 pub struct ProcessBackend {
     common: Common,
@@ -56,38 +44,19 @@ impl std::ops::Deref for ProcessBackend {
 }
 
 impl ProcessBackend {
-    pub fn start(
-        config: ServerConfig,
-        gateway: &crate::config::GatewayConfig,
-        events: Arc<EventLog>,
-        to_gateway: mpsc::UnboundedSender<BackendEvent>,
-    ) -> Arc<Self> {
-        let backend = Arc::new(ProcessBackend {
-            common: Common::new(config, events, to_gateway),
+    pub(super) fn new(common: Common, gateway: &GatewayConfig) -> Self {
+        ProcessBackend {
+            common,
             connection: ArcSwapOption::empty(),
             pid: AtomicU32::new(0),
             max_restarts: gateway.max_restarts,
             init_timeout: gateway.init_timeout,
             shutdown_grace: gateway.shutdown_grace,
-        });
-        tokio::spawn(backend.clone().supervise());
-        backend
+        }
     }
 
     pub fn pid(&self) -> Option<u32> {
         Some(self.pid.load(Ordering::Relaxed)).filter(|p| *p != 0)
-    }
-
-    /// Forwards a request whose result goes back to a client as the server wrote it.
-    pub async fn request_raw(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Box<RawValue>, BackendError> {
-        self.ready_connection()?
-            .request_raw(method, params, timeout)
-            .await
     }
 
     fn ready_connection(&self) -> Result<Arc<Connection>, BackendError> {
@@ -101,95 +70,53 @@ impl ProcessBackend {
         }
     }
 
-    pub fn notify(&self, method: &str, params: Option<Value>) {
-        if let Some(connection) = self.connection.load_full() {
-            connection.send(protocol::notification(method, params));
-        }
-    }
-
     /// Re-fetches one list after the server said it changed.
     pub async fn refresh(&self, kind: ListKind) -> Result<(), BackendError> {
         self.common.refresh(self.connection.load_full(), kind).await
     }
+}
 
-    fn fail(&self, message: String) {
-        tracing::warn!(server = %self.name, "{message}");
-        *self.last_error.lock().unwrap() = Some(message);
+impl Upstream for ProcessBackend {
+    fn server(&self) -> &str {
+        &self.name
     }
 
-    async fn supervise(self: Arc<Self>) {
-        let name = self.name.clone();
-        let mut stopping = self.stopping.subscribe();
-        let mut failures: u32 = 0;
-        loop {
-            let started = Instant::now();
-            let outcome = self.run_once(&mut stopping).await;
-            self.connection.store(None);
-            self.pid.store(0, Ordering::Relaxed);
-            if *stopping.borrow() {
-                self.set_state(BackendState::Stopped);
-                self.events
-                    .emit("backend.stopped", &name, Status::Success, Value::Null);
-                return;
-            }
-            if let Err(message) = outcome {
-                self.fail(message);
-            }
-            if started.elapsed() >= HEALTHY_RUN {
-                failures = 0;
-            }
-            failures += 1;
-            let last_error = self.last_error();
-            if failures > self.max_restarts {
-                self.events.emit(
-                    "backend.failed",
-                    &name,
-                    Status::Failure,
-                    json!({"error": last_error, "failures": failures}),
-                );
-                tracing::error!(
-                    server = %name,
-                    failures,
-                    "giving up on the server: {failures} crashes or failed starts in a row, each within {} s of starting (max_restarts = {})",
-                    HEALTHY_RUN.as_secs(),
-                    self.max_restarts
-                );
-                self.set_state(BackendState::Failed);
-                return;
-            }
-            self.events.emit(
-                "backend.crashed",
-                &name,
-                Status::Failure,
-                json!({"error": last_error}),
-            );
-            self.set_state(BackendState::Restarting);
-            let backoff = Duration::from_millis(100 << (failures - 1).min(12)).min(MAX_BACKOFF);
-            tracing::info!(server = %name, backoff_ms = backoff.as_millis() as u64, "restarting");
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = stop_requested(&mut stopping) => {}
-            }
-            if *stopping.borrow() {
-                self.set_state(BackendState::Stopped);
-                return;
-            }
-            self.restarts.fetch_add(1, Ordering::Relaxed);
+    /// Forwards a request whose result goes back to a client as the server wrote it.
+    async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Answer {
+        self.ready_connection()?
+            .request_raw(method, params, timeout)
+            .await
+    }
+
+    fn notify(&self, method: &str, params: Option<Value>) {
+        common::notify_live(&self.connection, method, params);
+    }
+}
+
+impl Supervised for ProcessBackend {
+    fn policy(&self) -> RestartPolicy {
+        RestartPolicy {
+            give_up_after: Some(self.max_restarts),
+            end_event: "backend.crashed",
+            end_before_ready: true,
+            end_prefix: "",
+            ready_again: "backend.restarted",
         }
     }
 
+    fn run_ended(&self) {
+        self.connection.store(None);
+        self.pid.store(0, Ordering::Relaxed);
+    }
+
     /// One life of the child: spawn, handshake, serve until it exits or we stop it.
-    async fn run_once(
-        self: &Arc<Self>,
-        stopping: &mut watch::Receiver<bool>,
-    ) -> Result<(), String> {
+    async fn run_once(&self, stopping: &mut watch::Receiver<bool>) -> Result<(), String> {
         let name = &self.name;
         let config = self.config.load_full();
         let mut child = spawn(&config)
             .map_err(|e| format!("cannot start `{}`: {e}", config.stdio().command))?;
         let pid = child.id().unwrap_or(0);
         self.pid.store(pid, Ordering::Relaxed);
-        let restarted = self.restarts() > 0;
         self.events.emit(
             "backend.started",
             name,
@@ -254,21 +181,8 @@ impl ProcessBackend {
             return Err(message);
         }
         self.connection.store(Some(connection.clone()));
-        let discovered = self.discovered();
-        tracing::info!(server = %name, tools = discovered.tools.len(), elapsed_ms = begun.elapsed().as_millis() as u64, "server ready");
-        self.warn_unmatched_filter();
-        self.events.emit(
-            if restarted { "backend.restarted" } else { "backend.ready" },
-            name,
-            Status::Success,
-            json!({"pid": pid, "tool_count": discovered.tools.len(), "protocol_version": discovered.protocol_version,
-                   "elapsed_ms": begun.elapsed().as_millis() as u64}),
-        );
-        if let Some(requests) = mcp_client::client_requests(&self.to_gateway, name).await {
-            let timeout = self.init_timeout.min(Duration::from_secs(10));
-            mcp_client::restore(&*connection, name, &self.discovered(), requests, timeout).await;
-        }
-        self.set_state(BackendState::Ready);
+        let pid_detail = ("pid", json!(pid));
+        supervisor::ready(self, &*connection, pid_detail, self.init_timeout, begun).await;
 
         let mut reader = reader;
         let result = tokio::select! {

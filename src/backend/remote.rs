@@ -1,23 +1,21 @@
-//! A remote MCP server over Streamable HTTP. One supervisor task per server opens a
-//! session (handshake and discovery through `mcp_client`), serves until the server is
-//! unreachable or ends the session, and then opens a new one with backoff; the tools stay
-//! listed meanwhile, and calls fail at once naming the server.
+//! A remote MCP server over Streamable HTTP (or the legacy SSE transport). One run
+//! (`run_once`, for the `supervisor`) opens a session (handshake and discovery through
+//! `mcp_client`) and serves until the server is unreachable or ends the session; a run's
+//! end is a disconnection, and a new session follows with backoff. The tools stay listed
+//! meanwhile, and calls fail at once naming the server.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-use super::common::{Common, stop_requested};
-use super::mcp_client::{self, HandshakeError, Upstream};
-use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind, Responder};
-use crate::config::{HttpEndpoint, HttpTransport, ServerConfig, ServerTransport};
-use crate::protocol::{self, Message};
-use crate::telemetry::events::{EventLog, Status};
+use super::common::{self, Common, stop_requested};
+use super::mcp_client::{self, Answer, HandshakeError, Upstream};
+use super::supervisor::{self, RestartPolicy, Supervised};
+use super::{BackendError, BackendState, Discovered, ListKind};
+use crate::config::{GatewayConfig, HttpEndpoint, HttpTransport, ServerTransport};
 
 mod client;
 mod connection;
@@ -25,9 +23,6 @@ mod sse;
 
 use connection::{Closed, Connection};
 
-/// A session this long resets the backoff.
-const HEALTHY_RUN: Duration = Duration::from_secs(30);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// For a new TCP (and TLS) connection; a request's own timeout bounds it too.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -46,28 +41,52 @@ impl std::ops::Deref for RemoteBackend {
 }
 
 impl RemoteBackend {
-    pub fn start(
-        config: ServerConfig,
-        gateway: &crate::config::GatewayConfig,
-        events: Arc<EventLog>,
-        to_gateway: mpsc::UnboundedSender<BackendEvent>,
-    ) -> Arc<Self> {
-        let backend = Arc::new(RemoteBackend {
-            common: Common::new(config, events, to_gateway),
+    pub(super) fn new(common: Common, gateway: &GatewayConfig) -> Self {
+        RemoteBackend {
+            common,
             connection: ArcSwapOption::empty(),
             init_timeout: gateway.init_timeout,
-        });
-        tokio::spawn(backend.clone().supervise());
-        backend
+        }
+    }
+
+    /// The live session; while there is none, an error that says why at once.
+    fn ready_connection(&self) -> Result<Arc<Connection>, BackendError> {
+        let state = self.state();
+        match (state, self.connection.load_full()) {
+            (BackendState::Ready, Some(c)) => Ok(c),
+            (BackendState::Restarting, _) => Err(BackendError::Unreachable {
+                server: self.name.clone(),
+                reason: self
+                    .last_error()
+                    .unwrap_or_else(|| "reconnecting".to_string()),
+            }),
+            _ => Err(BackendError::Unavailable {
+                server: self.name.clone(),
+                state: state.as_str(),
+            }),
+        }
+    }
+
+    /// Re-fetches one list after the server said it changed.
+    pub async fn refresh(&self, kind: ListKind) -> Result<(), BackendError> {
+        self.common.refresh(self.connection.load_full(), kind).await
+    }
+
+    fn endpoint(&self) -> HttpEndpoint {
+        match &self.config.load().transport {
+            ServerTransport::Http(endpoint) => endpoint.clone(),
+            ServerTransport::Stdio(_) => unreachable!("a remote backend has a URL"),
+        }
+    }
+}
+
+impl Upstream for RemoteBackend {
+    fn server(&self) -> &str {
+        &self.name
     }
 
     /// Forwards a request. Fails at once, saying why, unless the session is live.
-    pub async fn request_raw(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Box<RawValue>, BackendError> {
+    async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Answer {
         let started = tokio::time::Instant::now();
         let connection = self.ready_connection()?;
         let result = connection
@@ -102,122 +121,48 @@ impl RemoteBackend {
             .await
     }
 
-    /// The live session; while there is none, an error that says why at once.
-    fn ready_connection(&self) -> Result<Arc<Connection>, BackendError> {
-        let state = self.state();
-        match (state, self.connection.load_full()) {
-            (BackendState::Ready, Some(c)) => Ok(c),
-            (BackendState::Restarting, _) => Err(BackendError::Unreachable {
-                server: self.name.clone(),
-                reason: self
-                    .last_error()
-                    .unwrap_or_else(|| "reconnecting".to_string()),
-            }),
-            _ => Err(BackendError::Unavailable {
-                server: self.name.clone(),
-                state: state.as_str(),
-            }),
+    fn notify(&self, method: &str, params: Option<Value>) {
+        common::notify_live(&self.connection, method, params);
+    }
+}
+
+impl Supervised for RemoteBackend {
+    /// A session the server ended is opened again at once; an unreachable server is tried
+    /// again less and less often, and never given up.
+    fn policy(&self) -> RestartPolicy {
+        RestartPolicy {
+            give_up_after: None,
+            end_event: "backend.disconnected",
+            end_before_ready: false,
+            end_prefix: "reconnecting: ",
+            ready_again: "backend.reconnected",
         }
     }
 
-    pub fn notify(&self, method: &str, params: Option<Value>) {
-        if let Some(connection) = self.connection.load_full() {
-            Upstream::notify(&*connection, method, params);
-        }
+    fn run_ended(&self) {
+        self.connection.store(None);
     }
 
-    /// Re-fetches one list after the server said it changed.
-    pub async fn refresh(&self, kind: ListKind) -> Result<(), BackendError> {
-        self.common.refresh(self.connection.load_full(), kind).await
-    }
-
-    fn endpoint(&self) -> HttpEndpoint {
-        match &self.config.load().transport {
-            ServerTransport::Http(endpoint) => endpoint.clone(),
-            ServerTransport::Stdio(_) => unreachable!("a remote backend has a URL"),
-        }
-    }
-
-    async fn supervise(self: Arc<Self>) {
-        let name = self.name.clone();
-        let mut stopping = self.stopping.subscribe();
-        let mut failures: u32 = 0;
-        loop {
-            let started = Instant::now();
-            let (outcome, was_ready) = self.run_once(&mut stopping).await;
-            self.connection.store(None);
-            if *stopping.borrow() {
-                self.set_state(BackendState::Stopped);
-                self.events
-                    .emit("backend.stopped", &name, Status::Success, Value::Null);
-                return;
-            }
-            let reason = outcome.err().unwrap_or_default();
-            tracing::warn!(server = %name, "reconnecting: {reason}");
-            *self.last_error.lock().unwrap() = Some(format!("reconnecting: {reason}"));
-            if was_ready {
-                self.events.emit(
-                    "backend.disconnected",
-                    &name,
-                    Status::Failure,
-                    json!({"error": reason}),
-                );
-            }
-            if started.elapsed() >= HEALTHY_RUN {
-                failures = 0;
-            }
-            failures += 1;
-            self.set_state(BackendState::Restarting);
-            // A session the server ended is opened again at once; an unreachable server
-            // is tried again less and less often.
-            let backoff = Duration::from_millis(100 << (failures - 1).min(12)).min(MAX_BACKOFF);
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = stop_requested(&mut stopping) => {}
-            }
-            if *stopping.borrow() {
-                self.set_state(BackendState::Stopped);
-                return;
-            }
-            self.restarts.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// One session: handshake, serve until it breaks or the gateway stops it. Says
-    /// whether it got as far as ready.
-    async fn run_once(
-        self: &Arc<Self>,
-        stopping: &mut watch::Receiver<bool>,
-    ) -> (Result<(), String>, bool) {
-        let name = &self.name;
+    /// One session: handshake, serve until it breaks or the gateway stops it.
+    async fn run_once(&self, stopping: &mut watch::Receiver<bool>) -> Result<(), String> {
         let endpoint = self.endpoint();
         let begun = Instant::now();
         let opened = tokio::select! {
-            r = self.open_any(&endpoint) => r,
+            r = self.open_any(&endpoint) => r.map_err(|e| e.to_string()),
             _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
         };
-        let (connection, discovered) = match opened {
-            Ok(opened) => opened,
-            Err(reason) => return (Err(reason), false),
-        };
+        let (connection, discovered) = opened?;
         self.discovered.store(Arc::new(discovered));
         self.connection.store(Some(connection.clone()));
-        let discovered = self.discovered();
         let url = crate::config::redact_url(&endpoint.url);
-        tracing::info!(server = %name, tools = discovered.tools.len(), %url, "remote server ready");
-        let restarted = self.restarts() > 0;
-        self.events.emit(
-            if restarted { "backend.reconnected" } else { "backend.ready" },
-            name,
-            Status::Success,
-            json!({"url": url, "tool_count": discovered.tools.len(), "protocol_version": discovered.protocol_version,
-                   "elapsed_ms": begun.elapsed().as_millis() as u64}),
-        );
-        if let Some(requests) = mcp_client::client_requests(&self.to_gateway, name).await {
-            let timeout = self.init_timeout.min(Duration::from_secs(10));
-            mcp_client::restore(&*connection, name, &discovered, requests, timeout).await;
-        }
-        self.set_state(BackendState::Ready);
+        supervisor::ready(
+            self,
+            &*connection,
+            ("url", json!(url)),
+            self.init_timeout,
+            begun,
+        )
+        .await;
         let listener = tokio::spawn(connection.clone().listen());
         let outcome = tokio::select! {
             closed = connection.ended() => match closed {
@@ -231,7 +176,7 @@ impl RemoteBackend {
             }
         };
         listener.abort();
-        (outcome, true)
+        outcome
     }
 }
 
@@ -241,38 +186,35 @@ impl RemoteBackend {
     async fn open_any(
         &self,
         endpoint: &HttpEndpoint,
-    ) -> Result<(Arc<Connection>, Discovered), String> {
-        let opened = match endpoint.transport {
+    ) -> Result<(Arc<Connection>, Discovered), OpenError> {
+        match endpoint.transport {
             HttpTransport::Sse => self.open(endpoint, true).await,
             HttpTransport::StreamableHttp => self.open(endpoint, false).await,
             HttpTransport::Auto => match self.open(endpoint, false).await {
-                Err((reason, true)) => {
+                Err(OpenError::Refused(reason)) => {
                     tracing::info!(server = %self.name, "Streamable HTTP refused ({reason}); trying the legacy SSE transport");
-                    self.open(endpoint, true).await.map_err(|(legacy, _)| {
-                        (
-                            format!("{reason}; over the legacy SSE transport: {legacy}"),
-                            false,
-                        )
+                    self.open(endpoint, true).await.map_err(|legacy| {
+                        OpenError::Failed(format!(
+                            "{reason}; over the legacy SSE transport: {legacy}"
+                        ))
                     })
                 }
                 other => other,
             },
-        };
-        opened.map_err(|(reason, _)| reason)
+        }
     }
 
-    /// A connection and its handshake. On failure: why, and whether the server refused
-    /// the `initialize` POST itself (a 4xx: it may speak the legacy transport).
+    /// A connection and its handshake.
     async fn open(
         &self,
         endpoint: &HttpEndpoint,
         legacy: bool,
-    ) -> Result<(Arc<Connection>, Discovered), (String, bool)> {
+    ) -> Result<(Arc<Connection>, Discovered), OpenError> {
         let connection = Connection::new(&self.name, endpoint, self.to_gateway.clone())
-            .map_err(|reason| (reason, false))?;
+            .map_err(OpenError::Failed)?;
         if legacy && let Err(err) = connection.open_legacy(self.init_timeout).await {
             connection.close(Closed::Stopped);
-            return Err((err.to_string(), false));
+            return Err(OpenError::Failed(err.to_string()));
         }
         match mcp_client::handshake(&*connection, &self.name, self.init_timeout).await {
             Ok(discovered) => Ok((connection, discovered)),
@@ -286,8 +228,22 @@ impl RemoteBackend {
                 );
                 connection.close(Closed::Stopped);
                 connection.delete().await;
-                Err((err.to_string(), refused))
+                Err(match refused {
+                    true => OpenError::Refused(err.to_string()),
+                    false => OpenError::Failed(err.to_string()),
+                })
             }
         }
     }
+}
+
+/// Why a session did not open.
+#[derive(Debug, thiserror::Error)]
+enum OpenError {
+    /// The server refused the `initialize` POST itself (a 4xx): it may speak the legacy
+    /// transport.
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Failed(String),
 }

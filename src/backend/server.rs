@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use serde_json::value::RawValue;
 
-use super::common::{Common, read_result};
+use super::common::Common;
+use super::mcp_client::{Answer, Upstream};
 use super::process::ProcessBackend;
 use super::remote::RemoteBackend;
+use super::supervisor;
 use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::{GatewayConfig, ServerConfig, ServerTransport};
 use crate::telemetry::events::EventLog;
@@ -38,13 +39,11 @@ impl Backend {
         events: Arc<EventLog>,
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
     ) -> Backend {
-        match config.transport {
-            ServerTransport::Stdio(_) => {
-                Backend::Process(ProcessBackend::start(config, gateway, events, to_gateway))
-            }
-            ServerTransport::Http(_) => {
-                Backend::Remote(RemoteBackend::start(config, gateway, events, to_gateway))
-            }
+        let stdio = matches!(config.transport, ServerTransport::Stdio(_));
+        let common = Common::new(config, events, to_gateway);
+        match stdio {
+            true => Backend::Process(supervisor::start(ProcessBackend::new(common, gateway))),
+            false => Backend::Remote(supervisor::start(RemoteBackend::new(common, gateway))),
         }
     }
 
@@ -97,37 +96,6 @@ impl Backend {
         self.common().timeout_for(tool)
     }
 
-    /// Forwards a request; its result read into a `Value`.
-    pub async fn request(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Value, BackendError> {
-        let raw = self.request_raw(method, params, timeout).await?;
-        read_result(self.name(), &raw)
-    }
-
-    /// Forwards a request whose result goes back to a client as the server wrote it.
-    pub async fn request_raw(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Box<RawValue>, BackendError> {
-        match self {
-            Backend::Process(p) => p.request_raw(method, params, timeout).await,
-            Backend::Remote(p) => p.request_raw(method, params, timeout).await,
-        }
-    }
-
-    pub fn notify(&self, method: &str, params: Option<Value>) {
-        match self {
-            Backend::Process(p) => p.notify(method, params),
-            Backend::Remote(p) => p.notify(method, params),
-        }
-    }
-
     /// Fetches a list again after the server said it changed.
     pub async fn refresh(&self, kind: ListKind) -> Result<(), BackendError> {
         match self {
@@ -138,5 +106,27 @@ impl Backend {
 
     pub async fn stop(&self) {
         self.common().stop().await
+    }
+}
+
+/// A request to a server, whatever carries it: `request` gives its result read into a
+/// `Value`, `request_raw` as the server wrote it (for a client).
+impl Upstream for Backend {
+    fn server(&self) -> &str {
+        self.name()
+    }
+
+    async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Answer {
+        match self {
+            Backend::Process(p) => p.request_raw(method, params, timeout).await,
+            Backend::Remote(r) => r.request_raw(method, params, timeout).await,
+        }
+    }
+
+    fn notify(&self, method: &str, params: Option<Value>) {
+        match self {
+            Backend::Process(p) => p.notify(method, params),
+            Backend::Remote(r) => r.notify(method, params),
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{RequestContext, Router, required_string};
+use crate::backend::mcp_client::Upstream;
 use crate::protocol::methods;
 use crate::protocol::{self, RpcError};
 

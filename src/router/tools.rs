@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{RequestContext, Router, required_string};
+use crate::backend::mcp_client::Upstream;
 use crate::backend::{Backend, BackendError, BackendState};
 use crate::catalog::view::Kind;
 use crate::catalog::{self, Target};
@@ -122,14 +123,8 @@ impl Router<'_> {
             }
             Target::Server(backend) => {
                 params["name"] = Value::String(route.name.clone());
-                self.forward_to_process(
-                    context,
-                    backend,
-                    methods::TOOLS_CALL,
-                    params,
-                    route.timeout,
-                )
-                .await
+                self.forward_to_server(context, backend, methods::TOOLS_CALL, params, route.timeout)
+                    .await
             }
             Target::Wasm(plugin) => {
                 self.call_plugin(context, &name, plugin, &route, arguments, &params)
@@ -228,7 +223,7 @@ impl Router<'_> {
     ) -> Result<Reply, RpcError> {
         match target {
             Target::Server(backend) => {
-                self.forward_to_process(context, backend, method, params, backend.timeout_for(None))
+                self.forward_to_server(context, backend, method, params, backend.timeout_for(None))
                     .await
             }
             Target::Builtin | Target::Wasm(_) => Err(RpcError::new(
@@ -239,7 +234,7 @@ impl Router<'_> {
     }
 
     /// Sends a request to a server with the client's progress token mapped for the time of the call.
-    async fn forward_to_process(
+    async fn forward_to_server(
         &self,
         context: &RequestContext,
         backend: &Backend,

@@ -208,6 +208,19 @@ fn a_remote_gateway_serves_through_both_hops() {
     );
 }
 
+/// A disabled remote server is listed as what it is, as an enabled one is.
+#[test]
+fn a_disabled_remote_server_shows_as_remote() {
+    let mut client = outer_in(
+        TestDir::new("disabled-remote"),
+        "http://127.0.0.1:9/mcp",
+        &["disabled = true"],
+    );
+    let status = client.status();
+    assert_eq!(status["backends"]["up"]["status"], "disabled", "{status}");
+    assert_eq!(status["backends"]["up"]["kind"], "remote", "{status}");
+}
+
 /// With one connection for requests, a call that waits on the client's sampling answer
 /// still gets it: the answer goes to the server aside from the connection the call holds.
 #[test]

@@ -1,7 +1,15 @@
 //! The server's process: spawned in its own process group with a base environment,
 //! stopped politely (stdin closed, SIGTERM) and then not (SIGKILL to the group).
 
-use super::*;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use super::ProcessBackend;
+use super::connection::Connection;
+use crate::config::ServerConfig;
 
 impl ProcessBackend {
     /// After the server's process is gone: processes it started that still hold its stdout

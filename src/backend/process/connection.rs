@@ -1,8 +1,21 @@
 //! The live pipes of one child process: requests in flight matched to their answers
 //! by rewritten ids, and the reader of the server's stdout.
 
-use super::*;
-use crate::protocol::methods;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::io::BufReader;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
+use crate::backend::{BackendError, BackendEvent, Responder};
+use crate::pipe::lines::{self, Line};
+use crate::pipe::outbox::Outbox;
+use crate::protocol::{self, RpcError};
 
 /// How long a server may take no line from a full queue before it counts as not reading.
 pub(super) const STDIN_STALL: Duration = Duration::from_secs(2);
@@ -26,72 +39,6 @@ impl Connection {
     /// Sends a notification; dropped (and counted) when the server stopped reading.
     pub(super) fn send(&self, message: Value) {
         self.writer.send_or_drop(message.to_string());
-    }
-
-    /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
-    /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
-    pub(super) async fn request_raw(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Box<RawValue>, BackendError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(id, tx);
-        if self.closed.load(Ordering::Acquire) {
-            self.pending.lock().unwrap().remove(&id);
-            // Gone before this request was sent: it never reached the process.
-            return Err(match self.gone() {
-                BackendError::Crashed { server } => BackendError::Unavailable {
-                    server,
-                    state: "not running (its process exited)",
-                },
-                stopped => stopped,
-            });
-        }
-        // Over budget: wait while the server reads, slowly or not; fail at once when it
-        // stopped reading.
-        let started = tokio::time::Instant::now();
-        while self.writer.is_full() {
-            if self.writer.stalled_for() >= STDIN_STALL || started.elapsed() >= timeout {
-                self.pending.lock().unwrap().remove(&id);
-                return Err(BackendError::NotReading {
-                    server: self.server.clone(),
-                    backlog: self.writer.backlog(),
-                });
-            }
-            let _ = tokio::time::timeout(STDIN_STALL / 4, self.writer.room()).await;
-        }
-        let mut guard = PendingGuard {
-            connection: self,
-            id,
-            done: false,
-        };
-        self.writer
-            .send(protocol::request(id.into(), method, params).to_string());
-        let outcome = tokio::time::timeout(timeout, rx).await;
-        guard.done = outcome.is_ok();
-        match outcome {
-            // Every MCP result is a JSON object; anything else would reach the client as it
-            // is, and clients drop such an answer (the call then hangs until their timeout).
-            Ok(Ok(Ok(result))) if !result.get().trim_start().starts_with('{') => {
-                Err(BackendError::NotAnObject {
-                    server: self.server.clone(),
-                    result: result.get().chars().take(100).collect(),
-                })
-            }
-            Ok(Ok(Ok(result))) => Ok(result),
-            Ok(Ok(Err(error))) => Err(BackendError::Rpc {
-                server: self.server.clone(),
-                error,
-            }),
-            Ok(Err(_)) => Err(self.gone()),
-            Err(_) => Err(BackendError::Timeout {
-                server: self.server.clone(),
-                timeout,
-            }),
-        }
     }
 
     pub(super) fn complete(&self, id: u64, result: Result<Box<RawValue>, RpcError>) {
@@ -134,44 +81,63 @@ impl Upstream for Connection {
         &self.server
     }
 
-    fn request_raw(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<Box<RawValue>, BackendError>> + Send {
-        Connection::request_raw(self, method, params, timeout)
+    /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
+    /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
+    async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Answer {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        if self.closed.load(Ordering::Acquire) {
+            self.pending.lock().unwrap().remove(&id);
+            // Gone before this request was sent: it never reached the process.
+            return Err(match self.gone() {
+                BackendError::Crashed { server } => BackendError::Unavailable {
+                    server,
+                    state: "not running (its process exited)",
+                },
+                stopped => stopped,
+            });
+        }
+        // Over budget: wait while the server reads, slowly or not; fail at once when it
+        // stopped reading.
+        let started = tokio::time::Instant::now();
+        while self.writer.is_full() {
+            if self.writer.stalled_for() >= STDIN_STALL || started.elapsed() >= timeout {
+                self.pending.lock().unwrap().remove(&id);
+                return Err(BackendError::NotReading {
+                    server: self.server.clone(),
+                    backlog: self.writer.backlog(),
+                });
+            }
+            let _ = tokio::time::timeout(STDIN_STALL / 4, self.writer.room()).await;
+        }
+        let mut cancel = CancelOnDrop::new(self, id);
+        self.writer
+            .send(protocol::request(id.into(), method, params).to_string());
+        let outcome = tokio::time::timeout(timeout, rx).await;
+        if outcome.is_ok() {
+            cancel.answered();
+        }
+        match outcome {
+            Ok(Ok(Ok(result))) => mcp_client::checked(&self.server, result),
+            Ok(Ok(Err(error))) => Err(BackendError::Rpc {
+                server: self.server.clone(),
+                error,
+            }),
+            Ok(Err(_)) => Err(self.gone()),
+            Err(_) => Err(BackendError::Timeout {
+                server: self.server.clone(),
+                timeout,
+            }),
+        }
     }
 
     fn notify(&self, method: &str, params: Option<Value>) {
         self.send(protocol::notification(method, params));
     }
-}
 
-pub(super) struct PendingGuard<'a> {
-    pub(super) connection: &'a Connection,
-    pub(super) id: u64,
-    pub(super) done: bool,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        if self
-            .connection
-            .pending
-            .lock()
-            .unwrap()
-            .remove(&self.id)
-            .is_some()
-        {
-            self.connection.send(protocol::notification(
-                methods::CANCELLED,
-                Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
-            ));
-        }
+    fn forget(&self, id: u64) -> bool {
+        self.pending.lock().unwrap().remove(&id).is_some()
     }
 }
 
@@ -211,34 +177,19 @@ pub(super) async fn read_lines(
             .map_err(|e| e.to_string())
             .and_then(|v| protocol::parse_message(v).map_err(|e| e.message));
         match message {
-            Ok(Message::Response { id, result }) => {
+            // A line on stdout names no call: the gateway works out who may hear it.
+            Ok(message) => {
+                let answer = mcp_client::dispatch(&to_gateway, &server, None, message, |id| {
+                    let to_server = connection.clone();
+                    Responder::new(id, move |response| to_server.send(response))
+                });
+                let Some((id, result)) = answer else { continue };
                 let Some(id) = id.as_u64() else { continue };
                 let result = result.and_then(|value| {
                     serde_json::value::to_raw_value(&value)
                         .map_err(|e| RpcError::new(protocol::INTERNAL_ERROR, e.to_string()))
                 });
                 connection.complete(id, result);
-            }
-            Ok(Message::Notification { method, params }) => {
-                // A line on stdin names no call: the gateway works out who may hear it.
-                let _ = to_gateway.send(BackendEvent::Notification {
-                    server: server.clone(),
-                    call: None,
-                    method,
-                    params,
-                });
-            }
-            Ok(Message::Request { id, method, params }) => {
-                let to_server = connection.clone();
-                let reply =
-                    super::super::Responder::new(id, move |response| to_server.send(response));
-                let _ = to_gateway.send(BackendEvent::Request {
-                    server: server.clone(),
-                    call: None,
-                    method,
-                    params,
-                    reply,
-                });
             }
             Err(reason) => {
                 let shown = crate::protocol::cut_short(line, 200);

@@ -2,15 +2,23 @@
 //! answered with JSON or an event stream, the session id and protocol version sent back,
 //! the server's own messages passed to the gateway, and the `GET` stream.
 
-use std::sync::Weak;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, watch};
 
+use super::CONNECT_TIMEOUT;
 use super::client::{Body, Hold, HttpClient, Lease};
 use super::sse::{self, SseError, SseReader};
-use super::*;
-use crate::protocol::methods;
+use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
+use crate::backend::supervisor::MAX_BACKOFF;
+use crate::backend::{BackendError, BackendEvent, Responder};
+use crate::protocol::{self, methods};
 
 mod legacy;
 mod notes;
@@ -185,61 +193,6 @@ impl Connection {
         }
     }
 
-    /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
-    /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
-    pub(super) async fn request_raw(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> Result<Box<RawValue>, BackendError> {
-        if self.closed.borrow().is_some() {
-            return Err(self.gone());
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut guard = CancelGuard {
-            connection: self,
-            id,
-            done: method == methods::INITIALIZE,
-        };
-        let mut closed = self.closed.subscribe();
-        let outcome = tokio::time::timeout(timeout, async {
-            let _turn = self.in_flight.acquire().await;
-            tokio::select! {
-                result = self.exchange(id, method, params) => result,
-                _ = closed.wait_for(Option::is_some) => Err(self.gone()),
-            }
-        })
-        .await;
-        let result = match outcome {
-            Ok(result) => {
-                guard.done = true;
-                result?
-            }
-            Err(_) => {
-                return Err(BackendError::Timeout {
-                    server: self.server.clone(),
-                    timeout,
-                });
-            }
-        };
-        // Every MCP result is a JSON object; anything else would reach the client as it
-        // is, and clients drop such an answer.
-        if !result.get().trim_start().starts_with('{') {
-            return Err(BackendError::NotAnObject {
-                server: self.server.clone(),
-                result: result.get().chars().take(100).collect(),
-            });
-        }
-        if method == methods::INITIALIZE
-            && let Ok(init) = serde_json::from_str::<Value>(result.get())
-            && let Some(version) = init["protocolVersion"].as_str()
-        {
-            *self.version.lock().unwrap() = Some(self.version_header(version)?);
-        }
-        Ok(result)
-    }
-
     /// The `MCP-Protocol-Version` header for the version the server chose; an error when
     /// the version is not text a header can carry (a control character, say).
     fn version_header(&self, version: &str) -> Result<http::HeaderValue, BackendError> {
@@ -411,48 +364,38 @@ impl Connection {
         let call = waiting.and_then(|_| crate::backend::current_call());
         let mut answer = None;
         for message in messages {
-            match protocol::parse_message(message) {
-                Ok(Message::Response { id, result }) => {
-                    let result = match result {
-                        Ok(value) => serde_json::value::to_raw_value(&value)
-                            .map_err(|e| self.http_error(0, format!("an unreadable result: {e}"))),
-                        Err(error) => Err(BackendError::Rpc {
-                            server: self.server.clone(),
-                            error,
-                        }),
-                    };
-                    if id.as_u64().is_some() && id.as_u64() == waiting {
-                        answer = Some(result);
-                    } else if !self.complete_legacy(&id, result) {
-                        tracing::debug!(server = %self.server, %id, "an answer to no request waiting for one; ignored")
-                    }
-                }
-                Ok(Message::Notification { method, params }) => {
-                    let _ = self.to_gateway.send(BackendEvent::Notification {
-                        server: self.server.clone(),
-                        call,
-                        method,
-                        params,
-                    });
-                }
-                Ok(Message::Request { id, method, params }) => {
-                    let me = self.me.clone();
-                    let reply = Responder::new(id, move |response| {
-                        if let Some(connection) = me.upgrade() {
-                            tokio::spawn(async move { connection.post_message(response).await });
-                        }
-                    });
-                    let _ = self.to_gateway.send(BackendEvent::Request {
-                        server: self.server.clone(),
-                        call,
-                        method,
-                        params,
-                        reply,
-                    });
-                }
+            let message = match protocol::parse_message(message) {
+                Ok(message) => message,
                 Err(err) => {
-                    tracing::warn!(server = %self.server, "ignored a message that is not JSON-RPC ({}): {}", err.message, shown(text))
+                    tracing::warn!(server = %self.server, "ignored a message that is not JSON-RPC ({}): {}", err.message, shown(text));
+                    continue;
                 }
+            };
+            let responder = |id| {
+                let me = self.me.clone();
+                Responder::new(id, move |response| {
+                    if let Some(connection) = me.upgrade() {
+                        tokio::spawn(async move { connection.post_message(response).await });
+                    }
+                })
+            };
+            let responded =
+                mcp_client::dispatch(&self.to_gateway, &self.server, call, message, responder);
+            let Some((id, result)) = responded else {
+                continue;
+            };
+            let result = match result {
+                Ok(value) => serde_json::value::to_raw_value(&value)
+                    .map_err(|e| self.http_error(0, format!("an unreadable result: {e}"))),
+                Err(error) => Err(BackendError::Rpc {
+                    server: self.server.clone(),
+                    error,
+                }),
+            };
+            if id.as_u64().is_some() && id.as_u64() == waiting {
+                answer = Some(result);
+            } else if !self.complete_legacy(&id, result) {
+                tracing::debug!(server = %self.server, %id, "an answer to no request waiting for one; ignored")
             }
         }
         answer
@@ -551,13 +494,46 @@ impl Upstream for Connection {
         &self.server
     }
 
-    fn request_raw(
-        &self,
-        method: &str,
-        params: Option<Value>,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<Box<RawValue>, BackendError>> + Send {
-        Connection::request_raw(self, method, params, timeout)
+    /// Sends a request and waits for its answer, kept as the server's JSON text. Dropping
+    /// the future (timeout, client cancellation) tells the server with `notifications/cancelled`.
+    async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Answer {
+        if self.closed.borrow().is_some() {
+            return Err(self.gone());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut cancel = CancelOnDrop::new(self, id);
+        if method == methods::INITIALIZE {
+            cancel.answered();
+        }
+        let mut closed = self.closed.subscribe();
+        let outcome = tokio::time::timeout(timeout, async {
+            let _turn = self.in_flight.acquire().await;
+            tokio::select! {
+                result = self.exchange(id, method, params) => result,
+                _ = closed.wait_for(Option::is_some) => Err(self.gone()),
+            }
+        })
+        .await;
+        let result = match outcome {
+            Ok(result) => {
+                cancel.answered();
+                result?
+            }
+            Err(_) => {
+                return Err(BackendError::Timeout {
+                    server: self.server.clone(),
+                    timeout,
+                });
+            }
+        };
+        let result = mcp_client::checked(&self.server, result)?;
+        if method == methods::INITIALIZE
+            && let Ok(init) = serde_json::from_str::<Value>(result.get())
+            && let Some(version) = init["protocolVersion"].as_str()
+        {
+            *self.version.lock().unwrap() = Some(self.version_header(version)?);
+        }
+        Ok(result)
     }
 
     fn notify(&self, method: &str, params: Option<Value>) {
@@ -569,23 +545,9 @@ impl Upstream for Connection {
             }
         }
     }
-}
 
-/// Tells the server that a request it was sent is no longer wanted, unless it was answered.
-struct CancelGuard<'a> {
-    connection: &'a Connection,
-    id: u64,
-    done: bool,
-}
-
-impl Drop for CancelGuard<'_> {
-    fn drop(&mut self) {
-        if !self.done && self.connection.closed.borrow().is_none() {
-            self.connection.notify(
-                methods::CANCELLED,
-                Some(json!({"requestId": self.id, "reason": "cancelled by the gateway (timeout or client cancellation)"})),
-            );
-        }
+    fn forget(&self, _id: u64) -> bool {
+        self.closed.borrow().is_none()
     }
 }
 

@@ -3,10 +3,17 @@
 //! every message of the server; a `POST` is only acknowledged (202).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
-use super::*;
+use super::{Closed, Connection, SHOWN, content_type, read_text, shown};
+use crate::backend::BackendError;
+use crate::backend::remote::client::Hold;
+use crate::backend::remote::sse::{SseError, SseReader};
 
 /// Where the answer to a request sent over the legacy transport goes.
 type Waiting = oneshot::Sender<Result<Box<RawValue>, BackendError>>;

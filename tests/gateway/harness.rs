@@ -1,7 +1,8 @@
 //! The test client: starts the real `wasmgate` binary with a config in its own temp
 //! folder and talks MCP to it over the child's stdin/stdout, as an MCP client does.
 //! Every wait is bounded, and every line the gateway writes to stdout is checked to be
-//! JSON-RPC: anything else fails the test.
+//! JSON-RPC: anything else fails the test. The one config builder is `builder`; the
+//! helpers many test files share (fixtures, waits, checks) are `helpers`.
 
 use std::collections::VecDeque;
 use std::fs::File;

@@ -18,14 +18,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::backend::Backend;
-use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered, ListKind};
+use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered};
 use crate::catalog::view::Kind;
 use crate::catalog::{Catalog, Source, Target};
 use crate::config::Config;
 use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
+use crate::protocol;
 use crate::protocol::methods;
-use crate::protocol::{self, RpcError};
 use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
 

@@ -3,7 +3,7 @@
 //! line of the key it concerns.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use globset::GlobSetBuilder;
@@ -21,7 +21,6 @@ mod servers;
 
 pub use http::{ENV_TOKEN, EnvTokenError, MIN_TOKEN, check_listen, env_token};
 pub(crate) use plugins::plugin_file_warning;
-use plugins::*;
 
 /// Looks up a variable of the gateway's environment. Passed in so tests are hermetic.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;

@@ -2,7 +2,15 @@
 //! list changes, resource updates, cancellations) and requests for a client (sampling,
 //! elicitation, roots), routed to the client they belong to.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use serde_json::{Value, json};
+
+use super::Gateway;
+use crate::backend::ListKind;
+use crate::peer::ClientPeer;
+use crate::protocol::{self, RpcError, methods};
 
 /// A client's request in flight to a server.
 pub(super) struct InFlightCall {

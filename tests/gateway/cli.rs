@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{TestDir, config, run_cli, run_cli_with_env};
+use crate::harness::{TestDir, config, fixture_path, run_cli, run_cli_with_env};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -267,7 +267,7 @@ fn one_shot_commands_wait_for_plugins_to_compile() {
     // startup_timeout ends long before the plugin is compiled (no cache): a one-shot
     // command has no later list_changed, so it waits for the plugin anyway.
     let dir = TestDir::new("cli");
-    let plugin = std::path::Path::new(env!("WASMGATE_TEST_PLUGINS")).join("minimal.wasm");
+    let plugin = fixture_path("minimal");
     let path = dir.write(
         "gateway.toml",
         &format!(
@@ -302,7 +302,7 @@ fn one_shot_commands_wait_for_plugins_to_compile() {
 #[test]
 fn plugin_files_are_served_with_or_without_a_config() {
     let dir = TestDir::new("cli");
-    let plugin = std::path::Path::new(env!("WASMGATE_TEST_PLUGINS")).join("minimal.wasm");
+    let plugin = fixture_path("minimal");
     let plugin = plugin.to_str().unwrap();
     let cache = dir.path.join("xdg-cache");
     let env = [("XDG_CACHE_HOME", cache.to_str().unwrap())];

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::harness::{TestDir, config, toml_str, wasmgate};
+use crate::harness::{TestDir, config, fixture_path, toml_str, wasmgate};
 use crate::http_client::{HttpGateway, runtime};
 
 /// The whole suite takes a few seconds; this bounds a hung scenario on a loaded machine.
@@ -194,12 +194,7 @@ const PLUGIN_TOOLS: [&str; 10] = [
 
 #[test]
 fn conformance_suite_passes_with_the_fixture_tools_in_a_plugin() {
-    let plugin = Path::new(env!("WASMGATE_TEST_PLUGINS")).join("conformance.wasm");
-    assert!(
-        plugin.is_file(),
-        "{} is missing: build.rs builds it",
-        plugin.display()
-    );
+    let plugin = fixture_path("conformance");
     let hidden: Vec<String> = PLUGIN_TOOLS.iter().map(|t| toml_str(t)).collect();
     let servers = fixture_config(&[&format!("disabled_tools = [{}]", hidden.join(", "))]);
     let text = format!(
@@ -212,7 +207,7 @@ fn conformance_suite_passes_with_the_fixture_tools_in_a_plugin() {
         // the plugin, not the fixture, answers them.
         runtime().block_on(async {
             let mut session = gateway.session("/mcp", &[]).await;
-            let deadline = Instant::now() + crate::plugins::LOAD_TIMEOUT;
+            let deadline = Instant::now() + crate::harness::LOAD_TIMEOUT;
             loop {
                 let answer = session.request("tools/list", json!({})).await;
                 let tools = answer["result"]["tools"].as_array().unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{Client, TIMEOUT, TestDir};
+use crate::harness::{Client, TIMEOUT, TestDir, fixture_path};
 
 /// A project in `dir/proj` whose build copies the test plugin `minimal` (tool `echo`) to
 /// `fake_js.wasm` and appends a line to `dir/builds.txt`. The build also makes, as
@@ -23,7 +23,7 @@ fn fake_project(dir: &TestDir) -> PathBuf {
     std::fs::create_dir_all(proj.join("node_modules/.bin")).unwrap();
     std::fs::write(proj.join("package.json"), r#"{"name": "fake-js"}"#).unwrap();
     std::fs::write(proj.join("app.js"), "// the tool\n").unwrap();
-    let plugin = Path::new(env!("WASMGATE_TEST_PLUGINS")).join("minimal.wasm");
+    let plugin = fixture_path("minimal");
     let script = format!(
         "#!/bin/sh\n\
          # componentize-js --wit wit --world-name plugin --out OUT ENTRY\n\

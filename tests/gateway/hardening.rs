@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{Client, TestDir, run_cli, text};
-use crate::plugins::{
-    HttpServer, PAGE, Setup, backend, call_failed, call_ok, first_list, fixture, has, setup,
-    sha256_hex, wait_event,
+use crate::harness::{
+    Client, Config, LOAD_TIMEOUT, TestDir, backend, call_failed, call_ok, first_list, fixture, has,
+    plugin_dir, run_cli, setup, sha256_hex, text, wait_event,
 };
+use crate::plugins::{HttpServer, PAGE};
 
 /// A granted folder swapped for a link while the gateway serves: every later instance still
 /// opens the folder that was granted, never where the link points. The plugin itself cannot
@@ -242,7 +242,7 @@ fn a_poisoned_compile_cache_is_refused_and_the_plugin_recompiled() {
 
 /// A gateway on `config` with a folder of its own, `name`, once it listed its tools and
 /// compiled `echo` afresh rather than take it from the cache.
-fn start_compiling_echo(setup: &Setup, config: &Path, name: &str) -> Client {
+fn start_compiling_echo(setup: &Config, config: &Path, name: &str) -> Client {
     let mut client = setup.spawn(config, TestDir::new(name));
     first_list(&mut client);
     assert_eq!(
@@ -270,7 +270,7 @@ fn a_pinned_grant_goes_only_to_the_code_it_names() {
         .file("echo.wasm", fixture("echo"))
         .folder("data")
         .plugins(&table(&pin))
-        .start();
+        .start_listed();
     assert!(has(&names, "echo__echo"), "{names:?}");
     assert!(
         !names.iter().any(|n| n.starts_with("granted__")),
@@ -290,7 +290,7 @@ fn a_pinned_grant_goes_only_to_the_code_it_names() {
         .file("granted.wasm", minimal)
         .folder("data")
         .plugins(&table(&pin))
-        .start();
+        .start_listed();
     assert!(has(&names, "granted__echo"), "{names:?}");
     assert_eq!(
         text(&call_ok(
@@ -306,7 +306,7 @@ fn a_pinned_grant_goes_only_to_the_code_it_names() {
         .file("granted.wasm", fixture("minimal"))
         .folder("data")
         .plugins("[plugins.granted]\nallow_dirs = [{ host = \"{dir}/data\", guest = \"/data\" }]")
-        .start();
+        .start_listed();
     assert!(has(&names, "granted__echo"), "{names:?}");
     let stderr = client.stderr();
     assert!(
@@ -332,7 +332,7 @@ fn outbound_http_reaches_only_what_the_grant_lists() {
              [plugins.wild]\nallow_hosts = [\"*\"]\n\
              [plugins.open]\nallow_hosts = [\"localhost:{port}\"]\nallow_private_addresses = true"
         ))
-        .start();
+        .start_listed();
     let get = |client: &mut _, plugin: &str, url: String| {
         Client::call(client, &format!("{plugin}__http"), json!({"url": url}))
     };
@@ -396,9 +396,9 @@ fn a_component_too_big_or_too_slow_to_compile_is_refused() {
     let (mut client, names) = setup()
         .plugins("compile_timeout = \"1ms\"")
         .file("echo.wasm", fixture("echo"))
-        .start();
+        .start_listed();
     assert!(!names.iter().any(|n| n.starts_with("echo__")), "{names:?}");
-    let huge = crate::plugins::plugin_dir(&client).join("huge.wasm");
+    let huge = plugin_dir(&client).join("huge.wasm");
     let file = std::fs::File::create(&huge).unwrap();
     file.set_len(300 << 20).unwrap(); // sparse: no disk, no memory
     drop(file);
@@ -416,11 +416,7 @@ fn a_component_too_big_or_too_slow_to_compile_is_refused() {
     assert!(reason.contains("compile_timeout"), "{echo}");
     assert!(reason.contains("refused until the file changes"), "{echo}");
     // Another look at the folder (a new file) compiles nothing of echo's again.
-    std::fs::write(
-        crate::plugins::plugin_dir(&client).join("other.wasm"),
-        fixture("minimal"),
-    )
-    .unwrap();
+    std::fs::write(plugin_dir(&client).join("other.wasm"), fixture("minimal")).unwrap();
     crate::harness::eventually(LOAD, "other to be looked at", || {
         let status = backend(&mut client, "other");
         (status["status"] == "failed").then_some(())
@@ -431,7 +427,7 @@ fn a_component_too_big_or_too_slow_to_compile_is_refused() {
     assert!(client.status()["backends"].is_object());
 }
 
-const LOAD: Duration = crate::plugins::LOAD_TIMEOUT;
+const LOAD: Duration = LOAD_TIMEOUT;
 
 /// Plugins that open one file thousands of times, several calls at once, each get an error
 /// at their share of the descriptors while the gateway goes on opening what it needs
@@ -499,7 +495,7 @@ fn the_plugins_together_stay_within_total_memory() {
         .plugins("total_memory = \"48MiB\"\nmemory = \"256MiB\"")
         .file("faulty.wasm", fixture("faulty"))
         .file("echo.wasm", fixture("echo"))
-        .start();
+        .start_listed();
     for _ in 0..2 {
         let message = call_failed(&mut client, "faulty__hog", json!({}));
         assert!(

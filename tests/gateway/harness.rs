@@ -1,7 +1,8 @@
 //! The test client: starts the real `wasmgate` binary with a config in its own temp
 //! folder and talks MCP to it over the child's stdin/stdout, as an MCP client does.
 //! Every wait is bounded, and every line the gateway writes to stdout is checked to be
-//! JSON-RPC: anything else fails the test.
+//! JSON-RPC: anything else fails the test. The one config builder is `builder`; the
+//! helpers many test files share (fixtures, waits, checks) are `helpers`.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -15,6 +16,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+mod builder;
+mod helpers;
+
+pub use builder::{Config, config, setup, toml_str};
+pub use helpers::{
+    LIST_CHANGED, LOAD_TIMEOUT, backend, call_failed, call_ok, first_list, fixture, fixture_path,
+    has, is_executable, on_path, plugin_dir, sha256_hex, shipped, shipped_path, wait_event,
+    wait_tools,
+};
 
 /// Default bound for one answer. Generous: CI machines are small and tests run in parallel.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
@@ -80,124 +91,6 @@ impl Drop for TestDir {
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.path);
         }
-    }
-}
-
-/// A TOML string literal.
-pub fn toml_str(text: &str) -> String {
-    // JSON string escapes are a subset of TOML basic-string escapes.
-    serde_json::to_string(text).expect("a string serializes")
-}
-
-/// A gateway config under construction: `[gateway]` lines and server tables.
-/// `{dir}` in any line stands for the test's folder.
-#[derive(Default, Clone)]
-pub struct Config {
-    gateway: Vec<String>,
-    servers: Vec<String>,
-    /// Folders to create in the test's folder before the gateway starts.
-    folders: Vec<String>,
-    /// Whether the config's `log_level` applies (no `WASMGATE_LOG` from the test run).
-    config_log_level: bool,
-}
-
-pub fn config() -> Config {
-    // Short grace: the example server leaves at once when its stdin closes.
-    Config::default().gateway(r#"shutdown_grace = "1s""#)
-}
-
-impl Config {
-    pub fn gateway(mut self, line: &str) -> Config {
-        self.gateway.push(line.to_string());
-        self
-    }
-
-    /// Lets the config's `log_level` apply: the gateway gets no `WASMGATE_LOG`.
-    pub fn config_log_level(mut self) -> Config {
-        self.config_log_level = true;
-        self
-    }
-
-    /// A folder to create in the test's folder before start.
-    pub fn folder(mut self, name: &str) -> Config {
-        self.folders.push(name.to_string());
-        self
-    }
-
-    /// `[servers.NAME]` running the example server with `args`.
-    pub fn example(self, name: &str, args: &[&str]) -> Config {
-        self.example_with(name, args, &[])
-    }
-
-    /// Like `example`, with more lines for the server's table (`timeout = "1s"`, ...).
-    pub fn example_with(self, name: &str, args: &[&str], extra: &[&str]) -> Config {
-        let command = example_server();
-        self.server(name, command.to_str().expect("utf-8 path"), args, extra)
-    }
-
-    pub fn server(mut self, name: &str, command: &str, args: &[&str], extra: &[&str]) -> Config {
-        let args: Vec<String> = args.iter().map(|a| toml_str(a)).collect();
-        let mut table = format!(
-            "[servers.{name}]\ncommand = {}\nargs = [{}]\n",
-            toml_str(command),
-            args.join(", ")
-        );
-        for line in extra {
-            table.push_str(line);
-            table.push('\n');
-        }
-        self.servers.push(table);
-        self
-    }
-
-    /// `[servers.NAME]` for a remote server at `url`, with more lines for its table.
-    pub fn remote(mut self, name: &str, url: &str, extra: &[&str]) -> Config {
-        let mut table = format!("[servers.{name}]\nurl = {}\n", toml_str(url));
-        for line in extra {
-            table.push_str(line);
-            table.push('\n');
-        }
-        self.servers.push(table);
-        self
-    }
-
-    pub fn render(&self, dir: &Path) -> String {
-        let mut text = String::from("[gateway]\n");
-        for line in &self.gateway {
-            text.push_str(line);
-            text.push('\n');
-        }
-        for table in &self.servers {
-            text.push('\n');
-            text.push_str(table);
-        }
-        text.replace("{dir}", dir.to_str().expect("utf-8 path"))
-    }
-
-    /// Starts `wasmgate serve --config` on this config; the client is not initialized yet.
-    pub fn start(&self) -> Client {
-        let dir = TestDir::new("gw");
-        for folder in &self.folders {
-            std::fs::create_dir_all(dir.join(folder)).expect("create folder");
-        }
-        let path = dir.write("gateway.toml", &self.render(&dir.path));
-        let path = path.to_str().expect("utf-8 path").to_string();
-        Client::start_process(
-            &["serve", "--config", &path],
-            dir,
-            &[],
-            !self.config_log_level,
-        )
-    }
-
-    /// Starts the gateway, completes the MCP handshake with every client capability, and
-    /// waits until every server has started (or failed) and its tools are listed. Tests
-    /// of start-up itself use `start` and `initialize` instead.
-    pub fn start_initialized(&self) -> Client {
-        let mut client = self.start();
-        client.initialize();
-        client.wait_ready();
-        client
     }
 }
 

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::TestDir;
+use crate::harness::{Config, TestDir, config, fixture};
 use crate::http_client::{ACCEPT_BOTH, HttpGateway, McpSession, runtime};
-use crate::plugins::fixture;
 
 /// How long a test waits for the gateway to change state before it fails.
 const WAIT: Duration = Duration::from_secs(30);
@@ -17,13 +16,16 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A gateway serving the `echo` fixture with `settings` in its `[plugins.echo]` table.
 fn gateway(settings: &str) -> HttpGateway {
     let dir = TestDir::new("instances");
-    std::fs::create_dir_all(dir.join("plugins")).unwrap();
-    std::fs::write(dir.join("plugins/echo.wasm"), fixture("echo")).unwrap();
-    HttpGateway::start_in(dir, &config(settings), &[])
+    let config = echo_config(settings);
+    config.write(&dir.path);
+    let text = config.render(&dir.path);
+    HttpGateway::start_in(dir, &text, &[])
 }
 
-fn config(settings: &str) -> String {
-    format!("[plugins]\ndir = \"{{dir}}/plugins\"\n\n[plugins.echo]\n{settings}\n")
+fn echo_config(settings: &str) -> Config {
+    config()
+        .file("echo.wasm", fixture("echo"))
+        .plugins(&format!("[plugins.echo]\n{settings}"))
 }
 
 /// A session whose first list waited for the plugins to load.
@@ -224,8 +226,8 @@ fn a_reload_drains_the_kept_instances() {
         assert_eq!(count(&mut a).await, 2);
         // New settings make a new version: its calls start on a new instance.
         let file = gateway.dir.join("gateway.toml");
-        let edited = config("instance = \"shared\"\ntimeout = \"7s\"")
-            .replace("{dir}", gateway.dir.path.to_str().unwrap());
+        let edited =
+            echo_config("instance = \"shared\"\ntimeout = \"7s\"").render(&gateway.dir.path);
         std::fs::write(&file, edited).unwrap();
         status_until(&mut a, "the new settings", |echo| {
             echo["limits"]["timeout_ms"] == 7000

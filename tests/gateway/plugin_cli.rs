@@ -1,25 +1,20 @@
 //! `wasmgate plugin new / build / inspect / call`: a plugin author's commands, on the
 //! test fixtures and on projects `plugin new` writes and `plugin build` builds.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{TestDir, run_cli, run_cli_with_env};
+use crate::harness::{TestDir, fixture, fixture_path, on_path, run_cli, run_cli_with_env};
 
 const LIMIT: Duration = Duration::from_secs(60);
 /// A fresh crate's first build compiles wit-bindgen and its dependencies.
 const BUILD_LIMIT: Duration = Duration::from_secs(900);
 
-fn fixture(name: &str) -> String {
-    let path = Path::new(env!("WASMGATE_TEST_PLUGINS")).join(format!("{name}.wasm"));
-    assert!(
-        path.is_file(),
-        "{} is missing (build.rs builds it)",
-        path.display()
-    );
-    path.to_str().unwrap().to_owned()
+/// A fixture component's path, as a command-line argument.
+fn fixture_arg(name: &str) -> String {
+    fixture_path(name).to_str().unwrap().to_owned()
 }
 
 /// `list[*][key]`, each a string.
@@ -35,7 +30,7 @@ fn field_of_each<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
 fn inspect_names_the_world_the_tools_and_the_grants_of_a_plugin() {
     let dir = TestDir::new("inspect");
     let out = run_cli(
-        &["plugin", "inspect", &fixture("echo"), "--json"],
+        &["plugin", "inspect", &fixture_arg("echo"), "--json"],
         &dir.path,
         LIMIT,
     );
@@ -57,7 +52,7 @@ fn inspect_names_the_world_the_tools_and_the_grants_of_a_plugin() {
     }
 
     let text = run_cli(
-        &["plugin", "inspect", &fixture("minimal")],
+        &["plugin", "inspect", &fixture_arg("minimal")],
         &dir.path,
         LIMIT,
     );
@@ -77,7 +72,7 @@ fn inspect_names_the_world_the_tools_and_the_grants_of_a_plugin() {
 /// names still hold and the file stays a valid component.
 fn minimal_at_wit_version(dir: &TestDir, version: &str) -> PathBuf {
     let ours = b"wasmgate:plugin";
-    let bytes = std::fs::read(fixture("minimal")).unwrap();
+    let bytes = fixture("minimal");
     let (from, to) = (b"@0.1.0".as_slice(), format!("@{version}"));
     assert_eq!(from.len(), to.len(), "the version must keep its length");
     let mut out = bytes.clone();
@@ -135,7 +130,7 @@ fn inspect_says_precisely_why_a_file_is_no_plugin() {
             "is not a WebAssembly file",
         ),
         (
-            fixture("wrongworld"),
+            fixture_arg("wrongworld"),
             "is a component of another world: it exports run",
         ),
         (
@@ -178,7 +173,7 @@ fn call_runs_in_the_sandbox_with_only_the_grants_given() {
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("a.txt"), "hello from the host").unwrap();
-    let echo = fixture("echo");
+    let echo = fixture_arg("echo");
     let grant = format!("{}:/data", data.display());
     let read = r#"{"path": "/data/a.txt"}"#;
 
@@ -299,7 +294,7 @@ fn call_runs_in_the_sandbox_with_only_the_grants_given() {
         out.stderr
     );
     let out = run_cli(
-        &["plugin", "call", &fixture("wrongworld"), "run"],
+        &["plugin", "call", &fixture_arg("wrongworld"), "run"],
         &dir.path,
         LIMIT,
     );
@@ -418,7 +413,7 @@ fn a_new_rust_plugin_builds_as_it_is_and_answers_a_call() {
 /// the test says so and passes.
 #[test]
 fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
-    if !on_path("componentize-py") {
+    if on_path("componentize-py").is_none() {
         eprintln!("skipped: componentize-py is not on PATH");
         return;
     }
@@ -452,7 +447,7 @@ fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
 /// called by a client, as a plugin author's would be.
 #[test]
 fn a_new_js_plugin_builds_with_componentize_js_and_answers_a_client() {
-    if !on_path("componentize-js") {
+    if on_path("componentize-js").is_none() {
         eprintln!("skipped: componentize-js is not on PATH");
         return;
     }
@@ -608,11 +603,6 @@ fn dev_rebuilds_an_edited_plugin_and_keeps_serving_after_a_broken_edit() {
     assert_eq!(greet(&mut client), "Howdy, A!");
 }
 
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-}
-
 /// The text `greet` answers `name` through the gateway.
 fn greet_text(client: &mut crate::harness::Client, tool: &str, name: &str) -> String {
     let result = client.call(tool, serde_json::json!({ "name": name }));
@@ -702,7 +692,7 @@ fn stderr_line(client: &crate::harness::Client, start: &str) -> String {
 #[test]
 fn a_fix_identical_to_the_served_version_ends_with_healthy_again() {
     let dir = TestDir::new("recovered");
-    let good = std::fs::read(fixture("minimal")).unwrap();
+    let good = fixture("minimal");
     let file = dir.join("mini.wasm");
     std::fs::write(&file, &good).unwrap();
     let mut client = crate::harness::Client::spawn(&["--plugin", "mini.wasm"], dir);

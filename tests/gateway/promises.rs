@@ -280,8 +280,8 @@ fn a_call_cut_short_by_a_config_edit_says_so() {
 /// A plugin file renamed: the old name's tools go, the new name's come, announced.
 #[test]
 fn a_renamed_plugin_file_is_served_under_its_new_name() {
-    use crate::plugins::{fixture, plugin_dir, setup, wait_tools};
-    let (mut client, names) = setup().file("echo.wasm", fixture("echo")).start();
+    use crate::harness::{fixture, plugin_dir, setup, wait_tools};
+    let (mut client, names) = setup().file("echo.wasm", fixture("echo")).start_listed();
     assert!(names.iter().any(|n| n == "echo__echo"), "{names:?}");
     let dir = plugin_dir(&client);
     std::fs::rename(dir.join("echo.wasm"), dir.join("parrot.wasm")).unwrap();

@@ -49,22 +49,12 @@ fn last_error(client: &mut Client) -> String {
     })
 }
 
-fn tool_names(client: &mut Client) -> Vec<String> {
-    let tools = client.result("tools/list", json!({}));
-    tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// The inner gateway fronting a WASM plugin as well: its names, progress (with messages),
 /// error results and `isError` results survive both hops.
 #[test]
 fn a_wasm_plugin_behind_a_remote_gateway() {
     let plugins = TestDir::new("plugins");
-    std::fs::write(plugins.join("echo.wasm"), crate::plugins::fixture("echo")).unwrap();
+    std::fs::write(plugins.join("echo.wasm"), crate::harness::fixture("echo")).unwrap();
     let path = |name: &str| crate::harness::toml_str(plugins.join(name).to_str().unwrap());
     let extra = format!(
         "[http]\ntokens = [{{ name = \"outer\", token = \"${{INNER_TOKEN}}\" }}]\n\n[plugins]\ndir = {}\ncache_dir = {}\n",
@@ -75,12 +65,13 @@ fn a_wasm_plugin_behind_a_remote_gateway() {
     let mut client = outer(&inner.url("/mcp"), &[]);
     client.wait_ready();
     // The plugin may load after the outer gateway's first look: list_changed brings it.
-    eventually(crate::plugins::LOAD_TIMEOUT, "up__echo__progress", || {
+    eventually(crate::harness::LOAD_TIMEOUT, "up__echo__progress", || {
         client.try_notification(
             "notifications/tools/list_changed",
             Duration::from_millis(200),
         );
-        tool_names(&mut client)
+        client
+            .tool_names()
             .contains(&"up__echo__progress".to_string())
             .then_some(())
     });
@@ -106,12 +97,12 @@ fn a_wasm_plugin_behind_a_remote_gateway() {
     }
     assert_eq!(text(&response["result"]), "done 3", "{response}");
 
-    let failed = crate::plugins::call_failed(&mut client, "up__echo__fail", json!({}));
+    let failed = crate::harness::call_failed(&mut client, "up__echo__fail", json!({}));
     assert!(failed.contains("fail: requested failure"), "{failed}");
-    let reported = crate::plugins::call_failed(&mut client, "up__echo__is_error", json!({}));
+    let reported = crate::harness::call_failed(&mut client, "up__echo__is_error", json!({}));
     assert_eq!(reported, "is_error: reported error");
     // Worded by the inner gateway, with the name it knows the tool by.
-    let invalid = crate::plugins::call_failed(&mut client, "up__echo__bad_args", json!({}));
+    let invalid = crate::harness::call_failed(&mut client, "up__echo__bad_args", json!({}));
     assert!(
         invalid.starts_with("Invalid arguments for tool echo__bad_args: bad_args: rejected"),
         "{invalid}"
@@ -128,7 +119,7 @@ fn a_remote_gateway_serves_through_both_hops() {
     let inner = inner();
     let mut client = outer(&inner.url("/mcp"), &[]);
     client.wait_ready();
-    let names = tool_names(&mut client);
+    let names = client.tool_names();
     assert!(names.contains(&"up__ex__echo".to_string()), "{names:?}");
     assert!(
         names.contains(&"up__gateway_status".to_string()),
@@ -194,7 +185,8 @@ fn a_remote_gateway_serves_through_both_hops() {
             "notifications/tools/list_changed",
             Duration::from_millis(200),
         );
-        tool_names(&mut client)
+        client
+            .tool_names()
             .contains(&"up__ex__late_tool".to_string())
             .then_some(())
     });
@@ -321,7 +313,7 @@ fn a_remote_server_killed_and_restarted() {
         json!({"name": "up__ex__echo", "arguments": {"text": "x"}}),
     );
     assert_eq!(error["code"], -32000, "{error}");
-    assert!(tool_names(&mut client).contains(&"up__ex__echo".to_string()));
+    assert!(client.tool_names().contains(&"up__ex__echo".to_string()));
     let status = client.status();
     assert!(
         status["backends"]["up"]["last_error"]

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::harness::TestDir;
+use crate::harness::on_path;
 use crate::http_client::HttpGateway;
 use crate::http_front::with_example;
-use crate::third_party::{on_path, require, sdk_client, sdk_python};
+use crate::third_party::{require, sdk_client, sdk_python};
 
 const FIXTURE: &str = include_str!("fixtures/nginx-replicas.conf");
 const SESSIONS: usize = 6;

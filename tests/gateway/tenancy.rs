@@ -332,7 +332,7 @@ fn nothing_of_one_profile_reaches_another() {
         std::fs::create_dir_all(dir.join("plugins")).unwrap();
         std::fs::write(
             dir.join("plugins/echo.wasm"),
-            crate::plugins::fixture("echo"),
+            crate::harness::fixture("echo"),
         )
         .unwrap();
         let gateway = HttpGateway::start_in(dir, &two_tenants(""), &[]);

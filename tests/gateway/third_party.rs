@@ -8,20 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Client, TIMEOUT, config, text};
-
-/// Finds `command` on PATH.
-pub(crate) fn on_path(command: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(command))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
+use crate::harness::{Client, TIMEOUT, config, is_executable, on_path, text};
 
 /// The server's command, or `None` after reporting the skip; under CI, a missing one fails.
 pub(crate) fn require(what: &str, found: Option<PathBuf>, how: &str) -> Option<PathBuf> {

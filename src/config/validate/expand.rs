@@ -1,7 +1,10 @@
 //! `${VAR}` and `~/` in config values, and paths made absolute against the config
 //! file's folder.
 
-use super::*;
+use std::path::{Component, PathBuf};
+
+use super::plugins::valid_env_name;
+use super::{Ctx, EnvLookup};
 
 impl Ctx<'_> {
     /// Expands `${VAR}`, `${VAR:-default}`, `${env:VAR}`; `$${` is a literal `${`. With

@@ -1,6 +1,10 @@
 //! `[http]` (the HTTP front: listener, tokens, limits) and `[profiles.NAME]`.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::{Ctx, EnvLookup};
+use crate::config::model::{HttpConfig, HttpToken, Profile};
+use crate::config::raw;
 
 impl Ctx<'_> {
     pub(super) fn http(

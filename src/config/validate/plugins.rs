@@ -1,6 +1,14 @@
 //! `[plugins]` and `[plugins.NAME]`: the plugin folder, limits, grants and pins.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{Ctx, default_cache_dir, default_total_memory, is_bundled};
+use crate::config::model::{
+    DEFAULT_COMPILE_TIMEOUT, DirGrant, InstanceMode, InstancePolicy, MAX_CALLS_AT_ONCE,
+    PLUGIN_PROJECT_FILES, PluginConfig, PluginLimits, PluginsConfig,
+};
+use crate::config::raw;
 
 impl Ctx<'_> {
     pub(super) fn plugins(&mut self, raw: raw::Plugins) -> PluginsConfig {

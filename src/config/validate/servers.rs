@@ -1,6 +1,14 @@
 //! `[servers.NAME]` and `mcpServers` entries: the validated server entries.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::Ctx;
+use crate::config::model::{
+    GatewayConfig, HttpEndpoint, HttpTransport, MAX_MESSAGE, ServerConfig, ServerTransport,
+    StdioCommand,
+};
+use crate::config::raw;
 
 impl Ctx<'_> {
     /// An `mcpServers` entry to our server schema; `None` when it is skipped.

@@ -1,13 +1,60 @@
-//! The call path: a turn and an instance for the call, the call under its limits, and
-//! the result turned into MCP content.
+//! The call path: a turn and an instance for the call (a ready one, one kept between
+//! calls, or one made for it, per the plugin's `instance` mode), the call under its
+//! limits, and the result turned into MCP content. [`Calls`] owns what calls need.
 
-use super::*;
-use tokio::sync::OwnedSemaphorePermit;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
-impl PluginHost {
-    /// Runs one tool in a fresh instance. Traps, exhausted limits and timeouts
-    /// are results with `isError: true` that name the plugin and the limit.
-    pub async fn call(
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime::{Engine, Store};
+
+use super::bindings::{self, CallError};
+use super::sandbox::StoreState;
+use super::version::{Slot, TimeLimit, Version};
+use super::{CallContext, PluginError, convert, engine, host_impl, kept, limits, pool, workers};
+
+/// Extra time the async timeout grants over the epoch deadline, which normally
+/// fires first; the async timeout catches guests blocked in host I/O.
+pub(super) const TIMEOUT_GRACE: Duration = Duration::from_millis(50);
+
+/// Where a call's instance comes from: the ready pool, made for it with a permit from
+/// these slots, or kept between calls (the one the lease holds, or made for it).
+pub(super) enum Instance {
+    Ready(pool::Ready),
+    Make(Arc<Semaphore>),
+    Kept(kept::Lease, Option<kept::Held>),
+}
+
+/// What calls need, shared with loading (which installs versions in the catalog and runs
+/// its `list-tools` probes through [`Calls::run`]).
+pub(super) struct Calls {
+    pub(super) engine: Engine,
+    pub(super) fuel_enabled: bool,
+    pub(super) ticker: engine::Ticker,
+    /// Where calls and instance refills run, off the gateway's I/O thread.
+    pub(super) workers: workers::Workers,
+    /// The catalog of loaded plugins; replaced whole when one is added or removed.
+    pub(super) slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
+    /// Bounds the instances calls keep alive at once to what the pooling allocator holds,
+    /// less what loading keeps for validating new versions.
+    pub(super) instances: Arc<Semaphore>,
+    /// Keep ready instances (see `pool`); on by default.
+    pub(super) ready_pool: AtomicBool,
+    /// The linear memory of all live instances, against `total_memory`.
+    pub(super) memory: Arc<limits::MemoryBudget>,
+    pub(super) this: Weak<Calls>,
+}
+
+impl Calls {
+    /// Runs one tool in the instance its plugin's `instance` mode gives it. Traps,
+    /// exhausted limits and timeouts are results with `isError: true` that name the
+    /// plugin and the limit.
+    pub(super) async fn call(
         &self,
         plugin: &str,
         tool: &str,
@@ -144,9 +191,7 @@ impl PluginHost {
             }
         }
     }
-}
 
-impl PluginHost {
     /// Runs `f` on an instance of `version` — `ready` if given, else one made
     /// now in a fresh store — armed with the call's limits. With `inline`, its first
     /// poll happens here, on the caller's (I/O) thread, and what is left after it runs

@@ -147,11 +147,9 @@ impl Calls {
             )
             .await;
         // Refilled after the call, not beside it: on few cores a refill that
-        // starts first would hold the call up for a whole instantiation. A plugin that
-        // keeps its instances has no ready pool, only what its calls threw away.
-        if keeps {
-            self.drop_kept(version.pool.take_used());
-        } else {
+        // starts first would hold the call up for a whole instantiation. A call on a kept
+        // instance took nothing from the ready pool, and left nothing there.
+        if !keeps {
             self.refill(&version);
         }
         let elapsed_us = started.elapsed().as_micros() as u64;
@@ -240,8 +238,9 @@ impl Calls {
         self.workers.run(task).await.and_then(|outcome| outcome)
     }
 
-    /// [`Self::run`] on the current thread. The used store goes to the version's pool,
-    /// for the refill that follows the call to drop.
+    /// [`Self::run`] on the current thread. A used store goes to the version's pool, for
+    /// the refill that follows the call to drop; a kept instance goes back to its lease,
+    /// or to a plugin thread to be dropped.
     pub(super) async fn run_here<R>(
         &self,
         version: &Version,
@@ -316,22 +315,25 @@ impl Calls {
         };
         // Only an instance whose call ended cleanly is kept: one that trapped, hit a limit
         // or was cut off may have been stopped half-way through changing its memory.
-        let thrown = match (keep, instance) {
-            (Some((lease, tag)), Some(instance)) => lease
-                .give_back(kept::Held {
+        match (keep, instance) {
+            (Some((lease, tag)), Some(instance)) => {
+                let held = kept::Held {
                     store,
                     instance,
                     permit,
                     tag,
-                })
-                .map(|held| (held.store, held.permit)),
-            _ => Some((store, permit)),
-        };
-        // The refill that follows the call resets the store, on a plugin thread and
-        // after the answer: a Python store's reset writes megabytes.
-        if let Some((mut store, permit)) = thrown {
-            store.data_mut().memory.release();
-            version.pool.throw_away((store, permit));
+                };
+                if let Some(held) = lease.give_back(held) {
+                    self.throw_kept(held.store, held.permit);
+                }
+            }
+            (Some(_), None) => self.throw_kept(store, permit),
+            // The refill that follows the call resets the store, on a plugin thread and
+            // after the answer: a Python store's reset writes megabytes.
+            (None, _) => {
+                store.data_mut().memory.release();
+                version.pool.throw_away((store, permit));
+            }
         }
         outcome
     }
@@ -363,6 +365,14 @@ impl Calls {
         if !dropped.is_empty() {
             self.workers.spawn(async move { drop(dropped) });
         }
+    }
+
+    /// Drops the store of a kept instance that is not kept any more (its call failed, or
+    /// its policy let it go) on a plugin thread, as [`Self::drop_kept`] does; not through
+    /// the ready pool's used stores, which only the refill after a pool call drops.
+    fn throw_kept(&self, mut store: Store<StoreState>, permit: OwnedSemaphorePermit) {
+        store.data_mut().memory.release();
+        self.workers.spawn(async move { drop((store, permit)) });
     }
 
     pub(super) fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {

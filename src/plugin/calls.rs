@@ -1,13 +1,60 @@
-//! The call path: a turn and an instance for the call, the call under its limits, and
-//! the result turned into MCP content.
+//! The call path: a turn and an instance for the call (a ready one, one kept between
+//! calls, or one made for it, per the plugin's `instance` mode), the call under its
+//! limits, and the result turned into MCP content. [`Calls`] owns what calls need.
 
-use super::*;
-use tokio::sync::OwnedSemaphorePermit;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
-impl PluginHost {
-    /// Runs one tool in a fresh instance. Traps, exhausted limits and timeouts
-    /// are results with `isError: true` that name the plugin and the limit.
-    pub async fn call(
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wasmtime::{Engine, Store};
+
+use super::bindings::{self, CallError};
+use super::sandbox::StoreState;
+use super::version::{Slot, TimeLimit, Version};
+use super::{CallContext, PluginError, convert, engine, host_impl, kept, limits, pool, workers};
+
+/// Extra time the async timeout grants over the epoch deadline, which normally
+/// fires first; the async timeout catches guests blocked in host I/O.
+pub(super) const TIMEOUT_GRACE: Duration = Duration::from_millis(50);
+
+/// Where a call's instance comes from: the ready pool, made for it with a permit from
+/// these slots, or kept between calls (the one the lease holds, or made for it).
+pub(super) enum Instance {
+    Ready(pool::Ready),
+    Make(Arc<Semaphore>),
+    Kept(kept::Lease, Option<kept::Held>),
+}
+
+/// What calls need, shared with loading (which installs versions in the catalog and runs
+/// its `list-tools` probes through [`Calls::run`]).
+pub(super) struct Calls {
+    pub(super) engine: Engine,
+    pub(super) fuel_enabled: bool,
+    pub(super) ticker: engine::Ticker,
+    /// Where calls and instance refills run, off the gateway's I/O thread.
+    pub(super) workers: workers::Workers,
+    /// The catalog of loaded plugins; replaced whole when one is added or removed.
+    pub(super) slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
+    /// Bounds the instances calls keep alive at once to what the pooling allocator holds,
+    /// less what loading keeps for validating new versions.
+    pub(super) instances: Arc<Semaphore>,
+    /// Keep ready instances (see `pool`); on by default.
+    pub(super) ready_pool: AtomicBool,
+    /// The linear memory of all live instances, against `total_memory`.
+    pub(super) memory: Arc<limits::MemoryBudget>,
+    pub(super) this: Weak<Calls>,
+}
+
+impl Calls {
+    /// Runs one tool in the instance its plugin's `instance` mode gives it. Traps,
+    /// exhausted limits and timeouts are results with `isError: true` that name the
+    /// plugin and the limit.
+    pub(super) async fn call(
         &self,
         plugin: &str,
         tool: &str,
@@ -100,11 +147,9 @@ impl PluginHost {
             )
             .await;
         // Refilled after the call, not beside it: on few cores a refill that
-        // starts first would hold the call up for a whole instantiation. A plugin that
-        // keeps its instances has no ready pool, only what its calls threw away.
-        if keeps {
-            self.drop_kept(version.pool.take_used());
-        } else {
+        // starts first would hold the call up for a whole instantiation. A call on a kept
+        // instance took nothing from the ready pool, and left nothing there.
+        if !keeps {
             self.refill(&version);
         }
         let elapsed_us = started.elapsed().as_micros() as u64;
@@ -144,9 +189,7 @@ impl PluginHost {
             }
         }
     }
-}
 
-impl PluginHost {
     /// Runs `f` on an instance of `version` — `ready` if given, else one made
     /// now in a fresh store — armed with the call's limits. With `inline`, its first
     /// poll happens here, on the caller's (I/O) thread, and what is left after it runs
@@ -195,8 +238,9 @@ impl PluginHost {
         self.workers.run(task).await.and_then(|outcome| outcome)
     }
 
-    /// [`Self::run`] on the current thread. The used store goes to the version's pool,
-    /// for the refill that follows the call to drop.
+    /// [`Self::run`] on the current thread. A used store goes to the version's pool, for
+    /// the refill that follows the call to drop; a kept instance goes back to its lease,
+    /// or to a plugin thread to be dropped.
     pub(super) async fn run_here<R>(
         &self,
         version: &Version,
@@ -271,22 +315,25 @@ impl PluginHost {
         };
         // Only an instance whose call ended cleanly is kept: one that trapped, hit a limit
         // or was cut off may have been stopped half-way through changing its memory.
-        let thrown = match (keep, instance) {
-            (Some((lease, tag)), Some(instance)) => lease
-                .give_back(kept::Held {
+        match (keep, instance) {
+            (Some((lease, tag)), Some(instance)) => {
+                let held = kept::Held {
                     store,
                     instance,
                     permit,
                     tag,
-                })
-                .map(|held| (held.store, held.permit)),
-            _ => Some((store, permit)),
-        };
-        // The refill that follows the call resets the store, on a plugin thread and
-        // after the answer: a Python store's reset writes megabytes.
-        if let Some((mut store, permit)) = thrown {
-            store.data_mut().memory.release();
-            version.pool.throw_away((store, permit));
+                };
+                if let Some(held) = lease.give_back(held) {
+                    self.throw_kept(held.store, held.permit);
+                }
+            }
+            (Some(_), None) => self.throw_kept(store, permit),
+            // The refill that follows the call resets the store, on a plugin thread and
+            // after the answer: a Python store's reset writes megabytes.
+            (None, _) => {
+                store.data_mut().memory.release();
+                version.pool.throw_away((store, permit));
+            }
         }
         outcome
     }
@@ -318,6 +365,14 @@ impl PluginHost {
         if !dropped.is_empty() {
             self.workers.spawn(async move { drop(dropped) });
         }
+    }
+
+    /// Drops the store of a kept instance that is not kept any more (its call failed, or
+    /// its policy let it go) on a plugin thread, as [`Self::drop_kept`] does; not through
+    /// the ready pool's used stores, which only the refill after a pool call drops.
+    fn throw_kept(&self, mut store: Store<StoreState>, permit: OwnedSemaphorePermit) {
+        store.data_mut().memory.release();
+        self.workers.spawn(async move { drop((store, permit)) });
     }
 
     pub(super) fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {

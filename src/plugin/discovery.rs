@@ -1,9 +1,31 @@
 //! Finding plugins and watching for change: the folder and configured paths, what the
-//! config asks for, and the watchers that start reloads.
+//! config asks for, and the watchers that start reloads (the `Loader`'s watching half).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::time::Duration;
 
-impl PluginHost {
+use super::loading::{Control, Loader};
+use super::version::{Settings, Source};
+use super::{lock, watch};
+use crate::config::{PluginConfig, PluginsConfig};
+
+impl Loader {
+    /// Stops the watcher for good: `shutdown`. A load or reload in progress (a Python
+    /// plugin compiling for half a minute) holds the control: the exit does not wait for
+    /// it, and its end starts no new watcher.
+    pub(super) fn stop_watching(&self) {
+        self.shut_down.store(true, Ordering::Release);
+        if let Ok(mut control) = self.control.try_lock() {
+            control.watcher = None;
+            control.watched.clear();
+            control.missing.clear();
+            control.watch_generation += 1;
+        }
+    }
+
     /// (Re)starts the watcher when the set of directories to watch changed.
     pub(super) fn rewatch(&self, control: &mut Control) {
         if self.shut_down.load(Ordering::Acquire) {
@@ -178,6 +200,7 @@ impl PluginHost {
         self.warn_passed_over(passed_over);
         for name in plugins_for_path(&control.config, path) {
             let existing = self
+                .calls
                 .slots
                 .load()
                 .get(&name)
@@ -419,7 +442,7 @@ pub(super) const PRESENT_FOLDER_CHECK: Duration = Duration::from_secs(2);
 
 /// Rescans when a watched folder that was there is gone, for as long as `generation` is
 /// the current watch.
-pub(super) async fn check_folders_present(host: Weak<PluginHost>, generation: u64) {
+pub(super) async fn check_folders_present(host: Weak<Loader>, generation: u64) {
     loop {
         tokio::time::sleep(PRESENT_FOLDER_CHECK).await;
         let Some(host) = host.upgrade() else { return };
@@ -440,11 +463,7 @@ pub(super) async fn check_folders_present(host: Weak<PluginHost>, generation: u6
     }
 }
 
-pub(super) async fn wait_for_folders(
-    host: Weak<PluginHost>,
-    generation: u64,
-    missing: Vec<PathBuf>,
-) {
+pub(super) async fn wait_for_folders(host: Weak<Loader>, generation: u64, missing: Vec<PathBuf>) {
     loop {
         tokio::time::sleep(MISSING_FOLDER_POLL).await;
         let Some(host) = host.upgrade() else { return };

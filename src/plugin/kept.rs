@@ -4,7 +4,7 @@
 //! may be half-written), when its version is replaced or unloaded, and per its policy
 //! (a session ended or idle, a shared instance's `max_calls_per_instance`). An idle one
 //! also goes when a call of any plugin finds every instance slot taken (see
-//! [`super::PluginHost::make_room`]): idle, it would hold its slot for nothing.
+//! [`Calls::make_room`]): idle, it would hold its slot for nothing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,6 +15,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, OwnedSemaphorePermit};
 use wasmtime::Store;
 
 use super::bindings::Plugin;
+use super::calls::Calls;
 use super::lock;
 use super::sandbox::StoreState;
 use crate::config::{InstanceMode, InstancePolicy, MAX_CALLS_AT_ONCE};
@@ -294,9 +295,9 @@ impl Lease {
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 const SWEEP_EVERY_UNUSED: Duration = Duration::from_secs(5);
 
-impl super::PluginHost {
+impl Calls {
     /// Client session `id` ended: the instances kept for it go.
-    pub fn end_session(&self, id: &str) {
+    pub(super) fn end_session(&self, id: &str) {
         let held: Vec<Held> = (self.slots.load().values())
             .filter_map(|slot| slot.current.load().kept.end_session(id))
             .collect();

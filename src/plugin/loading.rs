@@ -1,9 +1,197 @@
 //! Loading plugins: reading, compiling (or loading from the cache) and validating a
 //! version, installing it, and bringing the loaded set in line with the config.
+//! [`Loader`] owns what loading needs; what it loads, it installs in the calls' catalog.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex as StdMutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
 
-impl PluginHost {
+use sha2::{Digest, Sha256};
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use wasmtime::component::{Component, Linker};
+
+use super::bindings::PluginPre;
+use super::cache::{self, Cache};
+use super::calls::{Calls, Instance, cut_error};
+use super::discovery::{Desired, desired_plugins};
+use super::sandbox::StoreState;
+use super::version::{Code, Settings, Slot, Source, TimeLimit, Version, turn_limit};
+use super::{
+    FailedPlugin, LoadError, PluginEvent, convert, engine, host_impl, limits, lock, ms, pool,
+};
+use crate::config::PluginsConfig;
+
+/// Tools one plugin may list: clients handle a few hundred tools in all, and a catalog
+/// of a hundred thousand makes every list page slow.
+const MAX_TOOLS: usize = 1000;
+
+/// How long `list-tools` may take when a version is validated, at most.
+const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest component file read, well above an interpreter's (CPython's).
+const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// What load, reload and unload are serialised on.
+pub(super) struct Control {
+    pub(super) config: PluginsConfig,
+    pub(super) bundled: &'static [(&'static str, &'static [u8])],
+    pub(super) watcher: Option<notify::RecommendedWatcher>,
+    pub(super) watched: Vec<PathBuf>,
+    /// Watched folders that did not exist when last looked at (polled for): files gone
+    /// from them are not news.
+    pub(super) missing: Vec<PathBuf>,
+    /// Plugin files that are symlinks, as (where the link ends, the link): a change at
+    /// the end of the link is a change of the plugin.
+    pub(super) links: Vec<(PathBuf, PathBuf)>,
+    /// Bumped by every new watch, so that a stale poll for missing folders stops.
+    pub(super) watch_generation: u64,
+}
+
+/// What loading needs: the linker that checks a component's imports, the cache, slots of
+/// its own for validating, what status shows of plugins not (yet) loaded, and the
+/// control that load, reload, unload and the watcher are serialised on.
+pub(super) struct Loader {
+    pub(super) calls: Arc<Calls>,
+    linker: Linker<StoreState>,
+    cache: Option<Cache>,
+    /// Instance slots kept free of calls so that loads and reloads can always validate.
+    probes: Arc<Semaphore>,
+    /// Plugins that could not be loaded, by name, until they load or are gone.
+    pub(super) failed: StdMutex<BTreeMap<String, FailedPlugin>>,
+    /// Plugins being read and compiled for their first version, with their files.
+    pub(super) loading: StdMutex<BTreeMap<String, Option<PathBuf>>>,
+    /// Files in the plugin folder passed over when last looked, each warned about once.
+    passed_over: StdMutex<BTreeSet<PathBuf>>,
+    events: mpsc::UnboundedSender<PluginEvent>,
+    pub(super) control: Mutex<Control>,
+    /// Set by `shutdown`: no watcher is started after it.
+    pub(super) shut_down: AtomicBool,
+    /// `compile_timeout` of the config now.
+    compile_limit: StdMutex<Duration>,
+    /// Digests of components whose compiling outran the limit: refused until the file
+    /// changes, so that each rescan does not start another compile of the same bytes.
+    compile_refused: StdMutex<BTreeSet<String>>,
+    pub(super) this: Weak<Loader>,
+}
+
+impl Loader {
+    pub(super) fn new(
+        calls: Arc<Calls>,
+        linker: Linker<StoreState>,
+        config: &PluginsConfig,
+        bundled: &'static [(&'static str, &'static [u8])],
+        events: mpsc::UnboundedSender<PluginEvent>,
+        probe_units: usize,
+    ) -> Arc<Loader> {
+        let cache = config
+            .cache_dir
+            .as_deref()
+            .and_then(|dir| Cache::new(dir, &calls.engine));
+        Arc::new_cyclic(|this| Loader {
+            calls,
+            linker,
+            cache,
+            probes: Arc::new(Semaphore::new(probe_units)),
+            failed: StdMutex::default(),
+            loading: StdMutex::default(),
+            passed_over: StdMutex::default(),
+            events,
+            control: Mutex::new(Control {
+                config: config.clone(),
+                bundled,
+                watcher: None,
+                watched: Vec::new(),
+                missing: Vec::new(),
+                links: Vec::new(),
+                watch_generation: 0,
+            }),
+            shut_down: AtomicBool::new(false),
+            compile_limit: StdMutex::new(config.compile_timeout),
+            compile_refused: StdMutex::default(),
+            this: this.clone(),
+        })
+    }
+
+    /// Loads every plugin of the config, and starts the watcher when `config.watch`.
+    pub(super) async fn load(&self) {
+        let mut control = self.control.lock().await;
+        self.apply(&mut control, false).await;
+        self.rewatch(&mut control);
+    }
+
+    /// Applies a changed configuration: loads, unloads or reloads only what changed.
+    pub(super) async fn reconfigure(&self, config: &PluginsConfig) {
+        let mut control = self.control.lock().await;
+        let wants_fuel = config.limits.fuel.is_some()
+            || config.plugins.values().any(|p| p.limits.fuel.is_some());
+        if wants_fuel && !self.calls.fuel_enabled {
+            tracing::warn!(
+                "a fuel limit was added: it takes effect after a restart (time and memory limits apply now)"
+            );
+        }
+        // Files may have changed while nobody watched them: read them all again.
+        let reread = config.watch && !control.config.watch;
+        *lock(&self.compile_limit) = config.compile_timeout;
+        self.calls.memory.set_total(config.total_memory);
+        control.config = config.clone();
+        self.apply(&mut control, reread).await;
+        self.rewatch(&mut control);
+    }
+
+    /// Records why `name` could not be loaded, for the log, the event log and status.
+    fn load_failed(&self, name: String, path: Option<PathBuf>, error: LoadError) {
+        tracing::error!(plugin = %name, "{error}");
+        self.record_failure(name, path, error);
+    }
+
+    /// [`Self::load_failed`] without the log line, for a caller that logs it its own way.
+    fn record_failure(&self, name: String, path: Option<PathBuf>, error: LoadError) {
+        let reason = error.to_string();
+        let failure = FailedPlugin {
+            name: name.clone(),
+            path,
+            error,
+            at: SystemTime::now(),
+        };
+        lock(&self.failed).insert(name.clone(), failure);
+        self.emit(PluginEvent::LoadFailed { name, reason });
+    }
+
+    /// A configured file that is not there (yet): not an error, since it is loaded when it
+    /// appears (a first build), but what status shows meanwhile.
+    pub(super) fn waiting_for_file(&self, name: &str, path: &Path) {
+        let what = if path.exists() {
+            "not a regular file"
+        } else {
+            "file not found"
+        };
+        let error = LoadError {
+            what: format!("plugin `{name}` ({})", path.display()),
+            why: what.to_string(),
+        };
+        tracing::warn!(plugin = %name, "{error}; waiting for it");
+        self.record_failure(name.to_string(), Some(path.to_path_buf()), error);
+    }
+
+    /// Warns about each file of the plugin folder that is not loaded (see
+    /// [`Desired::passed_over`]) when it starts being passed over, not at every look.
+    pub(super) fn warn_passed_over(&self, now: Vec<(PathBuf, String)>) {
+        let mut said = lock(&self.passed_over);
+        for (file, why) in &now {
+            if !said.contains(file) {
+                // `{:?}`: a name may hold a line break, and a log message is one line.
+                tracing::warn!("the plugin folder's {file:?} is not loaded: {why}");
+            }
+        }
+        *said = now.into_iter().map(|(file, _)| file).collect();
+    }
+
+    pub(super) fn forget_failure(&self, name: &str) {
+        lock(&self.failed).remove(name);
+    }
+
     /// Brings the loaded set in line with `control.config`; `reread` hashes every file again
     /// (after a time unwatched) instead of trusting an unchanged path.
     pub(super) async fn apply(&self, control: &mut Control, reread: bool) {
@@ -12,7 +200,7 @@ impl PluginHost {
             passed_over,
         } = desired_plugins(&control.config, control.bundled);
         self.warn_passed_over(passed_over);
-        let current = self.slots.load_full();
+        let current = self.calls.slots.load_full();
         lock(&self.failed).retain(|name, _| desired.contains_key(name));
         for (name, entry) in &control.config.plugins {
             if let (Some(path), false, false) =
@@ -108,6 +296,7 @@ impl PluginHost {
                 // Same bytes as the running version: a refused version in between is moot,
                 // and whoever saw it refused hears that the plugin is healthy again.
                 let recovered = self
+                    .calls
                     .slots
                     .load()
                     .get(&name)
@@ -152,7 +341,13 @@ impl PluginHost {
                     why: cut_error(error.why),
                     ..error
                 };
-                match self.slots.load().get(&name).filter(|_| existing.is_some()) {
+                match self
+                    .calls
+                    .slots
+                    .load()
+                    .get(&name)
+                    .filter(|_| existing.is_some())
+                {
                     Some(slot) => {
                         let reason = error.to_string();
                         tracing::error!(plugin = %name, "{reason}");
@@ -236,7 +431,7 @@ impl PluginHost {
             return Err(refused());
         }
 
-        let engine = self.engine.clone();
+        let engine = self.calls.engine.clone();
         let host = self
             .this
             .upgrade()
@@ -303,6 +498,7 @@ impl PluginHost {
             since: Instant::now(),
         };
         let infos = self
+            .calls
             .run(
                 Arc::new(probe),
                 time,
@@ -381,13 +577,13 @@ impl PluginHost {
     pub(super) fn install(&self, name: &str, version: Version) -> bool {
         let version = Arc::new(version);
         self.forget_failure(name);
-        if let Some(slot) = self.slots.load().get(name) {
+        if let Some(slot) = self.calls.slots.load().get(name) {
             slot.set_turn_limit(turn_limit(&version));
             // Calls in flight keep the old version; its spare instances go now.
-            self.discard(&slot.current.swap(version));
+            self.calls.discard(&slot.current.swap(version));
             return slot.stats.set_reload_error(None);
         }
-        self.slots.rcu(|slots| {
+        self.calls.slots.rcu(|slots| {
             let mut slots = BTreeMap::clone(slots);
             slots.insert(name.to_string(), Arc::new(Slot::new(version.clone())));
             slots
@@ -398,13 +594,13 @@ impl PluginHost {
     pub(super) fn unload(&self, name: &str) {
         self.forget_failure(name);
         let mut removed = None;
-        self.slots.rcu(|slots| {
+        self.calls.slots.rcu(|slots| {
             let mut slots = BTreeMap::clone(slots);
             removed = slots.remove(name);
             slots
         });
         if let Some(slot) = removed {
-            self.discard(&slot.current.load());
+            self.calls.discard(&slot.current.load());
             tracing::info!(plugin = %name, "plugin {name} unloaded");
             self.emit(PluginEvent::Unloaded {
                 name: name.to_string(),

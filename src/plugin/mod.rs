@@ -1,9 +1,11 @@
 //! The WebAssembly plugin host: loads WASI components that implement the
-//! `wasmgate:plugin` world, lists their tools, runs every call in a fresh,
-//! sandboxed and limited instance, and hot-reloads plugins whose files change.
+//! `wasmgate:plugin` world, lists their tools, runs every call in a sandboxed and limited
+//! instance (a fresh one per call, or one kept per session or shared, per the plugin's
+//! `instance` mode), and hot-reloads plugins whose files change.
 //!
-//! One `Engine` and one `Linker` for the process; per plugin version one
-//! compiled `Component` and `InstancePre`; per call one `Store`.
+//! One `Engine` and one `Linker` for the process; per plugin version one compiled
+//! `Component` and `InstancePre`; per instance one `Store`. [`PluginHost`] is the façade:
+//! `calls::Calls` runs calls, `loading::Loader` loads, reloads and watches.
 
 mod bindings;
 mod cache;
@@ -27,30 +29,22 @@ mod workers;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex as StdMutex, Weak};
-use std::task::Poll;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use arc_swap::ArcSwap;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use tokio::sync::{Mutex, Semaphore, mpsc};
-use wasmtime::component::{Component, Linker};
-use wasmtime::{Engine, Store};
+use tokio::sync::{Semaphore, mpsc};
+use wasmtime::component::Linker;
 
-use crate::config::{InstancePolicy, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
+use crate::config::{PluginLimits, PluginsConfig};
 use crate::protocol::{self, RpcError};
-use bindings::{CallError, PluginPre};
-use cache::Cache;
 pub use cache::hex;
-use grants::GrantedDir;
+use calls::{Calls, said_of};
+use loading::Loader;
 pub use loading::{check_header, check_plugin_files};
 use sandbox::StoreState;
-use version::*;
-use {calls::*, discovery::*};
 
 /// Receives a call's `host.log` lines: `(MCP level, message)`.
 pub type LogSink = Arc<dyn Fn(&'static str, &str) + Send + Sync>;
@@ -120,14 +114,6 @@ impl FailedPlugin {
             crate::protocol::cut_short(&self.error.why, max)
         )
     }
-}
-
-/// Where a call's instance comes from: the ready pool, made for it with a permit from
-/// these slots, or kept between calls (the one the lease holds, or made for it).
-enum Instance {
-    Ready(pool::Ready),
-    Make(Arc<Semaphore>),
-    Kept(kept::Lease, Option<kept::Held>),
 }
 
 /// Per-call context from the gateway.
@@ -225,84 +211,20 @@ pub enum PluginEvent {
     },
 }
 
-/// Tools one plugin may list: clients handle a few hundred tools in all, and a catalog
-/// of a hundred thousand makes every list page slow.
-const MAX_TOOLS: usize = 1000;
-
-/// How long `list-tools` may take when a version is validated, at most.
-const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The largest component file read, well above an interpreter's (CPython's).
-const MAX_COMPONENT_BYTES: u64 = 256 << 20;
-
 /// Instances kept free of calls so that loads and reloads can always validate.
 const RESERVED_INSTANCES: u32 = 4;
 
 /// Permits of the instance semaphores: [`engine::SLOT_UNITS`] per instance. An instance
-/// takes the units its memories need ([`Code::units`]), so that a component with several
-/// memories cannot leave other plugins' calls to fail with a pool error.
+/// takes the units its memories need ([`version::Code::units`]), so that a component with
+/// several memories cannot leave other plugins' calls to fail with a pool error.
 const CALL_UNITS: usize =
     ((engine::MAX_INSTANCES - RESERVED_INSTANCES) * engine::SLOT_UNITS) as usize;
 const PROBE_UNITS: usize = (RESERVED_INSTANCES * engine::SLOT_UNITS) as usize;
 
-/// Units the ready pools leave to calls: with many plugins in use, their ready
-/// instances could otherwise hold every slot while a call waits for one.
-const READY_HEADROOM: usize = (engine::MAX_INSTANCES / 2 * engine::SLOT_UNITS) as usize;
-
-/// Extra time the async timeout grants over the epoch deadline, which normally
-/// fires first; the async timeout catches guests blocked in host I/O.
-const TIMEOUT_GRACE: Duration = Duration::from_millis(50);
-
-/// What load, reload and unload are serialised on.
-struct Control {
-    config: PluginsConfig,
-    bundled: &'static [(&'static str, &'static [u8])],
-    watcher: Option<notify::RecommendedWatcher>,
-    watched: Vec<PathBuf>,
-    /// Watched folders that did not exist when last looked at (polled for): files gone
-    /// from them are not news.
-    missing: Vec<PathBuf>,
-    /// Plugin files that are symlinks, as (where the link ends, the link): a change at
-    /// the end of the link is a change of the plugin.
-    links: Vec<(PathBuf, PathBuf)>,
-    /// Bumped by every new watch, so that a stale poll for missing folders stops.
-    watch_generation: u64,
-}
-
+/// The plugin host as the rest of the gateway sees it: calls, status, reloads, shutdown.
 pub struct PluginHost {
-    engine: Engine,
-    linker: Linker<StoreState>,
-    fuel_enabled: bool,
-    cache: Option<Cache>,
-    ticker: engine::Ticker,
-    /// Where calls and instance refills run, off the gateway's I/O thread.
-    workers: workers::Workers,
-    /// The catalog of loaded plugins; replaced whole when one is added or removed.
-    slots: ArcSwap<BTreeMap<String, Arc<Slot>>>,
-    /// Plugins that could not be loaded, by name, until they load or are gone.
-    failed: StdMutex<BTreeMap<String, FailedPlugin>>,
-    /// Plugins being read and compiled for their first version, with their files.
-    loading: StdMutex<BTreeMap<String, Option<PathBuf>>>,
-    /// Files in the plugin folder passed over when last looked, each warned about once.
-    passed_over: StdMutex<BTreeSet<PathBuf>>,
-    /// Bounds the instances calls keep alive at once to what the pooling allocator holds,
-    /// less what `probes` keeps for validating new versions.
-    instances: Arc<Semaphore>,
-    probes: Arc<Semaphore>,
-    events: mpsc::UnboundedSender<PluginEvent>,
-    control: Mutex<Control>,
-    /// Set by `shutdown`: no watcher is started after it.
-    shut_down: AtomicBool,
-    /// Keep ready instances (see `pool`); on by default.
-    ready_pool: AtomicBool,
-    /// `compile_timeout` of the config now.
-    compile_limit: StdMutex<Duration>,
-    /// Digests of components whose compiling outran the limit: refused until the file
-    /// changes, so that each rescan does not start another compile of the same bytes.
-    compile_refused: StdMutex<BTreeSet<String>>,
-    /// The linear memory of all live instances, against `total_memory`.
-    memory: Arc<limits::MemoryBudget>,
-    this: Weak<PluginHost>,
+    calls: Arc<Calls>,
+    loader: Arc<Loader>,
 }
 
 impl PluginHost {
@@ -334,77 +256,56 @@ impl PluginHost {
             |s| &mut s.host,
         )
         .map_err(wasm_err)?;
-        let cache = config
-            .cache_dir
-            .as_deref()
-            .and_then(|dir| Cache::new(dir, &engine));
         let ticker = engine::Ticker::start(engine.clone())?;
         let workers = workers::Workers::start()?;
-        let host = Arc::new_cyclic(|this| PluginHost {
+        let calls = Arc::new_cyclic(|this| Calls {
             engine,
-            linker,
             fuel_enabled,
-            cache,
             ticker,
             workers,
-            slots: ArcSwap::default(),
-            failed: StdMutex::default(),
-            passed_over: StdMutex::default(),
-            loading: StdMutex::default(),
+            slots: Default::default(),
             instances: Arc::new(Semaphore::new(CALL_UNITS)),
-            probes: Arc::new(Semaphore::new(PROBE_UNITS)),
-            events,
-            control: Mutex::new(Control {
-                config: config.clone(),
-                bundled,
-                watcher: None,
-                watched: Vec::new(),
-                missing: Vec::new(),
-                links: Vec::new(),
-                watch_generation: 0,
-            }),
-            shut_down: AtomicBool::new(false),
             ready_pool: AtomicBool::new(true),
-            compile_limit: StdMutex::new(config.compile_timeout),
-            compile_refused: StdMutex::default(),
             memory: Arc::new(limits::MemoryBudget::new(config.total_memory)),
             this: this.clone(),
         });
-        host.start_sweeping();
-        Ok(host)
+        calls.start_sweeping();
+        let loader = Loader::new(calls.clone(), linker, config, bundled, events, PROBE_UNITS);
+        Ok(Arc::new(PluginHost { calls, loader }))
     }
 
     /// Loads every plugin of the config (compiling in parallel or from the cache), each
     /// reported as it is ready, and starts the watcher when `config.watch`. A plugin that
     /// fails to load is reported (log and `LoadFailed`), not fatal.
     pub async fn load(&self) {
-        let mut control = self.control.lock().await;
-        self.apply(&mut control, false).await;
-        self.rewatch(&mut control);
+        self.loader.load().await;
     }
 
     /// Applies a changed configuration: loads, unloads or reloads only what changed.
     pub async fn reconfigure(&self, config: &PluginsConfig) {
-        let mut control = self.control.lock().await;
-        let wants_fuel = config.limits.fuel.is_some()
-            || config.plugins.values().any(|p| p.limits.fuel.is_some());
-        if wants_fuel && !self.fuel_enabled {
-            tracing::warn!(
-                "a fuel limit was added: it takes effect after a restart (time and memory limits apply now)"
-            );
-        }
-        // Files may have changed while nobody watched them: read them all again.
-        let reread = config.watch && !control.config.watch;
-        *lock(&self.compile_limit) = config.compile_timeout;
-        self.memory.set_total(config.total_memory);
-        control.config = config.clone();
-        self.apply(&mut control, reread).await;
-        self.rewatch(&mut control);
+        self.loader.reconfigure(config).await;
+    }
+
+    /// Runs one tool of `plugin` (see `Calls::call`).
+    pub async fn call(
+        &self,
+        plugin: &str,
+        tool: &str,
+        arguments: Value,
+        ctx: CallContext,
+    ) -> Result<convert::Reply, PluginError> {
+        self.calls.call(plugin, tool, arguments, ctx).await
+    }
+
+    /// Client session `id` ended: the instances kept for it go.
+    pub fn end_session(&self, id: &str) {
+        self.calls.end_session(id);
     }
 
     /// The loaded plugins now.
     pub fn plugins(&self) -> Vec<PluginInfo> {
-        self.slots
+        self.calls
+            .slots
             .load()
             .iter()
             .map(|(name, slot)| {
@@ -432,7 +333,7 @@ impl PluginHost {
     /// The limits a call gets: a fuel limit needs an engine built with fuel metering,
     /// which only a restart gives when the first fuel limit was added by a config reload.
     fn effective(&self, mut limits: PluginLimits) -> PluginLimits {
-        if !self.fuel_enabled {
+        if !self.calls.fuel_enabled {
             limits.fuel = None;
         }
         limits
@@ -440,88 +341,22 @@ impl PluginHost {
 
     /// The plugins still being read and compiled for their first version, with their files.
     pub fn loading_plugins(&self) -> Vec<(String, Option<PathBuf>)> {
-        read(&self.loading).into_iter().collect()
+        read(&self.loader.loading).into_iter().collect()
     }
 
     /// The plugins that could not be loaded now, with the reason.
     pub fn failed_plugins(&self) -> Vec<FailedPlugin> {
-        read(&self.failed).into_values().collect()
-    }
-
-    /// Records why `name` could not be loaded, for the log, the event log and status.
-    fn load_failed(&self, name: String, path: Option<PathBuf>, error: LoadError) {
-        tracing::error!(plugin = %name, "{error}");
-        self.record_failure(name, path, error);
-    }
-
-    /// [`Self::load_failed`] without the log line, for a caller that logs it its own way.
-    fn record_failure(&self, name: String, path: Option<PathBuf>, error: LoadError) {
-        let reason = error.to_string();
-        let failure = FailedPlugin {
-            name: name.clone(),
-            path,
-            error,
-            at: SystemTime::now(),
-        };
-        lock(&self.failed).insert(name.clone(), failure);
-        self.emit(PluginEvent::LoadFailed { name, reason });
-    }
-
-    /// A configured file that is not there (yet): not an error, since it is loaded when it
-    /// appears (a first build), but what status shows meanwhile.
-    fn waiting_for_file(&self, name: &str, path: &Path) {
-        let what = if path.exists() {
-            "not a regular file"
-        } else {
-            "file not found"
-        };
-        let error = LoadError {
-            what: format!("plugin `{name}` ({})", path.display()),
-            why: what.to_string(),
-        };
-        tracing::warn!(plugin = %name, "{error}; waiting for it");
-        self.record_failure(name.to_string(), Some(path.to_path_buf()), error);
-    }
-
-    /// Warns about each file of the plugin folder that is not loaded (see
-    /// [`Desired::passed_over`]) when it starts being passed over, not at every look.
-    fn warn_passed_over(&self, now: Vec<(PathBuf, String)>) {
-        let mut said = lock(&self.passed_over);
-        for (file, why) in &now {
-            if !said.contains(file) {
-                // `{:?}`: a name may hold a line break, and a log message is one line.
-                tracing::warn!("the plugin folder's {file:?} is not loaded: {why}");
-            }
-        }
-        *said = now.into_iter().map(|(file, _)| file).collect();
-    }
-
-    fn forget_failure(&self, name: &str) {
-        lock(&self.failed).remove(name);
+        read(&self.loader.failed).into_values().collect()
     }
 
     /// Stops the watcher and the epoch ticker; calls in flight finish (or hit
     /// their deadline, which no longer advances: they are abandoned with the store).
     pub async fn shutdown(&self) {
-        self.shut_down.store(true, Ordering::Release);
-        // A load or reload in progress (a Python plugin compiling for half a minute) holds
-        // the control: the exit does not wait for it, and its end starts no new watcher.
-        if let Ok(mut control) = self.control.try_lock() {
-            control.watcher = None;
-            control.watched.clear();
-            control.missing.clear();
-            control.watch_generation += 1;
+        self.loader.stop_watching();
+        for slot in self.calls.slots.load().values() {
+            self.calls.discard(&slot.current.load());
         }
-        for slot in self.slots.load().values() {
-            self.discard(&slot.current.load());
-        }
-        self.ticker.stop();
-    }
-}
-
-impl Drop for PluginHost {
-    fn drop(&mut self) {
-        self.ticker.stop();
+        self.calls.ticker.stop();
     }
 }
 

@@ -1,6 +1,7 @@
 //! Instances made ahead of their call, a few per called plugin version, each used for one
-//! call and refilled on a plugin thread afterwards; used stores wait here to be reset there
-//! too. Making and resetting an instance are most of a small call's cost
+//! call (a fresh instance per call: `instance = "call"`, or a `"session"` plugin called
+//! outside a session) and refilled on a plugin thread afterwards; used stores wait here to
+//! be reset there too. Making and resetting an instance are most of a small call's cost
 //! (docs/performance.md, "Where a call's time goes"), and both leave the request path.
 
 use std::sync::Mutex;

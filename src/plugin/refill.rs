@@ -1,9 +1,19 @@
 //! The ready pools' refill: instances made ahead of calls on the plugin threads, within
-//! what the instance slots leave to calls.
+//! what the instance slots leave to calls; and the discarding of a version's spare
+//! instances, ready or kept, when it is replaced or unloaded.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-impl PluginHost {
+use super::calls::{Calls, TIMEOUT_GRACE};
+use super::version::Version;
+use super::{engine, limits, pool};
+
+/// Units the ready pools leave to calls: with many plugins in use, their ready
+/// instances could otherwise hold every slot while a call waits for one.
+const READY_HEADROOM: usize = (engine::MAX_INSTANCES / 2 * engine::SLOT_UNITS) as usize;
+
+impl Calls {
     /// Whether `version` is what its plugin's calls get now (not replaced or unloaded).
     pub(super) fn is_current(&self, version: &Arc<Version>) -> bool {
         self.slots

@@ -15,10 +15,10 @@ use wasmtime_wasi_http::{
     RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
 };
 
-use super::Settings;
 use super::host_impl::HostCtx;
 use super::limits::{Deadline, LimitState, MAX_RANDOM_BYTES, MemoryBudget, MemoryLimiter};
 use super::outbound::HostAllowList;
+use super::version::Settings;
 use crate::telemetry::budget::Budget;
 
 /// The `T` of every `Store<T>`: lives exactly as long as one instance.

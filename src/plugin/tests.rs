@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use wasmtime::Store;
 
+use super::discovery::{Desired, desired_plugins};
+use super::sandbox::StoreState;
+use super::version::Version;
 use super::*;
 use crate::config::{DirGrant, PluginConfig, PluginLimits, PluginsConfig, ToolFilter};
 use crate::test_support::TempDir;
@@ -484,7 +488,7 @@ async fn spin_times_out_while_other_calls_are_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_that_computes_past_a_tick_starts_its_calls_on_the_plugin_threads() {
     let (host, _rx) = start_faulty_and_echo().await;
-    let version = |name: &str| host.slots.load()[name].current.load_full();
+    let version = |name: &str| host.calls.slots.load()[name].current.load_full();
     assert!(version("faulty").may_run_inline(false));
     // A spinning call starts here and is stopped by the next tick, up to a tick later;
     // one stopped within half a tick does not count, and it takes two that ran longer.
@@ -934,7 +938,7 @@ async fn calls_during_reloads_never_fail() {
     let mut digests = std::collections::BTreeSet::new();
     let mut replaced = Vec::new();
     for round in 0..3u8 {
-        replaced.push(host.slots.load()["echo"].current.load_full());
+        replaced.push(host.calls.slots.load()["echo"].current.load_full());
         replace(&plugin, &variant_of(ECHO, round));
         match next_event(&mut rx).await {
             PluginEvent::Reloaded { name, tools, .. } => {
@@ -1001,11 +1005,11 @@ async fn measure() {
     let per_call = started.elapsed() / N;
     println!("host.call (fresh store + instantiate + call): {per_call:?}");
 
-    let version = host.slots.load()["echo"].current.load_full();
+    let version = host.calls.slots.load()["echo"].current.load_full();
     let new_store = || {
         let mut store = Store::new(
-            &host.engine,
-            StoreState::new(&version.name, &version.settings, &host.memory).unwrap(),
+            &host.calls.engine,
+            StoreState::new(&version.name, &version.settings, &host.calls.memory).unwrap(),
         );
         store.limiter(|s| &mut s.memory);
         limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
@@ -1083,7 +1087,7 @@ async fn measure() {
 async fn measure_pool_latency() {
     let host = start_one(entry("echo", Some(ECHO))).await;
     for pool in [false, true, false, true] {
-        host.ready_pool.store(pool, Ordering::Relaxed);
+        host.calls.ready_pool.store(pool, Ordering::Relaxed);
         let mut samples = Vec::new();
         for _ in 0..300 {
             let started = Instant::now();
@@ -1176,7 +1180,7 @@ async fn big_components_get_warmed_ready_instances() {
                 .unwrap();
             seen.push(text(&result).to_string());
             // The next call must find a ready instance: wait until the refill is done.
-            let version = host.slots.load()["echo"].current.load_full();
+            let version = host.calls.slots.load()["echo"].current.load_full();
             let deadline = Instant::now() + EVENT_WAIT;
             while version.pool.missing() > 0 {
                 assert!(Instant::now() < deadline, "the pool did not refill");
@@ -1222,7 +1226,7 @@ async fn measure_first_call() {
         let mut cfg = config(vec![entry("p", Some(path))]);
         cfg.cache_dir = Some(cache.path().to_path_buf());
         let (host, _events) = start(&cfg).await;
-        let version = host.slots.load()["p"].current.load_full();
+        let version = host.calls.slots.load()["p"].current.load_full();
         // Each way of making the first call gets a third of the rounds.
         const N: u32 = 99;
         let (mut instantiate, mut first, mut warmed_first, mut idle_first, mut second) =
@@ -1315,21 +1319,21 @@ async fn a_reload_that_turns_watch_on_rereads_files_and_fuel_waits_for_a_restart
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_call_stops_its_guest() {
     let (host, _rx) = start_faulty_and_echo().await;
-    host.ready_pool.store(false, Ordering::Relaxed);
-    let all = host.instances.available_permits();
+    host.calls.ready_pool.store(false, Ordering::Relaxed);
+    let all = host.calls.instances.available_permits();
     let spinner = {
         let host = host.clone();
         tokio::spawn(async move { host.call_value("faulty", "spin", json!({}), ctx()).await })
     };
     let deadline = Instant::now() + EVENT_WAIT;
-    while host.instances.available_permits() == all {
+    while host.calls.instances.available_permits() == all {
         assert!(Instant::now() < deadline, "the spinning call never started");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // Dropped during its first poll or after it moved to a plugin thread, it stops all the same.
     spinner.abort();
     let dropped = Instant::now();
-    while host.instances.available_permits() < all {
+    while host.calls.instances.available_permits() < all {
         assert!(
             dropped.elapsed() < Duration::from_secs(2),
             "the guest still runs {:?} after its call was dropped (time limit: 10 s)",
@@ -1392,7 +1396,7 @@ async fn a_watched_folder_removed_or_renamed_is_watched_again_when_it_returns() 
 async fn turns_are_resized_for_a_new_version() {
     let turns = Arc::new(tokio::sync::Semaphore::new(32));
     let held = turns.clone().acquire_many_owned(10).await.unwrap();
-    super::resize_turns(&turns, 32, 8);
+    super::version::resize_turns(&turns, 32, 8);
     assert_eq!(
         turns.available_permits(),
         0,
@@ -1406,7 +1410,7 @@ async fn turns_are_resized_for_a_new_version() {
     })
     .await
     .expect("8 turns once the calls gave theirs back");
-    super::resize_turns(&turns, 8, 32);
+    super::version::resize_turns(&turns, 8, 32);
     assert_eq!(turns.available_permits(), 32);
 }
 
@@ -1487,7 +1491,7 @@ async fn measure_make_call_drop() {
             continue;
         }
         let host = start_one(entry("p", Some(path))).await;
-        let version = host.slots.load()["p"].current.load_full();
+        let version = host.calls.slots.load()["p"].current.load_full();
         let mut phases = [Duration::ZERO; 5];
         for round in 0..warm_up + n {
             let t0 = Instant::now();
@@ -1590,7 +1594,7 @@ fn log_messages_past_the_budget_are_counted_for_the_client() {
 
 /// A fresh store for `version`, armed with a 10 s limit, as the measurements use it.
 fn armed_store(host: &PluginHost, version: &Version) -> Store<StoreState> {
-    let mut store = host.new_store(version).unwrap();
+    let mut store = host.calls.new_store(version).unwrap();
     limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
     store
 }

@@ -1,7 +1,22 @@
 //! Plugin versions and their slots: the settings a version runs with, its compiled
 //! code, and the slot that holds the version calls get now.
 
-use super::*;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use super::bindings::PluginPre;
+use super::discovery::default_namespace;
+use super::grants::GrantedDir;
+use super::sandbox::StoreState;
+use super::{convert, engine, kept, lock, pool};
+use crate::config::{InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
 
 /// The configuration-derived part of a plugin: everything but its code.
 pub struct Settings {

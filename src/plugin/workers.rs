@@ -1,7 +1,7 @@
 //! The plugin threads: a multi-thread runtime of its own, apart from the gateway's I/O
 //! thread. They make and reset instances (the ready pool's refill), validate new
 //! versions, and take over any call that does not finish within its first poll on the
-//! I/O thread (see `PluginHost::run`): a plugin that computes or waits for host I/O never
+//! I/O thread (see `Calls::run`): a plugin that computes or waits for host I/O never
 //! holds up the messages of other calls and sessions for longer than an epoch tick.
 
 use std::future::Future;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::backend::Backend;
 use crate::backend::{BackendError, BackendState};
@@ -99,55 +99,6 @@ impl Router<'_> {
         }
     }
 
-    /// The answer to `initialize`: capabilities reflect what the backends offer; the
-    /// instructions are those of the servers `peer`'s view includes.
-    pub fn initialize_result(&self, peer: &ClientPeer, version: &str) -> Value {
-        let config = self.gateway.config.load();
-        let backends = self.gateway.servers();
-        let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
-        // Servers still starting may offer anything: promise what they might, since the
-        // answer to `initialize` does not wait for them. So may a server that an edit of
-        // the config file adds later, and capabilities are fixed for the session.
-        let may_offer_any = config.source.is_some()
-            || backends
-                .iter()
-                .any(|b| b.discovered().capabilities.is_null());
-        let mut capabilities = Map::new();
-        capabilities.insert("tools".into(), json!({"listChanged": true}));
-        capabilities.insert("logging".into(), json!({}));
-        if may_offer_any || any("resources") {
-            capabilities.insert(
-                "resources".into(),
-                json!({"subscribe": true, "listChanged": true}),
-            );
-        }
-        if may_offer_any || any("prompts") {
-            capabilities.insert("prompts".into(), json!({"listChanged": true}));
-        }
-        if may_offer_any || any("completions") {
-            capabilities.insert("completions".into(), json!({}));
-        }
-        let instructions: Vec<String> = backends
-            .iter()
-            .filter(|b| self.gateway.sees(peer, b.name()))
-            .filter_map(|b| {
-                b.discovered()
-                    .instructions
-                    .clone()
-                    .map(|i| format!("## {}\n{}", b.name(), i))
-            })
-            .collect();
-        let mut result = json!({
-            "protocolVersion": version,
-            "capabilities": capabilities,
-            "serverInfo": {"name": config.gateway.name, "version": env!("CARGO_PKG_VERSION")},
-        });
-        if !instructions.is_empty() {
-            result["instructions"] = Value::String(instructions.join("\n\n"));
-        }
-        result
-    }
-
     pub async fn dispatch(
         &self,
         context: &RequestContext,
@@ -155,7 +106,6 @@ impl Router<'_> {
         params: Option<Value>,
     ) -> Result<Reply, RpcError> {
         match method {
-            methods::PING => Ok(json!({}).into()),
             methods::TOOLS_LIST => self
                 .list(context, method, &params, Kind::Tools, "tools")
                 .await

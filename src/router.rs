@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 
 use crate::backend::Backend;
 use crate::backend::{BackendError, BackendState};
-use crate::catalog::view::{self, Kind};
+use crate::catalog::view::{Kind, View};
 use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
-use crate::peer::ClientPeer;
+use crate::peer::{ClientPeer, Principal};
 use crate::plugin::PluginError;
 use crate::protocol::methods;
 use crate::protocol::{self, Reply, RpcError};
-use crate::telemetry::events::{CallFields, Status};
+use crate::telemetry::events::{CallFields, Status, new_trace_id};
 
 /// State of one request: what the stateless protocol versions carry in `_meta` instead of the session.
 pub struct RequestContext {
@@ -26,6 +26,29 @@ pub struct RequestContext {
     /// Which of its requests this is (the key of its id), for what the request's work sends
     /// the client on its own; `None` outside a client's request.
     pub request: Option<Arc<str>>,
+    /// Who asked: its token and profile, as the request began.
+    pub principal: Principal,
+    /// What of the catalog it sees: its profile, looked up once for the request.
+    pub view: View,
+}
+
+impl RequestContext {
+    /// The context of a request of `peer`'s, its principal resolved under the config now.
+    pub fn new(gateway: &Gateway, peer: Arc<ClientPeer>, request: Option<Arc<str>>) -> Self {
+        let principal = peer.principal().clone();
+        // Without a profile the config is not read: most requests have none.
+        let view = match principal.profile.as_deref() {
+            None => View::All,
+            profile => View::of(profile, &gateway.config.load()),
+        };
+        RequestContext {
+            trace_id: new_trace_id(),
+            peer,
+            request,
+            principal,
+            view,
+        }
+    }
 }
 
 /// Dispatch of a client's requests over the gateway's state: the catalog, the backends,
@@ -90,13 +113,7 @@ impl Router<'_> {
         name: &str,
         target: Option<&Target>,
     ) -> bool {
-        let Some(profile) = context.peer.profile() else {
-            return false;
-        };
-        match self.gateway.config.load().profiles.get(profile) {
-            Some(profile) => !view::shows(profile, kind, name, target),
-            None => true,
-        }
+        !context.view.shows(kind, name, target)
     }
 
     pub async fn dispatch(
@@ -164,15 +181,8 @@ impl Router<'_> {
         // the catalog is read: a change from here on is announced to the client.
         context.peer.mark_listed(method);
         let catalog = self.gateway.catalog();
-        let config = self.gateway.config.load();
-        let items: Vec<&Value> = match context.peer.profile() {
-            None => catalog.items(kind).iter().collect(),
-            Some(name) => match config.profiles.get(name) {
-                Some(profile) => catalog.visible(kind, profile),
-                // Its profile left the config: it sees nothing until it reconnects.
-                None => Vec::new(),
-            },
-        };
+        // A profile that left the config shows nothing until its client reconnects.
+        let items = context.view.items(&catalog, kind);
         let page_size = self.gateway.config.load().gateway.page_size.max(1);
         let start = match params.as_ref().and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => 0,
@@ -242,7 +252,7 @@ impl Router<'_> {
             trace_id: &context.trace_id,
             server: &server,
             tool: &name,
-            token: context.peer.token(),
+            token: context.principal.token.as_deref(),
             started,
             ended: false,
         });
@@ -717,10 +727,12 @@ impl Router<'_> {
 
 fn once_context(peer: crate::peer::ClientPeer) -> RequestContext {
     // The command line is the local user's.
-    peer.set_operator();
+    peer.set_principal(Principal::operator());
     RequestContext {
         trace_id: crate::telemetry::events::new_trace_id(),
         peer: Arc::new(peer),
         request: None,
+        principal: Principal::operator(),
+        view: View::All,
     }
 }

@@ -21,7 +21,6 @@ use crate::peer::{ClientPeer, ClientSink};
 use crate::protocol::methods;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
 use crate::router::{RequestContext, Router};
-use crate::telemetry::events::new_trace_id;
 use bounds::Counted;
 pub use bounds::RequestBounds;
 
@@ -65,7 +64,7 @@ pub type RunningAnswer = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 
 /// A request running: a future of its answer line (`None` when the client cancelled it).
 pub struct Running {
-    /// The key of its id ([`request_key`]): what the request's own stream is named by,
+    /// The key of its id (see `request_key`): what the request's own stream is named by,
     /// and what the messages its work sends say they belong to.
     pub key: Arc<str>,
     answer: RunningAnswer,
@@ -290,11 +289,7 @@ impl Session {
         if method == methods::PING {
             return Ok(lifecycle::pong());
         }
-        let context = RequestContext {
-            trace_id: new_trace_id(),
-            peer: self.peer.clone(),
-            request: Some(key.clone()),
-        };
+        let context = RequestContext::new(&self.gateway, self.peer.clone(), Some(key.clone()));
         Router::new(&self.gateway)
             .dispatch(&context, method, params)
             .await

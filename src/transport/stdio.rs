@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::gateway::Gateway;
+use crate::peer::Principal;
 use crate::pipe::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::pipe::outbox::{outbox, write_lines};
 use crate::protocol::{self, Incoming, Message};
@@ -39,7 +40,7 @@ where
     let writer = tokio::spawn(write_lines(output, out_rx));
     let session = Session::new(gateway, out_tx.clone());
     // The client over stdio is the local user who started the gateway.
-    session.peer.set_operator();
+    session.peer.set_principal(Principal::operator());
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     tokio::pin!(stop);

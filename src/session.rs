@@ -54,8 +54,8 @@ pub enum Handled {
     Refused(String),
     /// A request running.
     Running(Running),
-    /// A batch with members to wait for: its array line, or `None` when no member has an
-    /// answer (notifications, cancelled requests).
+    /// A batch taken: its array line once every member is answered, or `None` when no
+    /// member has an answer (notifications, cancelled requests).
     Batch(RunningAnswer),
 }
 

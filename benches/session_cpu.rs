@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use wasmgate::gateway::Gateway;
 use wasmgate::session::Session;
+use wasmgate::transport::stdio::handle_line;
 
 #[path = "common/mod.rs"]
 mod common;
@@ -87,9 +88,15 @@ async fn measure(plugin: PathBuf, kinds: &[(&str, &str)], rounds: usize, calls: 
     gateway.wait_for_start(true).await;
     let (out, mut answers) = wasmgate::pipe::outbox::outbox("the bench");
     let session = Session::new(gateway.clone(), out);
-    session.handle_line(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"session_cpu","version":"0"}}}"#);
+    handle_line(
+        &session,
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"session_cpu","version":"0"}}}"#,
+    );
     answers.recv().await.expect("initialize answered");
-    session.handle_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    handle_line(
+        &session,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
 
     let mut id = 1u64;
     let mut per_kind: Vec<Vec<f64>> = vec![Vec::new(); kinds.len()];
@@ -110,7 +117,7 @@ async fn measure(plugin: PathBuf, kinds: &[(&str, &str)], rounds: usize, calls: 
                     std::hint::spin_loop();
                 }
                 let started = Instant::now();
-                session.handle_line(line);
+                handle_line(&session, line);
                 // An answer not queued in the request's first poll comes from a task (a
                 // plugin call that made its own instance, say): wait for it.
                 let answer = match answers.try_recv() {

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::backend::Backend;
 use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered};
-use crate::catalog::view::Kind;
+use crate::catalog::view::{Kind, View};
 use crate::catalog::{Catalog, Source, Target};
 use crate::config::Config;
 use crate::peer::ClientPeer;
@@ -365,11 +365,9 @@ impl Gateway {
                     && !new_code
                 {
                     let changed = *view_changed.entry(name.to_string()).or_insert_with(|| {
-                        config.profiles.get(name).is_some_and(|profile| {
-                            list_kinds(method).iter().any(|k| {
-                                previous.visible(*k, profile) != current.visible(*k, profile)
-                            })
-                        })
+                        let view = View::of(Some(name), &config);
+                        (list_kinds(method).iter())
+                            .any(|k| view.items(&previous, *k) != view.items(&current, *k))
                     });
                     if !changed {
                         continue;

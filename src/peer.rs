@@ -3,8 +3,8 @@
 //! on a server's behalf. A session makes one; the gateway, router and backends hold it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -61,14 +61,40 @@ pub struct ClientPeer {
     /// Which lists the client has asked for ([`list_bit`]): a list change is announced
     /// only to a client that holds a list it makes stale.
     listed: AtomicU8,
-    /// The `[profiles.NAME]` whose view of the catalog it gets (HTTP `/mcp/NAME`).
-    profile: std::sync::OnceLock<String>,
+    /// Who the client is, set once before its first request.
+    principal: OnceLock<Principal>,
+}
+
+/// Who a client is: the token it authenticated with, the profile whose view it gets, and
+/// whether it is the operator. A transport knows it; each request's `RequestContext`
+/// carries it, resolved, to what the request does.
+#[derive(Clone, Debug, Default)]
+pub struct Principal {
     /// The name of the HTTP bearer token it authenticated with.
-    token: std::sync::OnceLock<String>,
+    pub token: Option<Arc<str>>,
+    /// The `[profiles.NAME]` whose view of the catalog it gets (HTTP `/mcp/NAME`).
+    pub profile: Option<Arc<str>>,
     /// May see what the gateway runs (commands, URLs, pids) and every principal's
     /// events: the local user (stdio, the command line) or a token with the operator scope.
-    operator: AtomicBool,
+    pub operator: bool,
 }
+
+impl Principal {
+    /// The local user who started the gateway (stdio, the command line).
+    pub fn operator() -> Principal {
+        Principal {
+            operator: true,
+            ..Principal::default()
+        }
+    }
+}
+
+/// The principal of a client that a transport named none for: no token, no profile.
+static NOBODY: Principal = Principal {
+    token: None,
+    profile: None,
+    operator: false,
+};
 
 const NO_LOG_LEVEL: u8 = u8::MAX;
 
@@ -98,37 +124,29 @@ impl ClientPeer {
             next_request_id: AtomicU64::new(1),
             log_level: AtomicU8::new(NO_LOG_LEVEL),
             listed: AtomicU8::new(0),
-            profile: std::sync::OnceLock::new(),
-            token: std::sync::OnceLock::new(),
-            operator: AtomicBool::new(false),
+            principal: OnceLock::new(),
         }
     }
 
-    /// Marks the client as the gateway's operator ([`Self::is_operator`]).
-    pub fn set_operator(&self) {
-        self.operator.store(true, Ordering::Relaxed);
+    /// Says who the client is, once, before its first request.
+    pub fn set_principal(&self, principal: Principal) {
+        let _ = self.principal.set(principal);
+    }
+
+    pub fn principal(&self) -> &Principal {
+        self.principal.get().unwrap_or(&NOBODY)
     }
 
     pub fn is_operator(&self) -> bool {
-        self.operator.load(Ordering::Relaxed)
-    }
-
-    /// Binds the client to a profile, once, before its first request.
-    pub fn set_profile(&self, profile: String) {
-        let _ = self.profile.set(profile);
+        self.principal().operator
     }
 
     pub fn profile(&self) -> Option<&str> {
-        self.profile.get().map(String::as_str)
-    }
-
-    /// Records the name of the token the client authenticated with, once.
-    pub fn set_token(&self, name: String) {
-        let _ = self.token.set(name);
+        self.principal().profile.as_deref()
     }
 
     pub fn token(&self) -> Option<&str> {
-        self.token.get().map(String::as_str)
+        self.principal().token.as_deref()
     }
 
     /// Records what `initialize` negotiated; `Err` with the version already in force when

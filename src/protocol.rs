@@ -127,6 +127,12 @@ pub enum Incoming {
     Batch(Vec<Result<Message, (Value, RpcError)>>),
 }
 
+impl From<Message> for Incoming {
+    fn from(message: Message) -> Incoming {
+        Incoming::Single(Ok(message))
+    }
+}
+
 /// Parses one line. Errors come back as the answer to send (with the id when one was readable).
 pub fn parse_line(line: &str) -> Result<Incoming, Value> {
     if let Some(request) = plain_request(line) {

@@ -11,14 +11,15 @@ mod tools;
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::catalog::Target;
-use crate::catalog::view::{self, Kind};
+use crate::catalog::view::{Kind, View};
 use crate::gateway::Gateway;
-use crate::peer::ClientPeer;
+use crate::peer::{ClientPeer, Principal};
 use crate::protocol::methods;
 use crate::protocol::{self, Reply, RpcError};
+use crate::telemetry::events::new_trace_id;
 
 /// State of one request: what the stateless protocol versions carry in `_meta` instead of the session.
 pub struct RequestContext {
@@ -28,6 +29,29 @@ pub struct RequestContext {
     /// Which of its requests this is (the key of its id), for what the request's work sends
     /// the client on its own; `None` outside a client's request.
     pub request: Option<Arc<str>>,
+    /// Who asked: its token and profile, as the request began.
+    pub principal: Principal,
+    /// What of the catalog it sees: its profile, looked up once for the request.
+    pub view: View,
+}
+
+impl RequestContext {
+    /// The context of a request of `peer`'s, its principal resolved under the config now.
+    pub fn new(gateway: &Gateway, peer: Arc<ClientPeer>, request: Option<Arc<str>>) -> Self {
+        let principal = peer.principal().clone();
+        // Without a profile the config is not read: most requests have none.
+        let view = match principal.profile.as_deref() {
+            None => View::All,
+            profile => View::of(profile, &gateway.config.load()),
+        };
+        RequestContext {
+            trace_id: new_trace_id(),
+            peer,
+            request,
+            principal,
+            view,
+        }
+    }
 }
 
 /// Dispatch of a client's requests over the gateway's state: the catalog, the backends,
@@ -51,62 +75,7 @@ impl Router<'_> {
         name: &str,
         target: Option<&Target>,
     ) -> bool {
-        let Some(profile) = context.peer.profile() else {
-            return false;
-        };
-        match self.gateway.config.load().profiles.get(profile) {
-            Some(profile) => !view::shows(profile, kind, name, target),
-            None => true,
-        }
-    }
-
-    /// The answer to `initialize`: capabilities reflect what the backends offer; the
-    /// instructions are those of the servers `peer`'s view includes.
-    pub fn initialize_result(&self, peer: &ClientPeer, version: &str) -> Value {
-        let config = self.gateway.config.load();
-        let backends = self.gateway.servers();
-        let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
-        // Servers still starting may offer anything: promise what they might, since the
-        // answer to `initialize` does not wait for them. So may a server that an edit of
-        // the config file adds later, and capabilities are fixed for the session.
-        let may_offer_any = config.source.is_some()
-            || backends
-                .iter()
-                .any(|b| b.discovered().capabilities.is_null());
-        let mut capabilities = Map::new();
-        capabilities.insert("tools".into(), json!({"listChanged": true}));
-        capabilities.insert("logging".into(), json!({}));
-        if may_offer_any || any("resources") {
-            capabilities.insert(
-                "resources".into(),
-                json!({"subscribe": true, "listChanged": true}),
-            );
-        }
-        if may_offer_any || any("prompts") {
-            capabilities.insert("prompts".into(), json!({"listChanged": true}));
-        }
-        if may_offer_any || any("completions") {
-            capabilities.insert("completions".into(), json!({}));
-        }
-        let instructions: Vec<String> = backends
-            .iter()
-            .filter(|b| self.gateway.sees(peer, b.name()))
-            .filter_map(|b| {
-                b.discovered()
-                    .instructions
-                    .clone()
-                    .map(|i| format!("## {}\n{}", b.name(), i))
-            })
-            .collect();
-        let mut result = json!({
-            "protocolVersion": version,
-            "capabilities": capabilities,
-            "serverInfo": {"name": config.gateway.name, "version": env!("CARGO_PKG_VERSION")},
-        });
-        if !instructions.is_empty() {
-            result["instructions"] = Value::String(instructions.join("\n\n"));
-        }
-        result
+        !context.view.shows(kind, name, target)
     }
 
     pub async fn dispatch(
@@ -116,7 +85,6 @@ impl Router<'_> {
         params: Option<Value>,
     ) -> Result<Reply, RpcError> {
         match method {
-            methods::PING => Ok(json!({}).into()),
             methods::TOOLS_LIST => self
                 .list(context, method, &params, Kind::Tools, "tools")
                 .await

@@ -1,10 +1,55 @@
 //! What a profile (`[profiles.NAME]`) lets a session see of the catalog: globs over the
 //! served names, and which backends. Lists, calls and `list_changed` all ask here.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{Catalog, Target};
-use crate::config::Profile;
+use crate::config::{Config, Profile};
+
+/// What of the catalog a client sees, resolved from its profile's name once: the one
+/// place a profile is looked up by name.
+#[derive(Clone, Debug)]
+pub enum View {
+    /// No profile: everything.
+    All,
+    /// Its profile's view.
+    Profile(Arc<Profile>),
+    /// Its profile left the config: nothing, until it reconnects.
+    Nothing,
+}
+
+impl View {
+    /// The view of the profile named `profile` (if any) in `config`.
+    pub fn of(profile: Option<&str>, config: &Config) -> View {
+        match profile {
+            None => View::All,
+            Some(name) => match config.profiles.get(name) {
+                Some(profile) => View::Profile(profile.clone()),
+                None => View::Nothing,
+            },
+        }
+    }
+
+    /// Whether it shows the item of `kind` named `name` that `target` serves.
+    pub fn shows(&self, kind: Kind, name: &str, target: Option<&Target>) -> bool {
+        match self {
+            View::All => true,
+            View::Profile(profile) => shows(profile, kind, name, target),
+            View::Nothing => false,
+        }
+    }
+
+    /// The items of `kind` of `catalog` it shows.
+    pub fn items<'c>(&self, catalog: &'c Catalog, kind: Kind) -> Vec<&'c Value> {
+        match self {
+            View::All => catalog.items(kind).iter().collect(),
+            View::Profile(profile) => catalog.visible(kind, profile),
+            View::Nothing => Vec::new(),
+        }
+    }
+}
 
 /// Which list an item is of.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use globset::GlobSet;
@@ -17,8 +18,9 @@ pub struct Config {
     pub servers: BTreeMap<String, ServerConfig>,
     pub plugins: PluginsConfig,
     pub http: HttpConfig,
-    /// `[profiles.NAME]`: subsets of the catalog served at `/mcp/NAME`.
-    pub profiles: BTreeMap<String, Profile>,
+    /// `[profiles.NAME]`: subsets of the catalog served at `/mcp/NAME` (shared: a request
+    /// holds its client's for as long as it runs).
+    pub profiles: BTreeMap<String, Arc<Profile>>,
     /// The file this came from; `None` for the embedded default.
     pub source: Option<PathBuf>,
     /// Things that are not errors but that a user should hear about

@@ -125,7 +125,9 @@ pub(crate) fn from_toml(
     let http = cx.http(raw.http, &profiles);
     let mut config = cx.finish(gateway, servers, plugins)?;
     config.http = http;
-    config.profiles = profiles;
+    config.profiles = (profiles.into_iter())
+        .map(|(name, profile)| (name, std::sync::Arc::new(profile)))
+        .collect();
     Ok(config)
 }
 

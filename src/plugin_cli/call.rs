@@ -10,8 +10,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::setup::{self, Grants};
+use crate::catalog::view::View;
 use crate::gateway::Gateway;
-use crate::peer::ClientPeer;
+use crate::peer::{ClientPeer, Principal};
 use crate::pipe::outbox::outbox;
 use crate::protocol::{self, Reply, RpcError, methods};
 use crate::router::{RequestContext, Router};
@@ -209,10 +210,12 @@ async fn call_once_observed(
 
 fn once_context(peer: ClientPeer) -> RequestContext {
     // The command line is the local user's.
-    peer.set_operator();
+    peer.set_principal(Principal::operator());
     RequestContext {
         trace_id: crate::telemetry::events::new_trace_id(),
         peer: Arc::new(peer),
         request: None,
+        principal: Principal::operator(),
+        view: View::All,
     }
 }

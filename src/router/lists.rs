@@ -22,15 +22,8 @@ impl Router<'_> {
         // the catalog is read: a change from here on is announced to the client.
         context.peer.mark_listed(method);
         let catalog = self.gateway.catalog();
-        let config = self.gateway.config.load();
-        let items: Vec<&Value> = match context.peer.profile() {
-            None => catalog.items(kind).iter().collect(),
-            Some(name) => match config.profiles.get(name) {
-                Some(profile) => catalog.visible(kind, profile),
-                // Its profile left the config: it sees nothing until it reconnects.
-                None => Vec::new(),
-            },
-        };
+        // A profile that left the config shows nothing until its client reconnects.
+        let items = context.view.items(&catalog, kind);
         let page_size = self.gateway.config.load().gateway.page_size.max(1);
         let start = match params.as_ref().and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => 0,

@@ -112,7 +112,7 @@ impl Router<'_> {
             trace_id: &context.trace_id,
             server: &server,
             tool: &name,
-            token: context.peer.token(),
+            token: context.principal.token.as_deref(),
             started,
             ended: false,
         });

@@ -1,6 +1,7 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin/stdout, one client.
 //! stdout carries protocol only; logs go to stderr. A client gets [`MAX_IN_FLIGHT`]
 //! requests worked on at once: the next one waits, unread past it, until one ends.
+//! Answers go out as they come ([`handle_line`]), on the one stream back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +9,11 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
 use crate::gateway::Gateway;
+use crate::peer::Principal;
 use crate::pipe::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::pipe::outbox::{outbox, write_lines};
-use crate::session::Session;
+use crate::protocol::{self, Incoming, Message};
+use crate::session::{Handled, Session};
 
 /// How long the answers already queued may take to go out once the client closed stdin
 /// and the answers in flight are in (or `shutdown_grace` passed).
@@ -37,7 +40,7 @@ where
     let writer = tokio::spawn(write_lines(output, out_rx));
     let session = Session::new(gateway, out_tx.clone());
     // The client over stdio is the local user who started the gateway.
-    session.peer.set_operator();
+    session.peer.set_principal(Principal::operator());
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     tokio::pin!(stop);
@@ -82,7 +85,7 @@ where
                             () = session.fewer_in_flight_than(MAX_IN_FLIGHT) => {}
                         }
                     }
-                    session.handle_line(text)
+                    handle_line(&session, text)
                 }
                 Err(err) => session.send(crate::protocol::error_response(
                     serde_json::Value::Null,
@@ -115,11 +118,65 @@ where
 
 /// Whether a line is a request, or a batch (which may hold some): what takes a place in flight.
 fn starts_work(line: &str) -> bool {
-    use crate::protocol::{Incoming, Message};
     matches!(
-        crate::protocol::parse_line(line),
+        protocol::parse_line(line),
         Ok(Incoming::Batch(_) | Incoming::Single(Ok(Message::Request { .. })))
     )
+}
+
+/// Hands one line from the client to the session, for a transport with one stream back
+/// (stdio, and the legacy HTTP+SSE transport's `POST`s): answers go to the peer's queue as
+/// they come, and requests run concurrently.
+pub fn handle_line(session: &Arc<Session>, line: &str) {
+    if line.trim().is_empty() {
+        return;
+    }
+    crate::memory::note_activity();
+    let incoming = match protocol::parse_line(line) {
+        Ok(incoming) => incoming,
+        Err(answer) => return session.send(answer),
+    };
+    match session.handle(incoming) {
+        Handled::Nothing => {}
+        Handled::Answer(line) | Handled::Refused(line) => session.send_line(line),
+        Handled::Running(running) => send_when_answered(session, running),
+        Handled::Batch(answer) => send_when_answered(session, answer),
+    }
+}
+
+/// Sends the answer line `answer` comes to, if any, once it comes.
+fn send_when_answered(
+    session: &Arc<Session>,
+    answer: impl Future<Output = Option<String>> + Send + 'static,
+) {
+    let session = session.clone();
+    run_or_spawn(async move {
+        if let Some(line) = answer.await {
+            session.send_line(line);
+        }
+    });
+}
+
+/// Polls a request's future once here, on the reader's turn, and spawns a task for it only
+/// if it waits. Most requests end in that poll (a plugin call on a ready instance, a list
+/// from the catalog): no task to allocate and schedule, and the answer is queued before the
+/// next line is read. A future that waits is polled again by its task, which registers the
+/// task's waker in place of the no-op one of this poll (every future wakes the waker of its
+/// latest poll). A panic in that poll ends the request alone, as it would in a task: the
+/// reader goes on.
+fn run_or_spawn(request: impl Future<Output = ()> + Send + 'static) {
+    let mut request = Box::pin(request);
+    let mut here = std::task::Context::from_waker(std::task::Waker::noop());
+    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        request.as_mut().poll(&mut here)
+    }));
+    match first {
+        Ok(std::task::Poll::Ready(())) => {}
+        Ok(std::task::Poll::Pending) => {
+            tokio::spawn(request);
+        }
+        Err(_) => tracing::error!("a request's handler panicked; it gets no answer"),
+    }
 }
 
 /// The process's stdin and stdout. When they are pipes (as MCP clients start servers),
@@ -148,4 +205,43 @@ pub fn std_streams() -> (
         _ => Box::new(tokio::io::stdout()),
     };
     (input, output)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::run_or_spawn;
+
+    /// A request that needs no wait has run when `run_or_spawn` returns; one that waits is
+    /// finished by its task once woken, though its first poll saw a no-op waker.
+    #[tokio::test]
+    async fn requests_run_at_once_or_in_a_task_once_woken() {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        run_or_spawn(async move { flag.store(true, Ordering::SeqCst) });
+        assert!(done.load(Ordering::SeqCst), "ran in the first poll");
+
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let (result_tx, result_rx) = tokio::sync::oneshot::channel();
+        run_or_spawn(async move {
+            let value = rx.await.unwrap();
+            result_tx.send(value + 1).unwrap();
+        });
+        tokio::task::yield_now().await;
+        tx.send(41).unwrap();
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), result_rx)
+            .await
+            .expect("the task was woken")
+            .unwrap();
+        assert_eq!(answer, 42);
+
+        // A request that panics ends alone; the next one runs.
+        run_or_spawn(async { panic!("a bug in one request") });
+        let after = Arc::new(AtomicBool::new(false));
+        let flag = after.clone();
+        run_or_spawn(async move { flag.store(true, Ordering::SeqCst) });
+        assert!(after.load(Ordering::SeqCst));
+    }
 }

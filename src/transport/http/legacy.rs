@@ -12,6 +12,7 @@ use axum::response::sse::Event as SseEvent;
 use super::respond;
 use super::sessions::Sessions;
 use super::{Caller, Front};
+use crate::transport::stdio::handle_line;
 
 /// Ends a legacy session when its stream is dropped (the client went away).
 struct EndsSession {
@@ -30,7 +31,7 @@ impl Drop for EndsSession {
 pub async fn open(front: Arc<Front>, caller: Caller, endpoint: &str) -> Response {
     let session = match front.sessions.create(&front.gateway, caller, true) {
         Ok(session) => session,
-        Err(full) => return super::streamable::too_many_sessions(&front, full),
+        Err(full) => return respond::too_many_sessions(&front, full),
     };
     front.sessions.insert(&session);
     let id = session.id().to_string();
@@ -82,6 +83,6 @@ pub async fn post(
     let Ok(text) = std::str::from_utf8(&body) else {
         return respond::text(StatusCode::BAD_REQUEST, "the body is not UTF-8");
     };
-    session.session.handle_line(text);
+    handle_line(&session.session, text);
     respond::text(StatusCode::ACCEPTED, "Accepted")
 }

@@ -1,5 +1,5 @@
 //! The HTTP front's responses: JSON-RPC errors with the status the transport rules ask
-//! for, single JSON answers, and event streams.
+//! for, single JSON answers, and event streams. Both transports use them.
 
 use std::time::Duration;
 
@@ -11,6 +11,8 @@ use futures_util::stream::{self, Stream};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::Front;
+use super::sessions::Full;
 use super::streams::Event;
 use crate::protocol::{self, RpcError};
 
@@ -21,6 +23,30 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 pub fn rpc_error(status: StatusCode, code: i64, message: impl Into<String>) -> Response {
     let body = protocol::error_response(Value::Null, &RpcError::new(code, message)).to_string();
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// 503 when no session can be opened: which bound is reached, and when to retry.
+pub fn too_many_sessions(front: &Front, full: Full) -> Response {
+    let message = match full {
+        Full::Gateway => format!(
+            "Service Unavailable: {} sessions are open, the most this gateway serves (max_sessions); retry later",
+            front.sessions.len()
+        ),
+        Full::Token(token) => format!(
+            "Service Unavailable: token `{token}` has {} sessions open, the most one token may \
+             (max_sessions_per_token); end one (DELETE) or retry later",
+            front.config.max_sessions_per_token
+        ),
+    };
+    let mut response = rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        protocol::BACKEND_UNAVAILABLE,
+        message,
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    response
 }
 
 /// A plain-text refusal (for what is not JSON-RPC: health, legacy endpoints).

@@ -12,6 +12,7 @@ use serde_json::json;
 use super::streams::Streams;
 use crate::config::HttpConfig;
 use crate::gateway::Gateway;
+use crate::peer::Principal;
 use crate::session::{RequestBounds, Session};
 use crate::telemetry::events::Status;
 
@@ -19,9 +20,6 @@ use crate::telemetry::events::Status;
 pub struct HttpSession {
     pub session: Arc<Session>,
     pub streams: Arc<Streams>,
-    pub profile: Option<String>,
-    /// The name of the token it authenticated with.
-    pub token: Option<String>,
     pub remote: String,
     /// The legacy HTTP+SSE transport: answers travel on the `GET` stream.
     pub legacy: bool,
@@ -41,9 +39,15 @@ impl HttpSession {
     /// the token that opened it, and over Streamable HTTP only on the path (profile) it was
     /// opened on (a legacy session's messages come to `/messages`, which names none).
     pub fn belongs_to(&self, caller: &super::Caller, legacy: bool) -> bool {
+        let principal = self.principal();
         self.legacy == legacy
-            && self.token == caller.token
-            && (legacy || self.profile == caller.profile)
+            && principal.token.as_deref() == caller.token.as_deref()
+            && (legacy || principal.profile.as_deref() == caller.profile.as_deref())
+    }
+
+    /// Who opened it: its token and profile.
+    pub fn principal(&self) -> &Principal {
+        self.session.peer.principal()
     }
 
     /// Marks the session as used now (it does not expire while used).
@@ -103,7 +107,7 @@ impl Sessions {
             let map = self.map.read().unwrap();
             let open = map
                 .values()
-                .filter(|s| s.token.as_ref() == Some(token))
+                .filter(|s| s.principal().token.as_deref() == Some(token.as_str()))
                 .count();
             if open >= self.max_per_token {
                 return Err(Full::Token(token.clone()));
@@ -112,20 +116,14 @@ impl Sessions {
         let streams = Streams::new(legacy);
         let session = Session::new(gateway.clone(), streams.clone());
         session.bound_requests(self.requests.clone());
-        if let Some(profile) = &opener.profile {
-            session.peer.set_profile(profile.clone());
-        }
-        if let Some(token) = &opener.token {
-            session.peer.set_token(token.clone());
-        }
-        if opener.operator {
-            session.peer.set_operator();
-        }
+        session.peer.set_principal(Principal {
+            token: opener.token.map(Arc::from),
+            profile: opener.profile.map(Arc::from),
+            operator: opener.operator,
+        });
         Ok(Arc::new(HttpSession {
             session,
             streams,
-            profile: opener.profile,
-            token: opener.token,
             remote: opener.remote,
             legacy,
             last_seen: AtomicU64::new(self.now()),
@@ -149,8 +147,8 @@ impl Sessions {
                 "transport": if session.legacy { "sse" } else { "streamable-http" },
                 "client": peer.client_info(),
                 "protocol_version": peer.protocol_version(),
-                "profile": session.profile,
-                "token": session.token,
+                "profile": session.principal().profile.as_deref(),
+                "token": session.principal().token.as_deref(),
                 "remote": session.remote,
             }),
         );
@@ -184,7 +182,12 @@ impl Sessions {
             "session.closed",
             "wasmgate",
             Status::Success,
-            json!({"session": session.label, "reason": why, "profile": session.profile, "token": session.token}),
+            json!({
+                "session": session.label,
+                "reason": why,
+                "profile": session.principal().profile.as_deref(),
+                "token": session.principal().token.as_deref(),
+            }),
         );
         true
     }

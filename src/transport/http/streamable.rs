@@ -7,14 +7,13 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt as _;
-use serde_json::Value;
 
 use super::respond::{self, SESSION_HEADER, VERSION_HEADER, rpc_error};
-use super::sessions::{Full, HttpSession};
+use super::sessions::HttpSession;
 use super::streams::{Refused, parse_event_id};
 use super::{Caller, Front};
 use crate::protocol::{self, Incoming, Message, methods};
-use crate::session::{Handled, request_key};
+use crate::session::{Handled, Running};
 
 /// The version a request without `MCP-Protocol-Version` is taken to speak (the spec says so).
 const VERSION_WITHOUT_HEADER: &str = "2025-03-26";
@@ -45,89 +44,93 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
     };
     let incoming = match protocol::parse_line(text) {
         Ok(incoming) => incoming,
-        Err(answer) => return bad_request(answer),
+        Err(answer) => return bad_request(answer.to_string()),
     };
-    let session = match respond::header(&headers, SESSION_HEADER) {
-        None => match &incoming {
-            Incoming::Single(Ok(Message::Request { method, .. }))
-                if method == methods::INITIALIZE =>
-            {
-                return initialize(&front, caller, incoming).await;
-            }
-            _ => {
-                return rpc_error(
-                    StatusCode::BAD_REQUEST,
-                    protocol::INVALID_REQUEST,
-                    "Bad Request: Mcp-Session-Id header is required (send initialize first)",
-                );
-            }
-        },
-        Some(id) => match find(&front, &caller, id) {
+    // `initialize` without a session opens one, kept only if the client initialized.
+    let existing = match respond::header(&headers, SESSION_HEADER) {
+        None if opens_session(&incoming) => None,
+        None => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                protocol::INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required (send initialize first)",
+            );
+        }
+        Some(id) => Some(id),
+    };
+    let session = match existing {
+        None => match front.sessions.create(&front.gateway, caller, false) {
             Ok(session) => session,
-            Err(response) => return response,
+            Err(full) => return respond::too_many_sessions(&front, full),
         },
+        Some(id) => {
+            let session = match find(&front, &caller, id) {
+                Ok(session) => session,
+                Err(response) => return response,
+            };
+            if let Err(response) = check_version(&headers) {
+                return response;
+            }
+            if let Some(refusal) = refuse_past_bound(&front, &session, &incoming) {
+                return refusal;
+            }
+            session
+        }
     };
-    if let Err(response) = check_version(&headers) {
-        return response;
+    let handled = session.session.handle(incoming);
+    let opened = existing.is_none() && session.session.peer.is_initialized();
+    if opened {
+        front.sessions.insert(&session);
     }
-    match incoming {
-        Incoming::Single(Err((id, error))) => bad_request(protocol::error_response(id, &error)),
-        Incoming::Single(Ok(message)) => single(&front, &session, message).await,
-        Incoming::Batch(items) => batch(&session, items).await,
+    match handled {
+        Handled::Nothing => respond::accepted(),
+        Handled::Answer(line) => respond::json(line, opened.then(|| session.id())),
+        Handled::Refused(line) => bad_request(line),
+        Handled::Running(running) => answer_request(&front, &session, running).await,
+        // A batch (versions before 2025-06-18): one JSON array once every request is answered.
+        Handled::Batch(answer) => match answer.await {
+            Some(line) => respond::json(line, None),
+            None => respond::accepted(),
+        },
     }
 }
 
-fn bad_request(answer: Value) -> Response {
+/// Whether the message is an `initialize`, which opens a session.
+fn opens_session(incoming: &Incoming) -> bool {
+    matches!(incoming, Incoming::Single(Ok(Message::Request { method, .. })) if method == methods::INITIALIZE)
+}
+
+fn bad_request(answer: String) -> Response {
     (
         StatusCode::BAD_REQUEST,
         [(header::CONTENT_TYPE, "application/json")],
-        answer.to_string(),
+        answer,
     )
         .into_response()
 }
 
-/// `initialize` without a session: a new session, kept only if the client initialized.
-async fn initialize(front: &Arc<Front>, caller: Caller, incoming: Incoming) -> Response {
-    let Incoming::Single(Ok(message)) = incoming else {
-        unreachable!("checked by the caller")
+/// Counts a lone request, and refuses it with HTTP's own 429 past the session's bound
+/// (the session refuses it too, as a JSON-RPC error, as it does a batch's members).
+fn refuse_past_bound(
+    front: &Front,
+    session: &HttpSession,
+    incoming: &Incoming,
+) -> Option<Response> {
+    let Incoming::Single(Ok(Message::Request { method, .. })) = incoming else {
+        return None;
     };
-    let session = match front.sessions.create(&front.gateway, caller, false) {
-        Ok(session) => session,
-        Err(full) => return too_many_sessions(front, full),
-    };
-    let answer = match session.session.handle(message) {
-        Handled::Answer(line) => line,
-        _ => unreachable!("initialize is answered at once"),
-    };
-    if !session.session.peer.is_initialized() {
-        return respond::json(answer, None);
+    crate::telemetry::metrics::mcp_request(method);
+    let limit = front.config.max_requests_per_session;
+    if session.session.requests_in_flight() < limit {
+        return None;
     }
-    front.sessions.insert(&session);
-    respond::json(answer, Some(session.id()))
-}
-
-pub fn too_many_sessions(front: &Front, full: Full) -> Response {
-    let message = match full {
-        Full::Gateway => format!(
-            "Service Unavailable: {} sessions are open, the most this gateway serves (max_sessions); retry later",
-            front.sessions.len()
-        ),
-        Full::Token(token) => format!(
-            "Service Unavailable: token `{token}` has {} sessions open, the most one token may \
-             (max_sessions_per_token); end one (DELETE) or retry later",
-            front.config.max_sessions_per_token
-        ),
-    };
-    let mut response = rpc_error(
-        StatusCode::SERVICE_UNAVAILABLE,
+    Some(rpc_error(
+        StatusCode::TOO_MANY_REQUESTS,
         protocol::BACKEND_UNAVAILABLE,
-        message,
-    );
-    response.headers_mut().insert(
-        header::RETRY_AFTER,
-        axum::http::HeaderValue::from_static("5"),
-    );
-    response
+        format!(
+            "Too Many Requests: this session has {limit} requests in flight (max_requests_per_session)"
+        ),
+    ))
 }
 
 /// The session `id` of this profile (a session is bound to the path it was opened on).
@@ -158,32 +161,6 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
     ))
 }
 
-async fn single(front: &Arc<Front>, session: &Arc<HttpSession>, message: Message) -> Response {
-    let id = match &message {
-        Message::Request { id, method, .. } => {
-            crate::telemetry::metrics::mcp_request(method);
-            id.clone()
-        }
-        _ => Value::Null,
-    };
-    // The session refuses it too (as a JSON-RPC error); a lone request gets HTTP's own 429.
-    let limit = front.config.max_requests_per_session;
-    if matches!(message, Message::Request { .. }) && session.session.requests_in_flight() >= limit {
-        return rpc_error(
-            StatusCode::TOO_MANY_REQUESTS,
-            protocol::BACKEND_UNAVAILABLE,
-            format!(
-                "Too Many Requests: this session has {limit} requests in flight (max_requests_per_session)"
-            ),
-        );
-    }
-    match session.session.handle(message) {
-        Handled::Nothing => respond::accepted(),
-        Handled::Answer(line) => respond::json(line, None),
-        Handled::Running(answer) => answer_request(front, session, &id, answer).await,
-    }
-}
-
 /// The answer as plain JSON when the request sent nothing before it, else an event
 /// stream: what the request sent (progress, log lines, requests to the client), then
 /// the answer. A client that drops the connection does not cancel the request (the
@@ -191,10 +168,9 @@ async fn single(front: &Arc<Front>, session: &Arc<HttpSession>, message: Message
 async fn answer_request(
     front: &Arc<Front>,
     session: &Arc<HttpSession>,
-    id: &Value,
-    answer: crate::session::RunningAnswer,
+    answer: Running,
 ) -> Response {
-    let key: Arc<str> = Arc::from(request_key(id));
+    let key = answer.key.clone();
     let streams = &session.streams;
     let mut events = streams.open_request(&key);
     let mut answer = answer;
@@ -245,39 +221,6 @@ fn finished(
     }
     session.streams.finish_request(key, line);
     respond::sse(Vec::new(), events, front.config.keep_alive, None, ())
-}
-
-/// A batch (versions before 2025-06-18): one JSON array once every request is answered.
-async fn batch(
-    session: &Arc<HttpSession>,
-    items: Vec<Result<Message, (Value, protocol::RpcError)>>,
-) -> Response {
-    if let Some(error) = session.session.batch_refused(items.len()) {
-        return rpc_error(StatusCode::BAD_REQUEST, error.code, error.message);
-    }
-    let mut answers = Vec::new();
-    let mut running = Vec::new();
-    for item in items {
-        match item {
-            Err((id, error)) => answers.push(protocol::error_response(id, &error).to_string()),
-            Ok(message) => match session.session.handle(message) {
-                Handled::Nothing => {}
-                Handled::Answer(line) => answers.push(line),
-                Handled::Running(answer) => running.push(answer),
-            },
-        }
-    }
-    for answer in futures_util::future::join_all(running)
-        .await
-        .into_iter()
-        .flatten()
-    {
-        answers.push(answer);
-    }
-    if answers.is_empty() {
-        return respond::accepted();
-    }
-    respond::json(format!("[{}]", answers.join(",")), None)
 }
 
 /// `GET`: the session's own stream, or a stream resumed after `Last-Event-ID`. Without a

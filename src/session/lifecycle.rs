@@ -1,0 +1,160 @@
+//! The lifecycle answers, made by the session and not the router: `initialize` (with its
+//! params checked and its typed result) and `ping`.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Session;
+use crate::gateway::Gateway;
+use crate::peer::ClientPeer;
+use crate::protocol::{self, Reply, RpcError};
+
+/// The result of `initialize`, in the order of its fields on the wire.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InitializeResult<'a> {
+    protocol_version: &'a str,
+    capabilities: Capabilities,
+    server_info: ServerInfo<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<String>,
+}
+
+/// What the gateway offers for the session's life.
+#[derive(Serialize)]
+struct Capabilities {
+    tools: ListChanged,
+    logging: Empty,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<Resources>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompts: Option<ListChanged>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    completions: Option<Empty>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListChanged {
+    list_changed: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Resources {
+    subscribe: bool,
+    list_changed: bool,
+}
+
+/// `{}`: a capability without options.
+#[derive(Serialize)]
+struct Empty {}
+
+#[derive(Serialize)]
+struct ServerInfo<'a> {
+    name: &'a str,
+    version: &'static str,
+}
+
+impl Session {
+    pub(super) fn initialize(&self, params: Option<Value>) -> Result<Reply, RpcError> {
+        let (requested, capabilities, info) = initialize_params(params.as_ref())?;
+        let version = protocol::negotiate_version(Some(requested));
+        if let Err(before) = self
+            .peer
+            .initialized(version, capabilities.clone(), info.clone())
+        {
+            return Err(RpcError::new(
+                protocol::INVALID_REQUEST,
+                format!(
+                    "Invalid Request: already initialized (protocol version {before}); initialize is sent once per session"
+                ),
+            ));
+        }
+        tracing::info!(session = %self.peer.id, client = %info, version, "client initialized");
+        Ok(initialize_result(&self.gateway, &self.peer, version))
+    }
+}
+
+/// The answer to `ping`.
+pub(super) fn pong() -> Reply {
+    Reply::from(Value::Object(serde_json::Map::new()))
+}
+
+/// The answer to `initialize`: capabilities reflect what the backends offer; the
+/// instructions are those of the servers `peer`'s view includes.
+fn initialize_result(gateway: &Gateway, peer: &ClientPeer, version: &str) -> Reply {
+    let config = gateway.config.load();
+    let backends = gateway.servers();
+    let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
+    // Servers still starting may offer anything: promise what they might, since the
+    // answer to `initialize` does not wait for them. So may a server that an edit of
+    // the config file adds later, and capabilities are fixed for the session.
+    let may_offer_any = config.source.is_some()
+        || backends
+            .iter()
+            .any(|b| b.discovered().capabilities.is_null());
+    let offers = |cap: &str| may_offer_any || any(cap);
+    let instructions: Vec<String> = backends
+        .iter()
+        .filter(|b| gateway.sees(peer, b.name()))
+        .filter_map(|b| {
+            b.discovered()
+                .instructions
+                .clone()
+                .map(|i| format!("## {}\n{}", b.name(), i))
+        })
+        .collect();
+    let result = InitializeResult {
+        protocol_version: version,
+        capabilities: Capabilities {
+            tools: ListChanged { list_changed: true },
+            logging: Empty {},
+            resources: offers("resources").then_some(Resources {
+                subscribe: true,
+                list_changed: true,
+            }),
+            prompts: offers("prompts").then_some(ListChanged { list_changed: true }),
+            completions: offers("completions").then_some(Empty {}),
+        },
+        server_info: ServerInfo {
+            name: &config.gateway.name,
+            version: env!("CARGO_PKG_VERSION"),
+        },
+        instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
+    };
+    // Serialising these types cannot fail (no maps with other keys than strings).
+    match serde_json::value::to_raw_value(&result) {
+        Ok(raw) => Reply::Raw(raw),
+        Err(_) => Reply::from(Value::Null),
+    }
+}
+
+/// The `initialize` params the schema requires: `protocolVersion` (a string),
+/// `capabilities` (an object) and `clientInfo` (an object with string `name` and `version`).
+/// Not lenient about their absence: the official TypeScript and Python SDK servers refuse
+/// such an `initialize` too, so clients in the field send them. Lenient where the
+/// specification is: a version the gateway does not speak is negotiated, not refused, and
+/// fields it does not know (in the capabilities too) are accepted.
+fn initialize_params(params: Option<&Value>) -> Result<(&str, &Value, &Value), RpcError> {
+    let invalid =
+        |problem: &str| RpcError::invalid_params(format!("Invalid params: initialize: {problem}"));
+    let params = params.ok_or_else(|| {
+        invalid("params are required: {\"protocolVersion\", \"capabilities\", \"clientInfo\"}")
+    })?;
+    let version = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            invalid("protocolVersion is required and must be a string, e.g. \"2025-06-18\"")
+        })?;
+    let capabilities = params
+        .get("capabilities")
+        .filter(|c| c.is_object())
+        .ok_or_else(|| invalid("capabilities is required and must be an object ({} for none)"))?;
+    let info = params
+        .get("clientInfo")
+        .filter(|i| ["name", "version"].iter().all(|key| i[key].is_string()))
+        .ok_or_else(|| invalid("clientInfo is required: an object with string name and version"))?;
+    Ok((version, capabilities, info))
+}

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::backend::Backend;
 use crate::backend::{BackendError, BackendState};
+use crate::catalog::page::Viewer;
 use crate::catalog::view::{self, Kind};
 use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
@@ -156,20 +157,20 @@ impl Router<'_> {
     ) -> Result<Reply, RpcError> {
         match method {
             methods::PING => Ok(json!({}).into()),
-            methods::TOOLS_LIST => self
-                .list(context, method, &params, Kind::Tools, "tools")
-                .await
-                .map(Reply::from),
-            methods::PROMPTS_LIST => self
-                .list(context, method, &params, Kind::Prompts, "prompts")
-                .await
-                .map(Reply::from),
-            methods::RESOURCES_LIST => self
-                .list(context, method, &params, Kind::Resources, "resources")
-                .await
-                .map(Reply::from),
-            methods::RESOURCE_TEMPLATES_LIST => self
-                .list(
+            methods::TOOLS_LIST => {
+                self.list(context, method, &params, Kind::Tools, "tools")
+                    .await
+            }
+            methods::PROMPTS_LIST => {
+                self.list(context, method, &params, Kind::Prompts, "prompts")
+                    .await
+            }
+            methods::RESOURCES_LIST => {
+                self.list(context, method, &params, Kind::Resources, "resources")
+                    .await
+            }
+            methods::RESOURCE_TEMPLATES_LIST => {
+                self.list(
                     context,
                     method,
                     &params,
@@ -177,7 +178,7 @@ impl Router<'_> {
                     "resourceTemplates",
                 )
                 .await
-                .map(Reply::from),
+            }
             methods::TOOLS_CALL => self.call_tool(context, params.unwrap_or_default()).await,
             methods::PROMPTS_GET => self.get_prompt(context, params.unwrap_or_default()).await,
             methods::RESOURCES_READ
@@ -200,7 +201,7 @@ impl Router<'_> {
         }
     }
 
-    /// One page of a catalog list; the cursor is the offset, opaque to the client.
+    /// One page of a catalog list ([`catalog::Catalog::page`]).
     async fn list(
         &self,
         context: &RequestContext,
@@ -208,34 +209,26 @@ impl Router<'_> {
         params: &Option<Value>,
         kind: Kind,
         key: &str,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Reply, RpcError> {
         self.gateway.wait_for_startup().await;
         // After the start-up wait (this answer holds what joined meanwhile) and before
         // the catalog is read: a change from here on is announced to the client.
         context.peer.mark_listed(method);
         let catalog = self.gateway.catalog();
         let config = self.gateway.config.load();
-        let items: Vec<&Value> = match context.peer.profile() {
-            None => catalog.items(kind).iter().collect(),
-            Some(name) => match config.profiles.get(name) {
-                Some(profile) => catalog.visible(kind, profile),
-                // Its profile left the config: it sees nothing until it reconnects.
-                None => Vec::new(),
-            },
+        let viewer = match context.peer.profile() {
+            None => Viewer::All,
+            // Its profile left the config: it sees nothing until it reconnects.
+            Some(name) => config
+                .profiles
+                .get(name)
+                .map_or(Viewer::Nothing, Viewer::Profile),
         };
-        let page_size = self.gateway.config.load().gateway.page_size.max(1);
-        let start = match params.as_ref().and_then(|p| p.get("cursor")) {
-            None | Some(Value::Null) => 0,
-            Some(cursor) => decode_cursor(cursor)
-                .filter(|n| *n <= items.len())
-                .ok_or_else(|| RpcError::invalid_params("Invalid cursor"))?,
-        };
-        let end = (start + page_size).min(items.len());
-        let mut result = json!({ key: items[start..end] });
-        if end < items.len() {
-            result["nextCursor"] = Value::String(encode_cursor(end));
-        }
-        Ok(result)
+        let cursor = params.as_ref().and_then(|p| p.get("cursor"));
+        let page_size = config.gateway.page_size.max(1);
+        (catalog.page(kind, viewer, cursor, page_size, key))
+            .map(Reply::Raw)
+            .ok_or_else(|| RpcError::invalid_params("Invalid cursor"))
     }
 
     async fn call_tool(
@@ -705,17 +698,6 @@ fn argument_error(context: &RequestContext, error: RpcError) -> Result<Reply, Rp
     } else {
         Err(error)
     }
-}
-
-fn encode_cursor(offset: usize) -> String {
-    format!("o{offset:x}")
-}
-
-fn decode_cursor(cursor: &Value) -> Option<usize> {
-    cursor
-        .as_str()?
-        .strip_prefix('o')
-        .and_then(|hex| usize::from_str_radix(hex, 16).ok())
 }
 
 impl Router<'_> {

@@ -3,6 +3,7 @@
 //! backend's lists change, so calls never wait on a lock.
 
 pub mod builtin_tools;
+pub mod page;
 pub mod uri_template;
 pub mod view;
 
@@ -100,6 +101,8 @@ pub struct Catalog {
     template_routes: Vec<(UriTemplate, Target)>,
     /// Names or URIs claimed by two backends: the first (servers by key, then plugins) keeps them.
     pub conflicts: Vec<String>,
+    /// Each list's items as JSON text, by [`view::Kind`]: what pages are made of.
+    texts: [page::Texts; 4],
 }
 
 impl Catalog {

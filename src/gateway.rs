@@ -3,6 +3,7 @@
 
 mod exclusive;
 mod from_servers;
+mod rebuild;
 
 pub use from_servers::CallInFlight;
 use from_servers::InFlightCall;
@@ -18,25 +19,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::backend::Backend;
-use crate::backend::{BackendEvent, BackendState, ClientRequests, Discovered};
-use crate::catalog::view::{Kind, View};
-use crate::catalog::{Catalog, Source, Target};
+use crate::backend::{BackendEvent, BackendState, ClientRequests};
+use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol;
-use crate::protocol::methods;
 use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
-
-/// The lists a `list_changed` notification is about.
-fn list_kinds(method: &str) -> &'static [Kind] {
-    match method {
-        methods::TOOLS_LIST_CHANGED => &[Kind::Tools],
-        methods::PROMPTS_LIST_CHANGED => &[Kind::Prompts],
-        _ => &[Kind::Resources, Kind::Templates],
-    }
-}
 
 /// A front's part of `gateway_status`; `None` once the front is gone.
 pub type FrontStatus = Box<dyn Fn() -> Option<Value> + Send + Sync>;
@@ -64,7 +54,8 @@ pub struct Gateway {
     /// URI -> the server a subscription to it went to (told again when it restarts).
     subscribed_through: Mutex<HashMap<String, String>>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
-    rebuild: Mutex<()>,
+    /// What the catalog was last built from; held while it is rebuilt.
+    rebuild: Mutex<rebuild::Built>,
     /// Client requests in flight to each server, newest last ([`Gateway::begin_call`]).
     calls_in_flight: Mutex<HashMap<String, Vec<InFlightCall>>>,
     next_call: std::sync::atomic::AtomicU64,
@@ -100,7 +91,7 @@ impl Gateway {
             subscriptions: Mutex::new(HashMap::new()),
             subscribed_through: Mutex::new(HashMap::new()),
             to_gateway,
-            rebuild: Mutex::new(()),
+            rebuild: Mutex::default(),
             front_status: Mutex::new(None),
             calls_in_flight: Mutex::new(HashMap::new()),
             next_call: std::sync::atomic::AtomicU64::new(0),
@@ -164,8 +155,8 @@ impl Gateway {
             backend.wait_started(deadline).await;
         }
         // A server that has just left `Starting` is in the catalog only once the hub has
-        // handled its event, so rebuild now (even if none was starting at this call).
-        self.rebuild_catalog();
+        // handled its event, so rebuild now, unless that catalog is built already.
+        self.rebuild_catalog_if_servers_changed();
         if backends.iter().all(|b| b.state() != BackendState::Starting) {
             self.startup_settled.store(true, Ordering::Release);
         }
@@ -247,134 +238,6 @@ impl Gateway {
     pub fn tell_clients(&self, level: &str, logger: &str, data: &str) {
         for session in self.sessions_seeing(logger) {
             session.log(level, logger, data, true);
-        }
-    }
-
-    /// Rebuilds the catalog from every backend's lists and swaps it in; tells clients
-    /// which lists changed. Serialised, so two rebuilds never race to store an older one.
-    pub fn rebuild_catalog(&self) {
-        self.rebuild_catalog_announcing(false)
-    }
-
-    /// `new_code`: a plugin's code was swapped, which clients hear about even when the
-    /// tool definitions read the same (their behaviour may not be).
-    pub fn rebuild_catalog_announcing(&self, new_code: bool) {
-        let _one_at_a_time = self.rebuild.lock().unwrap();
-        let config = self.config.load();
-        let backends = self.servers();
-        let discovered: Vec<_> = backends.iter().map(|b| b.discovered()).collect();
-        let server_configs: Vec<_> = backends.iter().map(|b| b.config()).collect();
-        let timeouts: Vec<_> = backends
-            .iter()
-            .map(|b| {
-                let b = b.clone();
-                move |tool: &str| b.timeout_for(Some(tool))
-            })
-            .collect();
-        let sources: Vec<Source<'_>> = backends
-            .iter()
-            .zip(&discovered)
-            .zip(&timeouts)
-            .zip(&server_configs)
-            .filter(|(((b, _), _), _)| b.state() != BackendState::Failed)
-            .map(|(((b, d), t), c)| Source {
-                target: Target::Server(b.clone()),
-                namespace: &c.namespace,
-                discovered: d,
-                filter: &c.tool_filter,
-                timeout_for: t,
-            })
-            .collect();
-        let plugins = self
-            .plugin_host()
-            .map(|host| host.plugins())
-            .unwrap_or_default();
-        let plugin_lists: Vec<_> = plugins
-            .iter()
-            .map(|p| Discovered {
-                tools: p.tools.clone(),
-                ..Default::default()
-            })
-            .collect();
-        let plugin_timeouts: Vec<_> = plugins
-            .iter()
-            .map(|p| move |_: &str| p.limits.timeout)
-            .collect();
-        let no_filter = crate::config::ToolFilter::default();
-        let mut sources = sources;
-        sources.extend(plugins.iter().zip(&plugin_lists).zip(&plugin_timeouts).map(
-            |((p, d), t)| Source {
-                target: Target::Wasm(p.name.as_str().into()),
-                namespace: &p.namespace,
-                discovered: d,
-                // The plugin host applies the plugin's filter when it lists the tools.
-                filter: &no_filter,
-                timeout_for: t,
-            },
-        ));
-        let next = Catalog::build(
-            &config.gateway.separator,
-            crate::catalog::builtin_tools::definitions(),
-            &sources,
-        );
-        let previous = self.catalog.load_full();
-        let changed = [
-            (
-                new_code || previous.tools != next.tools,
-                methods::TOOLS_LIST_CHANGED,
-            ),
-            (
-                previous.prompts != next.prompts,
-                methods::PROMPTS_LIST_CHANGED,
-            ),
-            (
-                previous.resources != next.resources || previous.templates != next.templates,
-                methods::RESOURCES_LIST_CHANGED,
-            ),
-        ];
-        for conflict in next
-            .conflicts
-            .iter()
-            .filter(|c| !previous.conflicts.contains(c))
-        {
-            tracing::warn!("{conflict}");
-            self.events.emit(
-                "catalog.conflict",
-                "wasmgate",
-                Status::Failure,
-                json!({"detail": conflict}),
-            );
-        }
-        let tool_count = next.tools.len();
-        self.catalog.store(Arc::new(next));
-        self.catalog_swapped.send_replace(());
-        if changed.iter().any(|(c, _)| *c) {
-            self.events.emit(
-                "catalog.changed",
-                "wasmgate",
-                Status::Success,
-                json!({"tool_count": tool_count}),
-            );
-        }
-        let current = self.catalog.load_full();
-        for (_, method) in changed.iter().filter(|(c, _)| *c) {
-            // A profile's sessions hear of a change only when their own view changed.
-            let mut view_changed: HashMap<String, bool> = HashMap::new();
-            for session in self.live_sessions() {
-                if let Some(name) = session.profile()
-                    && !new_code
-                {
-                    let changed = *view_changed.entry(name.to_string()).or_insert_with(|| {
-                        let view = View::of(Some(name), &config);
-                        (list_kinds(method).iter())
-                            .any(|k| view.items(&previous, *k) != view.items(&current, *k))
-                    });
-                    if !changed {
-                        continue;
-                    }
-                }
-                session.notify_list_changed(method);
-            }
         }
     }
 
@@ -739,12 +602,31 @@ fn open_events_file(events: &EventLog, path: &std::path::Path) {
 
 /// Turns what backends report into catalog swaps and client messages.
 async fn hub(gateway: Weak<Gateway>, mut from_backends: mpsc::UnboundedReceiver<BackendEvent>) {
-    while let Some(event) = from_backends.recv().await {
+    let mut next = None;
+    loop {
+        let event = match next.take() {
+            Some(event) => event,
+            None => match from_backends.recv().await {
+                Some(event) => event,
+                None => return,
+            },
+        };
         let Some(gateway) = gateway.upgrade() else {
             return;
         };
         match event {
-            BackendEvent::Changed { .. } => gateway.rebuild_catalog(),
+            BackendEvent::Changed { .. } => {
+                // The changes queued behind this one share its rebuild (servers starting
+                // together); any other event is handled after it, in order.
+                next = loop {
+                    match from_backends.try_recv() {
+                        Ok(BackendEvent::Changed { .. }) => {}
+                        Ok(other) => break Some(other),
+                        Err(_) => break None,
+                    }
+                };
+                gateway.rebuild_catalog_if_servers_changed();
+            }
             BackendEvent::Handshaken { server, reply } => {
                 let _ = reply.send(gateway.client_requests(&server));
             }

@@ -85,20 +85,20 @@ impl Router<'_> {
         params: Option<Value>,
     ) -> Result<Reply, RpcError> {
         match method {
-            methods::TOOLS_LIST => self
-                .list(context, method, &params, Kind::Tools, "tools")
-                .await
-                .map(Reply::from),
-            methods::PROMPTS_LIST => self
-                .list(context, method, &params, Kind::Prompts, "prompts")
-                .await
-                .map(Reply::from),
-            methods::RESOURCES_LIST => self
-                .list(context, method, &params, Kind::Resources, "resources")
-                .await
-                .map(Reply::from),
-            methods::RESOURCE_TEMPLATES_LIST => self
-                .list(
+            methods::TOOLS_LIST => {
+                self.list(context, method, &params, Kind::Tools, "tools")
+                    .await
+            }
+            methods::PROMPTS_LIST => {
+                self.list(context, method, &params, Kind::Prompts, "prompts")
+                    .await
+            }
+            methods::RESOURCES_LIST => {
+                self.list(context, method, &params, Kind::Resources, "resources")
+                    .await
+            }
+            methods::RESOURCE_TEMPLATES_LIST => {
+                self.list(
                     context,
                     method,
                     &params,
@@ -106,7 +106,7 @@ impl Router<'_> {
                     "resourceTemplates",
                 )
                 .await
-                .map(Reply::from),
+            }
             methods::TOOLS_CALL => self.call_tool(context, params.unwrap_or_default()).await,
             methods::PROMPTS_GET => self.get_prompt(context, params.unwrap_or_default()).await,
             methods::RESOURCES_READ

@@ -25,9 +25,10 @@
 //! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
 //! HTTP front: `http.rs`), `instances` (`instance = "shared"` against `"call"`:
 //! `instances.rs`), `remote` (a remote server over Streamable HTTP, through the
-//! gateway and direct: `remote.rs`), and, only with `--only author`, `author` (`plugin
-//! new` to a first call, cold and warm, and `wasmgate dev` from a save to the new version
-//! served: `author.rs`).
+//! gateway and direct: `remote.rs`), `scale` (100 example servers of 114 tools each: time
+//! to ready, the whole paginated `tools/list`, a call, RSS and shutdown: `scale.rs`), and,
+//! only with `--only author`, `author` (`plugin new` to a first call, cold and warm, and
+//! `wasmgate dev` from a save to the new version served: `author.rs`).
 //!
 //! Rounds are interleaved (direct, gateway, wasm, direct, ...), so that machine
 //! noise hits every target alike. Each call's latency is the time from writing its
@@ -55,6 +56,7 @@ mod pipe;
 mod python;
 mod reload;
 mod remote;
+mod scale;
 mod startup;
 mod stats;
 
@@ -85,7 +87,7 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "calls",
     "python",
     "reload",
@@ -93,6 +95,7 @@ const SECTIONS: [&str; 8] = [
     "http",
     "instances",
     "remote",
+    "scale",
     "author",
 ];
 /// Sections run only when asked for with `--only`: `author` builds crates for minutes.
@@ -323,6 +326,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("remote") {
         results.extend(remote::bench(options, paths, scratch).await?);
+    }
+    if options.runs("scale") {
+        results.extend(scale::bench(options, paths, scratch).await?);
     }
     if options.runs("author") {
         results.extend(author::bench(options, paths, scratch).await?);

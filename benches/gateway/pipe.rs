@@ -261,6 +261,60 @@ impl McpPipe {
         }
     }
 
+    /// Every page of a list, each as the line the child wrote, not parsed: the time of each
+    /// page (from writing its request to reading its answer) is the gateway's, not the
+    /// bench's parsing. Pushes each page's time (ns) to `page_ns`.
+    pub async fn list_lines(
+        &mut self,
+        method: &str,
+        page_ns: &mut Vec<u64>,
+    ) -> Result<Vec<String>> {
+        let mut lines = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let id = self.fresh_id();
+            let params = match &cursor {
+                None => json!({}),
+                Some(cursor) => json!({"cursor": cursor}),
+            };
+            let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            let begun = Instant::now();
+            self.write(&request).await?;
+            // The gateway writes an answer as `{"jsonrpc":"2.0","id":ID,...`: other lines
+            // (notifications) are passed over without parsing.
+            let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"#);
+            loop {
+                self.line.clear();
+                let read =
+                    tokio::time::timeout(READ_TIMEOUT, self.output.read_line(&mut self.line));
+                match read.await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => {
+                        return Err(format!(
+                            "{}: no answer to {method}{}",
+                            self.name,
+                            self.stderr_tail()
+                        ));
+                    }
+                }
+                if self.line.starts_with(&head) {
+                    break;
+                }
+            }
+            page_ns.push(begun.elapsed().as_nanos() as u64);
+            // `nextCursor` follows the list in the gateway's result, at the end of the line.
+            const KEY: &str = r#""nextCursor":""#;
+            cursor = self.line.rfind(KEY).map(|at| {
+                let rest = &self.line[at + KEY.len()..];
+                rest[..rest.find('"').unwrap_or(0)].to_string()
+            });
+            lines.push(std::mem::take(&mut self.line));
+            if cursor.is_none() {
+                return Ok(lines);
+            }
+        }
+    }
+
     /// Calls `tool` once and checks that it echoed.
     pub async fn check_echo(&mut self, tool: &str) -> Result<()> {
         self.check_text(tool, ECHO_TEXT).await
@@ -387,6 +441,23 @@ impl McpPipe {
             done += 1;
         }
         Ok((latencies, begun.elapsed()))
+    }
+
+    /// Closes stdin and times the child's exit; past `limit` it is killed, and that is an error.
+    pub async fn close_timed(mut self, limit: Duration) -> Result<Duration> {
+        let begun = Instant::now();
+        let _ = self.input.shutdown().await;
+        drop(self.input);
+        match tokio::time::timeout(limit, self.child.wait()).await {
+            Ok(_) => Ok(begun.elapsed()),
+            Err(_) => {
+                let _ = self.child.kill().await;
+                Err(format!(
+                    "{}: still running {limit:?} after its stdin closed",
+                    self.name
+                ))
+            }
+        }
     }
 
     /// Closes stdin and waits for the child to leave; kills it after a grace period.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::backend::BackendState;
-use crate::catalog::view::Kind;
+use crate::catalog::view::{Kind, View};
 use crate::config::{Config, ServerTransport};
 use crate::gateway::Gateway;
 use crate::names;
@@ -259,14 +259,8 @@ fn status_for(gateway: &Gateway, viewer: &ClientPeer) -> Value {
         config.remove("file");
     }
     let catalog = gateway.catalog();
-    let profile = viewer
-        .profile()
-        .map(|name| gateway.config.load().profiles.get(name).cloned());
-    let count = |kind: Kind| match &profile {
-        None => catalog.items(kind).len(),
-        Some(None) => 0,
-        Some(Some(profile)) => catalog.visible(kind, profile).len(),
-    };
+    let view = View::of(viewer.profile(), &gateway.config.load());
+    let count = |kind: Kind| view.items(&catalog, kind).len();
     status["gateway"]["tool_count"] = count(Kind::Tools).into();
     status["gateway"]["prompt_count"] = count(Kind::Prompts).into();
     status["gateway"]["resource_count"] = count(Kind::Resources).into();

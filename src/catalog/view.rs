@@ -41,6 +41,16 @@ impl View {
         }
     }
 
+    /// Whether it includes backend `backend` (a server or plugin): see
+    /// [`Catalog::view_includes`].
+    pub fn includes(&self, catalog: &Catalog, backend: &str) -> bool {
+        match self {
+            View::All => true,
+            View::Profile(profile) => catalog.view_includes(profile, backend),
+            View::Nothing => false,
+        }
+    }
+
     /// The items of `kind` of `catalog` it shows.
     pub fn items<'c>(&self, catalog: &'c Catalog, kind: Kind) -> Vec<&'c Value> {
         match self {

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use crate::backend::ListKind;
+use crate::catalog::view::View;
 use crate::peer::ClientPeer;
 use crate::protocol::{self, RpcError, methods};
 
@@ -52,12 +53,11 @@ impl Gateway {
     /// Whether `peer`'s view includes backend `name` (a server or plugin): only such a
     /// client hears what that backend sends on its own.
     pub fn sees(&self, peer: &ClientPeer, name: &str) -> bool {
-        let Some(profile) = peer.profile() else {
-            return true;
-        };
-        let config = self.config.load();
-        // A profile gone from the config shows nothing until its clients reconnect.
-        (config.profiles.get(profile)).is_some_and(|p| self.catalog().view_includes(p, name))
+        // Most clients have no profile: the config is not read for them.
+        match peer.profile() {
+            None => true,
+            profile => View::of(profile, &self.config.load()).includes(&self.catalog(), name),
+        }
     }
 
     /// The live sessions whose view includes backend `name`.
@@ -69,9 +69,9 @@ impl Gateway {
             .into_iter()
             .filter(|peer| match peer.profile() {
                 None => true,
-                Some(profile) => *by_profile.entry(profile.to_string()).or_insert_with(|| {
-                    (config.profiles.get(profile)).is_some_and(|p| catalog.view_includes(p, name))
-                }),
+                Some(profile) => *by_profile
+                    .entry(profile.to_string())
+                    .or_insert_with(|| View::of(Some(profile), &config).includes(&catalog, name)),
             })
             .collect()
     }

@@ -176,3 +176,18 @@ pub(super) fn read_result(server: &str, raw: &RawValue) -> Result<Value, Backend
         error: RpcError::new(protocol::INTERNAL_ERROR, format!("unreadable result: {e}")),
     })
 }
+
+/// A server kind reads the state every server has (`Common`, its field `common`) as its
+/// own, which the supervisor and `Backend` rely on.
+macro_rules! shares_common {
+    ($kind:ty) => {
+        impl std::ops::Deref for $kind {
+            type Target = Common;
+
+            fn deref(&self) -> &Common {
+                &self.common
+            }
+        }
+    };
+}
+pub(super) use shares_common;

@@ -35,13 +35,7 @@ pub struct ProcessBackend {
     shutdown_grace: Duration,
 }
 
-impl std::ops::Deref for ProcessBackend {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+common::shares_common!(ProcessBackend);
 
 impl ProcessBackend {
     pub(super) fn new(common: Common, gateway: &GatewayConfig) -> Self {
@@ -95,13 +89,7 @@ impl Upstream for ProcessBackend {
 
 impl Supervised for ProcessBackend {
     fn policy(&self) -> RestartPolicy {
-        RestartPolicy {
-            give_up_after: Some(self.max_restarts),
-            end_event: "backend.crashed",
-            end_before_ready: true,
-            end_prefix: "",
-            ready_again: "backend.restarted",
-        }
+        RestartPolicy::process(self.max_restarts)
     }
 
     fn run_ended(&self) {

@@ -32,13 +32,7 @@ pub struct RemoteBackend {
     init_timeout: Duration,
 }
 
-impl std::ops::Deref for RemoteBackend {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+common::shares_common!(RemoteBackend);
 
 impl RemoteBackend {
     pub(super) fn new(common: Common, gateway: &GatewayConfig) -> Self {
@@ -127,16 +121,8 @@ impl Upstream for RemoteBackend {
 }
 
 impl Supervised for RemoteBackend {
-    /// A session the server ended is opened again at once; an unreachable server is tried
-    /// again less and less often, and never given up.
     fn policy(&self) -> RestartPolicy {
-        RestartPolicy {
-            give_up_after: None,
-            end_event: "backend.disconnected",
-            end_before_ready: false,
-            end_prefix: "reconnecting: ",
-            ready_again: "backend.reconnected",
-        }
+        RestartPolicy::remote()
     }
 
     fn run_ended(&self) {

@@ -37,6 +37,32 @@ pub(super) struct RestartPolicy {
     pub(super) ready_again: &'static str,
 }
 
+impl RestartPolicy {
+    /// A subprocess: a run that ends on its own crashed, and `max_restarts` such runs in a
+    /// row give it up.
+    pub(super) fn process(max_restarts: u32) -> RestartPolicy {
+        RestartPolicy {
+            give_up_after: Some(max_restarts),
+            end_event: "backend.crashed",
+            end_before_ready: true,
+            end_prefix: "",
+            ready_again: "backend.restarted",
+        }
+    }
+
+    /// A remote server: a session the server ended is opened again at once; an
+    /// unreachable server is tried again less and less often, and never given up.
+    pub(super) fn remote() -> RestartPolicy {
+        RestartPolicy {
+            give_up_after: None,
+            end_event: "backend.disconnected",
+            end_before_ready: false,
+            end_prefix: "reconnecting: ",
+            ready_again: "backend.reconnected",
+        }
+    }
+}
+
 /// A kind of server, as its supervisor runs it.
 pub(super) trait Supervised: Deref<Target = Common> + Send + Sync + 'static {
     fn policy(&self) -> RestartPolicy;

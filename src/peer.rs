@@ -63,6 +63,9 @@ pub struct ClientPeer {
     listed: AtomicU8,
     /// Who the client is, set once before its first request.
     principal: OnceLock<Principal>,
+    /// One request of the stateless era (2026-07-28): it gets nothing unsolicited, log
+    /// lines only at the level the request set, and no requests from servers.
+    stateless: bool,
 }
 
 /// Who a client is: the token it authenticated with, the profile whose view it gets, and
@@ -125,7 +128,34 @@ impl ClientPeer {
             log_level: AtomicU8::new(NO_LOG_LEVEL),
             listed: AtomicU8::new(0),
             principal: OnceLock::new(),
+            stateless: false,
         }
+    }
+
+    /// The peer of one stateless request: what its `_meta` declared stands for the
+    /// handshake (`log_rank`: its `logLevel`, if set). Never registered for fan-out.
+    pub fn stateless(
+        out: impl ClientSink,
+        principal: Principal,
+        capabilities: Value,
+        info: Value,
+        log_rank: Option<u8>,
+    ) -> ClientPeer {
+        let peer = ClientPeer {
+            stateless: true,
+            ..ClientPeer::new(out)
+        };
+        peer.set_principal(principal);
+        let _ = peer.initialized(protocol::modern::MODERN_VERSION, capabilities, info);
+        if let Some(rank) = log_rank {
+            peer.set_log_level(rank);
+        }
+        peer
+    }
+
+    /// Whether this is the peer of one stateless request ([`Self::stateless`]).
+    pub fn is_stateless(&self) -> bool {
+        self.stateless
     }
 
     /// Says who the client is, once, before its first request.
@@ -208,7 +238,8 @@ impl ClientPeer {
 
     /// Sends a notification once the client is past `initialize`.
     pub fn notify(&self, method: &str, params: Option<Value>) {
-        if self.client.lock().unwrap().initialized {
+        // A stateless request's stream carries only what belongs to it.
+        if !self.stateless && self.client.lock().unwrap().initialized {
             self.send(protocol::notification(method, params));
         }
     }
@@ -245,7 +276,8 @@ impl ClientPeer {
         let rank = protocol::log_rank(level);
         match self.log_level() {
             Some(min) => rank >= Some(min),
-            None => unset,
+            // The stateless era sends no log line to a request that set no level.
+            None => unset && !self.stateless,
         }
     }
 
@@ -298,6 +330,9 @@ impl ClientPeer {
         limit: Duration,
         related: Option<&Arc<str>>,
     ) -> Result<Value, RpcError> {
+        if self.stateless {
+            return Err(self.stateless_refusal(method));
+        }
         let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         {
@@ -349,6 +384,32 @@ impl ClientPeer {
                 ))
             }
         }
+    }
+
+    /// What a server's request to a stateless client gets: -32021 when the client did not
+    /// declare the capability it needs, else an error until such requests are translated
+    /// into `input_required` results.
+    fn stateless_refusal(&self, method: &str) -> RpcError {
+        let capability = match method {
+            methods::SAMPLING_CREATE_MESSAGE => "sampling",
+            methods::ELICITATION_CREATE => "elicitation",
+            methods::ROOTS_LIST => "roots",
+            _ => "",
+        };
+        if !capability.is_empty() && !self.client_has(capability) {
+            return RpcError::new(
+                protocol::modern::MISSING_CLIENT_CAPABILITY,
+                format!("Missing required client capability: {capability}"),
+            )
+            .with_data(json!({"requiredCapabilities": {capability: {}}}));
+        }
+        RpcError::new(
+            protocol::INTERNAL_ERROR,
+            format!(
+                "{method} cannot reach a {} client yet",
+                protocol::modern::MODERN_VERSION
+            ),
+        )
     }
 
     /// The client's answer to a request forwarded to it.

@@ -3,6 +3,7 @@
 //! does not know pass through untouched.
 
 mod mcp;
+pub mod modern;
 
 pub use mcp::*;
 

@@ -6,6 +6,7 @@
 mod batch;
 mod bounds;
 mod lifecycle;
+pub mod stateless;
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -98,6 +99,10 @@ impl Session {
     pub fn new(gateway: Arc<Gateway>, out: impl ClientSink) -> Arc<Session> {
         let peer = Arc::new(ClientPeer::new(out));
         gateway.register_peer(&peer);
+        Session::with_peer(gateway, peer)
+    }
+
+    fn with_peer(gateway: Arc<Gateway>, peer: Arc<ClientPeer>) -> Arc<Session> {
         Arc::new(Session {
             gateway,
             peer,
@@ -287,13 +292,26 @@ impl Session {
             ));
         }
         check_progress_token(params.as_ref())?;
-        if method == methods::PING {
+        let stateless = self.peer.is_stateless();
+        if stateless && method == protocol::modern::DISCOVER {
+            let answer = Ok(lifecycle::discover(&self.gateway, &self.peer));
+            return stateless::finish(&self.gateway, self.peer.principal(), method, None, answer);
+        }
+        if method == methods::PING && !stateless {
             return Ok(lifecycle::pong());
         }
+        // What a stateless not-found error names (the params go to the router).
+        let uri = stateless
+            .then(|| params.as_ref()?.get("uri")?.as_str().map(str::to_string))
+            .flatten();
         let context = RequestContext::new(&self.gateway, self.peer.clone(), Some(key.clone()));
-        Router::new(&self.gateway)
+        let answer = Router::new(&self.gateway)
             .dispatch(&context, method, params)
-            .await
+            .await;
+        if !stateless {
+            return answer;
+        }
+        stateless::finish(&self.gateway, &context.principal, method, uri, answer)
     }
 
     fn notification(self: &Arc<Self>, method: &str, params: Option<Value>) {

@@ -1,5 +1,5 @@
 //! The lifecycle answers, made by the session and not the router: `initialize` (with its
-//! params checked and its typed result) and `ping`.
+//! params checked and its typed result), `ping`, and the stateless era's `server/discover`.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -85,6 +85,42 @@ pub(super) fn pong() -> Reply {
 /// instructions are those of the servers `peer`'s view includes.
 fn initialize_result(gateway: &Gateway, peer: &ClientPeer, version: &str) -> Reply {
     let config = gateway.config.load();
+    let result = InitializeResult {
+        protocol_version: version,
+        capabilities: capabilities(gateway, true),
+        server_info: ServerInfo {
+            name: &config.gateway.name,
+            version: env!("CARGO_PKG_VERSION"),
+        },
+        instructions: instructions(gateway, peer),
+    };
+    // Serialising these types cannot fail (no maps with other keys than strings).
+    match serde_json::value::to_raw_value(&result) {
+        Ok(raw) => Reply::Raw(raw),
+        Err(_) => Reply::from(Value::Null),
+    }
+}
+
+/// The answer to `server/discover` (2026-07-28): what `initialize` would offer this
+/// principal, the versions served, and who answers. Cache hints are added with every
+/// stateless result's (`super::stateless::finish`).
+pub(super) fn discover(gateway: &Gateway, peer: &ClientPeer) -> Reply {
+    let mut result = serde_json::json!({
+        "supportedVersions": protocol::modern::ALL_VERSIONS,
+        // No `subscriptions/listen` yet: nothing to announce changes or updates on.
+        "capabilities": capabilities(gateway, false),
+    });
+    if let Some(instructions) = instructions(gateway, peer) {
+        result["instructions"] = Value::String(instructions);
+    }
+    Reply::from(result)
+}
+
+/// What the gateway offers: what the backends do. `announces`: whether it says when
+/// lists change and resources update (a session does; the stateless era has no stream
+/// for it until `subscriptions/listen`).
+fn capabilities(gateway: &Gateway, announces: bool) -> Capabilities {
+    let config = gateway.config.load();
     let backends = gateway.servers();
     let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
     // Servers still starting may offer anything: promise what they might, since the
@@ -95,7 +131,26 @@ fn initialize_result(gateway: &Gateway, peer: &ClientPeer, version: &str) -> Rep
             .iter()
             .any(|b| b.discovered().capabilities.is_null());
     let offers = |cap: &str| may_offer_any || any(cap);
-    let instructions: Vec<String> = backends
+    Capabilities {
+        tools: ListChanged {
+            list_changed: announces,
+        },
+        logging: Empty {},
+        resources: offers("resources").then_some(Resources {
+            subscribe: announces,
+            list_changed: announces,
+        }),
+        prompts: offers("prompts").then_some(ListChanged {
+            list_changed: announces,
+        }),
+        completions: offers("completions").then_some(Empty {}),
+    }
+}
+
+/// The instructions of the servers `peer`'s view includes, each under its name.
+fn instructions(gateway: &Gateway, peer: &ClientPeer) -> Option<String> {
+    let instructions: Vec<String> = gateway
+        .servers()
         .iter()
         .filter(|b| gateway.sees(peer, b.name()))
         .filter_map(|b| {
@@ -105,29 +160,7 @@ fn initialize_result(gateway: &Gateway, peer: &ClientPeer, version: &str) -> Rep
                 .map(|i| format!("## {}\n{}", b.name(), i))
         })
         .collect();
-    let result = InitializeResult {
-        protocol_version: version,
-        capabilities: Capabilities {
-            tools: ListChanged { list_changed: true },
-            logging: Empty {},
-            resources: offers("resources").then_some(Resources {
-                subscribe: true,
-                list_changed: true,
-            }),
-            prompts: offers("prompts").then_some(ListChanged { list_changed: true }),
-            completions: offers("completions").then_some(Empty {}),
-        },
-        server_info: ServerInfo {
-            name: &config.gateway.name,
-            version: env!("CARGO_PKG_VERSION"),
-        },
-        instructions: (!instructions.is_empty()).then(|| instructions.join("\n\n")),
-    };
-    // Serialising these types cannot fail (no maps with other keys than strings).
-    match serde_json::value::to_raw_value(&result) {
-        Ok(raw) => Reply::Raw(raw),
-        Err(_) => Reply::from(Value::Null),
-    }
+    (!instructions.is_empty()).then(|| instructions.join("\n\n"))
 }
 
 /// The `initialize` params the schema requires: `protocolVersion` (a string),

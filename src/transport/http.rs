@@ -7,6 +7,7 @@ mod guard;
 mod legacy;
 mod respond;
 mod sessions;
+mod stateless;
 mod streamable;
 mod streams;
 mod tls;

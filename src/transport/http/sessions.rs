@@ -88,6 +88,11 @@ impl Sessions {
         })
     }
 
+    /// The bounds on requests in flight, for requests outside a session too.
+    pub fn requests(&self) -> Arc<RequestBounds> {
+        self.requests.clone()
+    }
+
     fn now(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }

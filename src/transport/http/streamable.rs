@@ -10,7 +10,7 @@ use futures_util::FutureExt as _;
 
 use super::respond::{self, SESSION_HEADER, VERSION_HEADER, rpc_error};
 use super::sessions::HttpSession;
-use super::streams::{Refused, parse_event_id};
+use super::streams::{Refused, Streams, parse_event_id};
 use super::{Caller, Front};
 use crate::protocol::{self, Incoming, Message, methods};
 use crate::session::{Handled, Running};
@@ -46,6 +46,9 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
         Ok(incoming) => incoming,
         Err(answer) => return bad_request(answer.to_string()),
     };
+    if super::stateless::is_stateless(&headers, &incoming) {
+        return super::stateless::post(front, caller, &headers, incoming).await;
+    }
     // `initialize` without a session opens one, kept only if the client initialized.
     let existing = match respond::header(&headers, SESSION_HEADER) {
         None if opens_session(&incoming) => None,
@@ -86,7 +89,7 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
         Handled::Nothing => respond::accepted(),
         Handled::Answer(line) => respond::json(line, opened.then(|| session.id())),
         Handled::Refused(line) => bad_request(line),
-        Handled::Running(running) => answer_request(&front, &session, running).await,
+        Handled::Running(running) => answer_request(&front, &session.streams, running, ()).await,
         // A batch (versions before 2025-06-18): one JSON array once every request is answered.
         Handled::Batch(answer) => match answer.await {
             Some(line) => respond::json(line, None),
@@ -164,19 +167,20 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
 /// The answer as plain JSON when the request sent nothing before it, else an event
 /// stream: what the request sent (progress, log lines, requests to the client), then
 /// the answer. A client that drops the connection does not cancel the request (the
-/// specification says so); its events wait for a resume.
-async fn answer_request(
+/// specification says so); its events wait for a resume. `guard` lives as long as the
+/// response.
+pub(super) async fn answer_request<G: Send + 'static>(
     front: &Arc<Front>,
-    session: &Arc<HttpSession>,
+    streams: &Arc<Streams>,
     answer: Running,
+    guard: G,
 ) -> Response {
     let key = answer.key.clone();
-    let streams = &session.streams;
     let mut events = streams.open_request(&key);
     let mut answer = answer;
     // Most requests end here (a ready plugin, a list): no task to spawn.
     if let Some(line) = (&mut answer).now_or_never() {
-        return finished(front, session, &key, line, events);
+        return finished(front, streams, &key, line, events, guard);
     }
     let (done_tx, mut done) = tokio::sync::oneshot::channel();
     let (task_streams, task_key) = (streams.clone(), key.clone());
@@ -189,7 +193,7 @@ async fn answer_request(
     });
     tokio::select! {
         biased;
-        line = &mut done => finished(front, session, &key, line.ok().flatten(), events),
+        line = &mut done => finished(front, streams, &key, line.ok().flatten(), events, guard),
         first = events.recv() => {
             let Some(first) = first else {
                 return StatusCode::ACCEPTED.into_response();
@@ -200,32 +204,36 @@ async fn answer_request(
                 let line = done.await.ok().flatten();
                 streams.finish_request(&key, line);
             });
-            respond::sse(vec![respond::event(first)], events, front.config.keep_alive, None, ())
+            respond::sse(vec![respond::event(first)], events, front.config.keep_alive, None, guard)
         }
     }
 }
 
-fn finished(
+fn finished<G: Send + 'static>(
     front: &Front,
-    session: &HttpSession,
+    streams: &Streams,
     key: &Arc<str>,
     line: Option<String>,
     events: tokio::sync::mpsc::Receiver<super::streams::Event>,
+    guard: G,
 ) -> Response {
-    if session.streams.close_request_if_empty(key) {
+    if streams.close_request_if_empty(key) {
         return match line {
             Some(line) => respond::json(line, None),
             // Cancelled by the client: it gets no answer.
             None => StatusCode::ACCEPTED.into_response(),
         };
     }
-    session.streams.finish_request(key, line);
-    respond::sse(Vec::new(), events, front.config.keep_alive, None, ())
+    streams.finish_request(key, line);
+    respond::sse(Vec::new(), events, front.config.keep_alive, None, guard)
 }
 
 /// `GET`: the session's own stream, or a stream resumed after `Last-Event-ID`. Without a
 /// session id it opens a legacy HTTP+SSE session (clients of the gateway reference do that).
 pub async fn get(front: Arc<Front>, caller: Caller, headers: HeaderMap) -> Response {
+    if super::stateless::names_stateless(&headers) {
+        return super::stateless::method_not_allowed();
+    }
     if !respond::accepts(&headers, "text/event-stream") {
         return rpc_error(
             StatusCode::NOT_ACCEPTABLE,
@@ -286,6 +294,9 @@ fn conflict() -> Response {
 
 /// `DELETE`: ends the session and cancels its requests in flight.
 pub async fn delete(front: Arc<Front>, caller: Caller, headers: HeaderMap) -> Response {
+    if super::stateless::names_stateless(&headers) {
+        return super::stateless::method_not_allowed();
+    }
     let Some(id) = respond::header(&headers, SESSION_HEADER) else {
         return rpc_error(
             StatusCode::BAD_REQUEST,

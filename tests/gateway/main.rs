@@ -21,6 +21,7 @@ mod hardening;
 mod http_front;
 mod instances;
 mod lifecycle;
+mod modern_front;
 mod notifications;
 mod plugin_cli;
 mod plugins;

@@ -1,0 +1,384 @@
+//! The 2026-07-28 (stateless) era on the HTTP front's `/mcp`, beside the 2025 sessions:
+//! raw HTTP requests with per-request `_meta`, checked in the specification's order, and
+//! answered without a session.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::harness::{LOAD_TIMEOUT, fixture_path, toml_str};
+use crate::http_client::{Conn, HttpGateway, Reply, runtime};
+use crate::http_front::with_example;
+
+const VERSION: &str = "2026-07-28";
+
+/// The `_meta` a stateless request carries, with `extra` keys added.
+fn meta(extra: Value) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    });
+    meta.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    meta
+}
+
+/// A request whose params get the stateless `_meta` (unless they hold one already).
+fn request(id: u64, method: &str, mut params: Value) -> Value {
+    if params.get("_meta").is_none() {
+        params["_meta"] = meta(json!({}));
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// The headers a conformant client sends for `body`: version, method, and name if any.
+fn mirrors(body: &Value) -> Vec<(String, String)> {
+    let method = body["method"].as_str().unwrap().to_string();
+    let mut headers = vec![
+        ("mcp-protocol-version".into(), VERSION.into()),
+        ("mcp-method".into(), method),
+    ];
+    let name = body["params"]["name"]
+        .as_str()
+        .or(body["params"]["uri"].as_str());
+    if let Some(name) = name {
+        headers.push(("mcp-name".into(), name.into()));
+    }
+    headers
+}
+
+/// POSTs `body` with `headers` (pairs replace the conformant ones of the same name).
+async fn post(conn: &mut Conn, path: &str, body: &Value, replace: &[(&str, &str)]) -> Reply {
+    let mut headers = mirrors(body);
+    headers.retain(|(name, _)| !replace.iter().any(|(r, _)| r == name));
+    headers.extend(replace.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+    let headers: Vec<(&str, &str)> = headers
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    conn.post(path, &headers, body).await
+}
+
+/// Asserts an HTTP `status` with a JSON-RPC error `code` that echoes the request's id.
+fn assert_refused(reply: &Reply, status: u16, code: i64, id: u64) -> Value {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    let answer = reply.json();
+    assert_eq!(answer["error"]["code"], code, "{answer}");
+    assert_eq!(answer["id"], id, "{answer}");
+    answer
+}
+
+#[test]
+fn stateless_requests_are_refused_in_the_specs_order() {
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        let discover = request(1, "server/discover", json!({}));
+        let supported =
+            post(&mut conn, "/mcp", &discover, &[]).await.json()["result"]["supportedVersions"]
+                .clone();
+
+        // An unsupported header version comes first, with the versions discover lists.
+        let mut odd = request(2, "server/discover", json!({}));
+        odd["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+        let reply = post(
+            &mut conn,
+            "/mcp",
+            &odd,
+            &[("mcp-protocol-version", "v999.0.0")],
+        )
+        .await;
+        let answer = assert_refused(&reply, 400, -32022, 2);
+        assert_eq!(answer["error"]["data"]["supported"], supported);
+        assert_eq!(answer["error"]["data"]["requested"], "v999.0.0");
+        // A supported header over another body version is a mismatch.
+        let reply = post(&mut conn, "/mcp", &odd, &[]).await;
+        assert_refused(&reply, 400, -32020, 2);
+
+        // Each required `_meta` field, missing.
+        let no_meta = json!({"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {}});
+        assert_refused(
+            &post(&mut conn, "/mcp", &no_meta, &[]).await,
+            400,
+            -32602,
+            3,
+        );
+        for key in ["protocolVersion", "clientCapabilities"] {
+            let mut partial = request(4, "server/discover", json!({}));
+            let meta = partial["params"]["_meta"].as_object_mut().unwrap();
+            meta.remove(&format!("io.modelcontextprotocol/{key}"));
+            let reply = post(&mut conn, "/mcp", &partial, &[]).await;
+            assert_refused(&reply, 400, -32602, 4);
+        }
+
+        // The headers that mirror the body must match it.
+        let list = request(5, "tools/list", json!({}));
+        let reply = post(&mut conn, "/mcp", &list, &[("mcp-method", "prompts/list")]).await;
+        assert_refused(&reply, 400, -32020, 5);
+        let call = request(
+            6,
+            "tools/call",
+            json!({"name": "ex__echo", "arguments": {"text": "hi"}}),
+        );
+        let reply = post(&mut conn, "/mcp", &call, &[("mcp-name", "ex__add")]).await;
+        assert_refused(&reply, 400, -32020, 6);
+        let reply = post(&mut conn, "/mcp", &call, &[("mcp-name", "")]).await;
+        assert_refused(&reply, 400, -32020, 6);
+        // The base64 sentinel is decoded before comparing: "ex__echo", then "ex__add".
+        let reply = post(
+            &mut conn,
+            "/mcp",
+            &call,
+            &[("mcp-name", "=?base64?ZXhfX2VjaG8=?=")],
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(reply.answer()["result"]["content"][0]["text"], "hi");
+        let reply = post(
+            &mut conn,
+            "/mcp",
+            &call,
+            &[("mcp-name", "=?base64?ZXhfX2FkZA==?=")],
+        )
+        .await;
+        assert_refused(&reply, 400, -32020, 6);
+        let read = request(
+            7,
+            "resources/read",
+            json!({"uri": "example://static/hello"}),
+        );
+        let reply = post(&mut conn, "/mcp", &read, &[("mcp-name", "example://other")]).await;
+        assert_refused(&reply, 400, -32020, 7);
+
+        // Methods the era removed, and unknown ones, are 404.
+        for method in [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "unknown/method",
+        ] {
+            let body = request(
+                8,
+                method,
+                json!({"uri": "example://static/hello", "level": "info"}),
+            );
+            let reply = post(&mut conn, "/mcp", &body, &[("mcp-name", "")]).await;
+            assert_refused(&reply, 404, -32601, 8);
+        }
+
+        // GET and DELETE have no meaning in the era.
+        for method in ["GET", "DELETE"] {
+            let headers = [
+                ("accept", "text/event-stream"),
+                ("mcp-protocol-version", VERSION),
+            ];
+            let reply = conn.request(method, "/mcp", &headers, "").await;
+            assert_eq!(reply.status, 405, "{method}: {}", reply.body);
+        }
+    });
+    let stderr = gateway.stderr();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn stateless_discover_lists_and_calls_beside_a_session() {
+    let extra = "[profiles.math]\ntools = [\"ex__add\"]\n";
+    let gateway = HttpGateway::start(&with_example(extra), &[]);
+    runtime().block_on(async {
+        // A 2025 client with its session, open the whole time.
+        let mut session = gateway.session("/mcp", &[]).await;
+        let mut conn = gateway.connect().await;
+
+        let reply = post(
+            &mut conn,
+            "/mcp",
+            &request(1, "server/discover", json!({})),
+            &[],
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert!(
+            !reply.headers.contains_key("mcp-session-id"),
+            "{:?}",
+            reply.headers
+        );
+        let discover = &reply.json()["result"];
+        assert_eq!(discover["supportedVersions"][0], VERSION);
+        assert!(discover["capabilities"]["tools"].is_object(), "{discover}");
+        assert_eq!(
+            discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "wasmgate"
+        );
+        assert_eq!(discover["resultType"], "complete");
+        assert_eq!(
+            (discover["ttlMs"].clone(), discover["cacheScope"].clone()),
+            (json!(0), json!("public"))
+        );
+
+        // A session id sent along is ignored: the request stands on its own.
+        let list = request(2, "tools/list", json!({}));
+        let reply = post(
+            &mut conn,
+            "/mcp",
+            &list,
+            &[("mcp-session-id", "no-such-session")],
+        )
+        .await;
+        let tools = &reply.answer()["result"];
+        assert!(
+            tools["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == "ex__echo")
+        );
+        assert_eq!(tools["resultType"], "complete");
+        assert_eq!(tools["cacheScope"], "public");
+        assert!(
+            tools["_meta"]["io.modelcontextprotocol/serverInfo"].is_object(),
+            "{tools}"
+        );
+
+        // A profile's view: its list only, and private.
+        let reply = post(&mut conn, "/mcp/math", &list, &[]).await;
+        let tools = &reply.answer()["result"];
+        let names: Vec<&str> = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["ex__add"]);
+        assert_eq!(tools["cacheScope"], "private");
+
+        let call = request(
+            3,
+            "tools/call",
+            json!({"name": "ex__add", "arguments": {"a": 2, "b": 3}}),
+        );
+        let answer = post(&mut conn, "/mcp/math", &call, &[]).await.answer();
+        assert_eq!(answer["result"]["content"][0]["text"], "5", "{answer}");
+        assert_eq!(answer["result"]["resultType"], "complete");
+
+        let read = request(
+            4,
+            "resources/read",
+            json!({"uri": "example://static/hello"}),
+        );
+        let answer = post(&mut conn, "/mcp", &read, &[]).await.answer();
+        assert!(answer["result"]["contents"].is_array(), "{answer}");
+        assert_eq!(answer["result"]["cacheScope"], "public");
+        // Not found is -32602 naming the URI in this era (-32002 in the session's).
+        let missing = request(5, "resources/read", json!({"uri": "nowhere://x"}));
+        let answer = post(&mut conn, "/mcp", &missing, &[]).await.answer();
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert_eq!(answer["error"]["data"]["uri"], "nowhere://x");
+        let old = session
+            .request("resources/read", json!({"uri": "nowhere://x"}))
+            .await;
+        assert_eq!(old["error"]["code"], -32002, "{old}");
+
+        // The session is untouched, and the stateless requests opened none.
+        let echo = session
+            .call("ex__echo", json!({"text": "still here"}))
+            .await;
+        assert_eq!(echo["result"]["content"][0]["text"], "still here");
+        assert!(echo["result"].get("resultType").is_none(), "{echo}");
+        let status = session.call("gateway_status", json!({})).await;
+        let status: Value =
+            serde_json::from_str(status["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(status["http"]["sessions"], 1, "{status}");
+    });
+    let stderr = gateway.stderr();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// Log lines reach a stateless request only when its `_meta` sets a level, at or above
+/// it; its progress goes on its own response stream.
+#[test]
+fn stateless_log_lines_follow_the_requests_level() {
+    let plugin = fixture_path("conformance");
+    let config = format!(
+        "[plugins]\ncache_dir = \"{{dir}}/cache\"\n\n[plugins.conformance]\npath = {}\nnamespace = \"\"\n",
+        toml_str(plugin.to_str().unwrap())
+    );
+    let gateway = HttpGateway::start(&with_example(&config), &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        // The plugin compiles after the gateway listens.
+        let deadline = Instant::now() + LOAD_TIMEOUT;
+        loop {
+            let list = post(&mut conn, "/mcp", &request(1, "tools/list", json!({})), &[]).await;
+            let tools = list.answer()["result"]["tools"].clone();
+            if tools
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == "test_tool_with_logging")
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the plugin did not load: {tools}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let logs = |reply: &Reply| {
+            let events = if reply
+                .headers
+                .get("content-type")
+                .is_some_and(|t| t.starts_with("text/event-stream"))
+            {
+                reply.events()
+            } else {
+                vec![reply.json()]
+            };
+            events
+                .iter()
+                .filter(|e| e["method"] == "notifications/message")
+                .count()
+        };
+        for (level, expected) in [(None, 0), (Some("info"), 3), (Some("error"), 0)] {
+            let extra = level.map_or(
+                json!({}),
+                |l| json!({"io.modelcontextprotocol/logLevel": l}),
+            );
+            let call = request(
+                2,
+                "tools/call",
+                json!({"name": "test_tool_with_logging", "arguments": {}, "_meta": meta(extra)}),
+            );
+            let reply = post(&mut conn, "/mcp", &call, &[]).await;
+            assert_eq!(
+                reply.answer()["result"]["resultType"],
+                "complete",
+                "{}",
+                reply.body
+            );
+            assert_eq!(logs(&reply), expected, "logLevel {level:?}: {}", reply.body);
+        }
+        let progress = request(
+            3,
+            "tools/call",
+            json!({"name": "test_tool_with_progress", "arguments": {},
+            "_meta": meta(json!({"progressToken": "p1"}))}),
+        );
+        let reply = post(&mut conn, "/mcp", &progress, &[]).await;
+        let events = reply.events();
+        let tokens: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["method"] == "notifications/progress")
+            .map(|e| &e["params"]["progressToken"])
+            .collect();
+        assert_eq!(tokens, [&json!("p1"); 3], "{}", reply.body);
+        assert_eq!(events.last().unwrap()["result"]["resultType"], "complete");
+    });
+    let stderr = gateway.stderr();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -1,7 +1,8 @@
 //! The stdio transport: newline-delimited JSON-RPC on stdin/stdout, one client.
 //! stdout carries protocol only; logs go to stderr. A client gets [`MAX_IN_FLIGHT`]
 //! requests worked on at once: the next one waits, unread past it, until one ends.
-//! Answers go out as they come ([`handle_line`]), on the one stream back.
+//! Answers go out as they come ([`handle_line`]), on the one stream back. A request of
+//! the stateless era (2026-07-28) is answered by a session of its own, beside the client's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,9 +12,9 @@ use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use crate::gateway::Gateway;
 use crate::peer::Principal;
 use crate::pipe::lines::{Line, MAX_MESSAGE, read_line, reuse};
-use crate::pipe::outbox::{outbox, write_lines};
+use crate::pipe::outbox::{Outbox, outbox, write_lines};
 use crate::protocol::{self, Incoming, Message};
-use crate::session::{Handled, Session};
+use crate::session::{Handled, RequestBounds, Session, stateless};
 
 /// How long the answers already queued may take to go out once the client closed stdin
 /// and the answers in flight are in (or `shutdown_grace` passed).
@@ -41,6 +42,11 @@ where
     let session = Session::new(gateway, out_tx.clone());
     // The client over stdio is the local user who started the gateway.
     session.peer.set_principal(Principal::operator());
+    // Stateless requests run beside the session's, each in a session of its own.
+    let beside = Beside {
+        out: out_tx.clone(),
+        bounds: RequestBounds::new(MAX_IN_FLIGHT, MAX_IN_FLIGHT),
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     tokio::pin!(stop);
@@ -85,7 +91,9 @@ where
                             () = session.fewer_in_flight_than(MAX_IN_FLIGHT) => {}
                         }
                     }
-                    handle_line(&session, text)
+                    if !beside.handle(&session, text) {
+                        handle_line(&session, text)
+                    }
                 }
                 Err(err) => session.send(crate::protocol::error_response(
                     serde_json::Value::Null,
@@ -114,6 +122,59 @@ where
     drop(out_tx);
     let _ = tokio::time::timeout(writer_grace, writer).await;
     Ok(())
+}
+
+/// What a stateless request's own session needs: the client's output, and a bound on
+/// such requests in flight (they are not the session's).
+struct Beside {
+    out: Outbox,
+    bounds: Arc<RequestBounds>,
+}
+
+impl Beside {
+    /// Takes a request of the stateless era (2026-07-28: its `_meta` claims a version) and
+    /// answers it without the session; `false` for any other line, which the session takes.
+    fn handle(&self, session: &Arc<Session>, line: &str) -> bool {
+        // Most lines are of the session: spare them a second parse.
+        if !line.contains(protocol::modern::META_VERSION) {
+            return false;
+        }
+        let Ok(Incoming::Single(Ok(Message::Request { id, method, params }))) =
+            protocol::parse_line(line)
+        else {
+            return false;
+        };
+        if protocol::modern::body_claim(params.as_ref()).is_none() {
+            return false;
+        }
+        let meta = stateless::check_meta(params.as_ref(), None)
+            .and_then(|meta| stateless::check_method(&method).map(|()| meta));
+        let meta = match meta {
+            Ok(meta) => meta,
+            Err(error) => {
+                session.send_line(protocol::response_line(&id, Err(error)));
+                return true;
+            }
+        };
+        let own = Session::stateless(
+            session.gateway.clone(),
+            self.out.clone(),
+            Principal::operator(),
+            meta,
+            Some(self.bounds.clone()),
+        );
+        match own.handle(Message::Request { id, method, params }) {
+            Handled::Running(running) => run_or_spawn(async move {
+                if let Some(line) = running.await {
+                    own.send_line(line);
+                }
+                own.close();
+            }),
+            Handled::Answer(line) | Handled::Refused(line) => own.send_line(line),
+            Handled::Nothing | Handled::Batch(_) => {}
+        }
+        true
+    }
 }
 
 /// Whether a line is a request, or a batch (which may hold some): what takes a place in flight.

@@ -382,3 +382,43 @@ fn stateless_log_lines_follow_the_requests_level() {
     let stderr = gateway.stderr();
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// Over stdio, a line whose `_meta` claims 2026-07-28 is answered on its own, before and
+/// after the same process's client initialized its session, which stays as it was.
+#[test]
+fn stateless_lines_over_stdio_beside_the_session() {
+    let mut client = crate::harness::config().example("ex", &[]).start();
+    let ping = client.request("ping", json!({"_meta": meta(json!({}))}));
+    assert_eq!(ping["error"]["code"], -32601, "{ping}");
+    let mut partial = meta(json!({}));
+    partial
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let refused = client.request("server/discover", json!({"_meta": partial}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let discover = client.result("server/discover", json!({"_meta": meta(json!({}))}));
+    assert_eq!(discover["supportedVersions"][0], VERSION, "{discover}");
+    assert_eq!(discover["resultType"], "complete");
+
+    client.initialize();
+    client.wait_ready();
+    let call = client.result(
+        "tools/call",
+        json!({"name": "ex__echo", "arguments": {"text": "both"}, "_meta": meta(json!({}))}),
+    );
+    assert_eq!(call["content"][0]["text"], "both", "{call}");
+    assert_eq!(call["resultType"], "complete");
+    let list = client.result("tools/list", json!({"_meta": meta(json!({}))}));
+    assert_eq!(
+        (list["ttlMs"].clone(), list["cacheScope"].clone()),
+        (json!(0), json!("public"))
+    );
+    // The session's own requests are answered as before.
+    let old = client.result("tools/list", json!({}));
+    assert!(
+        old.get("resultType").is_none() && old.get("ttlMs").is_none(),
+        "{old}"
+    );
+    assert_eq!(old["tools"], list["tools"]);
+}

@@ -7,10 +7,11 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::harness::{LOAD_TIMEOUT, fixture_path, toml_str};
-use crate::http_client::{Conn, HttpGateway, Reply, runtime};
+use crate::http_client::{Conn, EventStream, HttpGateway, Reply, runtime};
 use crate::http_front::with_example;
 
 const VERSION: &str = "2026-07-28";
+const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The `_meta` a stateless request carries, with `extra` keys added.
 fn meta(extra: Value) -> Value {
@@ -421,4 +422,43 @@ fn stateless_lines_over_stdio_beside_the_session() {
         "{old}"
     );
     assert_eq!(old["tools"], list["tools"]);
+}
+
+/// Closing a stateless request's response is its cancellation: the server is told.
+#[test]
+fn closing_a_stateless_response_cancels_the_call() {
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    runtime().block_on(async {
+        let call = request(
+            1,
+            "tools/call",
+            json!({"name": "ex__slow", "arguments": {"ms": 6000},
+                   "_meta": meta(json!({"progressToken": "t"}))}),
+        );
+        let mut headers = mirrors(&call);
+        headers.push((
+            "accept".into(),
+            "application/json, text/event-stream".into(),
+        ));
+        headers.push(("content-type".into(), "application/json".into()));
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        let conn = gateway.connect().await;
+        let mut stream = EventStream::open(conn, "POST", "/mcp", &headers, &call.to_string())
+            .await
+            .unwrap_or_else(|r| panic!("a stream: {} {}", r.status, r.body));
+        let (_, first) = stream.next_message(WAIT).await.expect("progress");
+        assert_eq!(first["method"], "notifications/progress", "{first}");
+        drop(stream);
+        let deadline = Instant::now() + WAIT;
+        while !gateway
+            .stderr()
+            .contains("received notifications/cancelled")
+        {
+            assert!(Instant::now() < deadline, "{}", gateway.stderr());
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
 }

@@ -66,6 +66,9 @@ pub struct ClientPeer {
     /// One request of the stateless era (2026-07-28): it gets nothing unsolicited, log
     /// lines only at the level the request set, and no requests from servers.
     stateless: bool,
+    /// A stateless request's call needed a capability the request did not declare: the
+    /// error the request then ends with, whatever the server made of it.
+    missing_capability: Mutex<Option<RpcError>>,
 }
 
 /// Who a client is: the token it authenticated with, the profile whose view it gets, and
@@ -129,6 +132,7 @@ impl ClientPeer {
             listed: AtomicU8::new(0),
             principal: OnceLock::new(),
             stateless: false,
+            missing_capability: Mutex::new(None),
         }
     }
 
@@ -386,23 +390,32 @@ impl ClientPeer {
         }
     }
 
-    /// What a server's request to a stateless client gets: -32021 when the client did not
-    /// declare the capability it needs, else an error until such requests are translated
-    /// into `input_required` results.
-    fn stateless_refusal(&self, method: &str) -> RpcError {
-        let capability = match method {
-            methods::SAMPLING_CREATE_MESSAGE => "sampling",
-            methods::ELICITATION_CREATE => "elicitation",
-            methods::ROOTS_LIST => "roots",
-            _ => "",
-        };
-        if !capability.is_empty() && !self.client_has(capability) {
+    /// The error a server's request gets when this client did not declare `capability`.
+    /// A stateless request then ends with -32021 naming it (the era says so).
+    pub fn lacks_capability(&self, server: &str, capability: &str) -> RpcError {
+        if !self.stateless {
             return RpcError::new(
-                protocol::modern::MISSING_CLIENT_CAPABILITY,
-                format!("Missing required client capability: {capability}"),
-            )
-            .with_data(json!({"requiredCapabilities": {capability: {}}}));
+                protocol::METHOD_NOT_FOUND,
+                format!("the client that called server `{server}` does not support {capability}"),
+            );
         }
+        let error = RpcError::new(
+            protocol::modern::MISSING_CLIENT_CAPABILITY,
+            format!("Missing required client capability: {capability}"),
+        )
+        .with_data(json!({"requiredCapabilities": {capability: {}}}));
+        *self.missing_capability.lock().unwrap() = Some(error.clone());
+        error
+    }
+
+    /// The -32021 a stateless request must end with, if its call needed an undeclared capability.
+    pub fn take_missing_capability(&self) -> Option<RpcError> {
+        self.missing_capability.lock().unwrap().take()
+    }
+
+    /// What a server's request to a stateless client that declared the capability gets,
+    /// until such requests are translated into `input_required` results.
+    fn stateless_refusal(&self, method: &str) -> RpcError {
         RpcError::new(
             protocol::INTERNAL_ERROR,
             format!(

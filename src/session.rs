@@ -311,6 +311,9 @@ impl Session {
         if !stateless {
             return answer;
         }
+        if let Some(missing) = self.peer.take_missing_capability() {
+            return Err(missing);
+        }
         stateless::finish(&self.gateway, &context.principal, method, uri, answer)
     }
 

@@ -308,10 +308,7 @@ impl Gateway {
             ));
         };
         if !session.client_has(capability) {
-            return Err(RpcError::new(
-                protocol::METHOD_NOT_FOUND,
-                format!("the client that called server `{server}` does not support {capability}"),
-            ));
+            return Err(session.lacks_capability(server, capability));
         }
         session
             .request_client(

@@ -462,3 +462,33 @@ fn closing_a_stateless_response_cancels_the_call() {
         }
     });
 }
+
+/// A server's request for a capability the stateless request did not declare ends the
+/// request with -32021 naming it (HTTP 400), whatever the server made of the refusal.
+#[test]
+fn an_undeclared_capability_ends_the_request_with_32021() {
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        let call = request(
+            9,
+            "tools/call",
+            json!({"name": "ex__sample", "arguments": {"prompt": "hi"}}),
+        );
+        let reply = post(&mut conn, "/mcp", &call, &[]).await;
+        let answer = assert_refused(&reply, 400, -32021, 9);
+        assert_eq!(
+            answer["error"]["data"]["requiredCapabilities"],
+            json!({"sampling": {}})
+        );
+        // The next request is not marked by it.
+        let echo = request(
+            10,
+            "tools/call",
+            json!({"name": "ex__echo", "arguments": {"text": "ok"}}),
+        );
+        let reply = post(&mut conn, "/mcp", &echo, &[]).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(reply.answer()["result"]["content"][0]["text"], "ok");
+    });
+}

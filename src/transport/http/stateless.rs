@@ -105,7 +105,9 @@ pub async fn post(
     );
     let closer = CloseOnDrop(session.clone());
     match session.handle(Message::Request { id, method, params }) {
-        Handled::Running(running) => answer_request(&front, &streams, running, closer).await,
+        Handled::Running(running) => {
+            answer_request(&front, &streams, running, closer, answer_status).await
+        }
         Handled::Answer(line) => respond::json(line, None),
         Handled::Refused(line) => (
             StatusCode::BAD_REQUEST,
@@ -114,6 +116,29 @@ pub async fn post(
         )
             .into_response(),
         Handled::Nothing | Handled::Batch(_) => respond::accepted(),
+    }
+}
+
+/// HTTP 400 for an answer that is error -32021 (a capability the request did not
+/// declare), as for the other refusals; 200 for the rest.
+fn answer_status(line: &str) -> StatusCode {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        error: Option<Code>,
+    }
+    // Most answers are results: spare them a parse.
+    if !line.contains("-32021") {
+        return StatusCode::OK;
+    }
+    match serde_json::from_str::<Answer>(line) {
+        Ok(Answer { error: Some(e) }) if e.code == modern::MISSING_CLIENT_CAPABILITY => {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::OK,
     }
 }
 

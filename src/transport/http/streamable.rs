@@ -89,7 +89,9 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
         Handled::Nothing => respond::accepted(),
         Handled::Answer(line) => respond::json(line, opened.then(|| session.id())),
         Handled::Refused(line) => bad_request(line),
-        Handled::Running(running) => answer_request(&front, &session.streams, running, ()).await,
+        Handled::Running(running) => {
+            answer_request(&front, &session.streams, running, (), |_| StatusCode::OK).await
+        }
         // A batch (versions before 2025-06-18): one JSON array once every request is answered.
         Handled::Batch(answer) => match answer.await {
             Some(line) => respond::json(line, None),
@@ -168,19 +170,20 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
 /// stream: what the request sent (progress, log lines, requests to the client), then
 /// the answer. A client that drops the connection does not cancel the request (the
 /// specification says so); its events wait for a resume. `guard` lives as long as the
-/// response.
+/// response; `status` is that of a plain JSON answer (an event stream's is 200).
 pub(super) async fn answer_request<G: Send + 'static>(
     front: &Arc<Front>,
     streams: &Arc<Streams>,
     answer: Running,
     guard: G,
+    status: fn(&str) -> StatusCode,
 ) -> Response {
     let key = answer.key.clone();
     let mut events = streams.open_request(&key);
     let mut answer = answer;
     // Most requests end here (a ready plugin, a list): no task to spawn.
     if let Some(line) = (&mut answer).now_or_never() {
-        return finished(front, streams, &key, line, events, guard);
+        return finished(front, streams, &key, line, events, (guard, status));
     }
     let (done_tx, mut done) = tokio::sync::oneshot::channel();
     let (task_streams, task_key) = (streams.clone(), key.clone());
@@ -193,7 +196,9 @@ pub(super) async fn answer_request<G: Send + 'static>(
     });
     tokio::select! {
         biased;
-        line = &mut done => finished(front, streams, &key, line.ok().flatten(), events, guard),
+        line = &mut done => {
+            finished(front, streams, &key, line.ok().flatten(), events, (guard, status))
+        }
         first = events.recv() => {
             let Some(first) = first else {
                 return StatusCode::ACCEPTED.into_response();
@@ -215,11 +220,16 @@ fn finished<G: Send + 'static>(
     key: &Arc<str>,
     line: Option<String>,
     events: tokio::sync::mpsc::Receiver<super::streams::Event>,
-    guard: G,
+    (guard, status): (G, fn(&str) -> StatusCode),
 ) -> Response {
     if streams.close_request_if_empty(key) {
         return match line {
-            Some(line) => respond::json(line, None),
+            Some(line) => {
+                let code = status(&line);
+                let mut response = respond::json(line, None);
+                *response.status_mut() = code;
+                response
+            }
             // Cancelled by the client: it gets no answer.
             None => StatusCode::ACCEPTED.into_response(),
         };

@@ -168,9 +168,10 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
 
 /// The answer as plain JSON when the request sent nothing before it, else an event
 /// stream: what the request sent (progress, log lines, requests to the client), then
-/// the answer. A client that drops the connection does not cancel the request (the
-/// specification says so); its events wait for a resume. `guard` lives as long as the
-/// response; `status` is that of a plain JSON answer (an event stream's is 200).
+/// the answer. In a session, a client that drops the connection does not cancel the
+/// request (the specification says so); its events wait for a resume. `guard` lives as
+/// long as the response (a stateless request's cancels it when dropped); `status` is that
+/// of a plain JSON answer (an event stream's is 200).
 pub(super) async fn answer_request<G: Send + 'static>(
     front: &Arc<Front>,
     streams: &Arc<Streams>,

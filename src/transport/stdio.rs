@@ -4,7 +4,8 @@
 //! Answers go out as they come ([`handle_line`]), on the one stream back. A request of
 //! the stateless era (2026-07-28) is answered by a session of its own, beside the client's.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
@@ -13,7 +14,7 @@ use crate::gateway::Gateway;
 use crate::peer::Principal;
 use crate::pipe::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::pipe::outbox::{Outbox, outbox, write_lines};
-use crate::protocol::{self, Incoming, Message};
+use crate::protocol::{self, Incoming, Message, methods};
 use crate::session::{Handled, RequestBounds, Session, stateless};
 
 /// How long the answers already queued may take to go out once the client closed stdin
@@ -46,6 +47,7 @@ where
     let beside = Beside {
         out: out_tx.clone(),
         bounds: RequestBounds::new(MAX_IN_FLIGHT, MAX_IN_FLIGHT),
+        running: Arc::default(),
     };
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
@@ -129,12 +131,17 @@ where
 struct Beside {
     out: Outbox,
     bounds: Arc<RequestBounds>,
+    /// Its requests in flight by id (as JSON text), for `notifications/cancelled`.
+    running: Arc<Mutex<HashMap<String, Arc<Session>>>>,
 }
 
 impl Beside {
     /// Takes a request of the stateless era (2026-07-28: its `_meta` claims a version) and
     /// answers it without the session; `false` for any other line, which the session takes.
     fn handle(&self, session: &Arc<Session>, line: &str) -> bool {
+        if line.contains(methods::CANCELLED) && self.cancel(line) {
+            return true;
+        }
         // Most lines are of the session: spare them a second parse.
         if !line.contains(protocol::modern::META_VERSION) {
             return false;
@@ -163,16 +170,49 @@ impl Beside {
             meta,
             Some(self.bounds.clone()),
         );
+        let key = id.to_string();
         match own.handle(Message::Request { id, method, params }) {
-            Handled::Running(running) => run_or_spawn(async move {
-                if let Some(line) = running.await {
-                    own.send_line(line);
-                }
-                own.close();
-            }),
+            Handled::Running(running) => {
+                self.running
+                    .lock()
+                    .unwrap()
+                    .insert(key.clone(), own.clone());
+                let running_now = self.running.clone();
+                run_or_spawn(async move {
+                    if let Some(line) = running.await {
+                        own.send_line(line);
+                    }
+                    own.close();
+                    let mut now = running_now.lock().unwrap();
+                    if now.get(&key).is_some_and(|s| Arc::ptr_eq(s, &own)) {
+                        now.remove(&key);
+                    }
+                })
+            }
             Handled::Answer(line) | Handled::Refused(line) => own.send_line(line),
             Handled::Nothing | Handled::Batch(_) => {}
         }
+        true
+    }
+
+    /// `notifications/cancelled` for one of its requests: that request ends, unanswered.
+    /// `false` for a cancel of another request (the session's).
+    fn cancel(&self, line: &str) -> bool {
+        let Ok(Incoming::Single(Ok(Message::Notification { method, params }))) =
+            protocol::parse_line(line)
+        else {
+            return false;
+        };
+        let Some(id) = params.as_ref().and_then(|p| p.get("requestId")) else {
+            return false;
+        };
+        if method != methods::CANCELLED {
+            return false;
+        }
+        let Some(own) = self.running.lock().unwrap().remove(&id.to_string()) else {
+            return false;
+        };
+        own.close();
         true
     }
 }

@@ -492,3 +492,30 @@ fn an_undeclared_capability_ends_the_request_with_32021() {
         assert_eq!(reply.answer()["result"]["content"][0]["text"], "ok");
     });
 }
+
+/// Over stdio, `notifications/cancelled` ends a stateless request: the server is told,
+/// and the request gets no answer.
+#[test]
+fn a_stateless_request_over_stdio_is_cancelled_by_notification() {
+    let mut client = crate::harness::config().example("ex", &[]).start();
+    client.initialize();
+    client.wait_ready();
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "ex__slow", "arguments": {"ms": 30000},
+               "_meta": meta(json!({"progressToken": "t"}))}),
+    );
+    let progress = client.next_notification("notifications/progress", WAIT);
+    assert_eq!(progress["params"]["progressToken"], "t", "{progress}");
+    client.notify("notifications/cancelled", json!({"requestId": id}));
+    let deadline = Instant::now() + WAIT;
+    while !client.stderr().contains("received notifications/cancelled") {
+        assert!(Instant::now() < deadline, "{}", client.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        client
+            .try_response(&id, std::time::Duration::from_millis(200))
+            .is_none()
+    );
+}

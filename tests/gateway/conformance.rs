@@ -1,6 +1,6 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`), server
 //! side, against the gateway over Streamable HTTP fronting the project's conformance
-//! fixture (examples/conformance_server.rs) as a stdio backend; then again with the
+//! fixture (examples/conformance_server/) as a stdio backend; then again with the
 //! fixture's tools that the plugin WIT can serve moved into a plugin (tests/plugins/
 //! conformance). The rest stay with the fixture: tools that ask the client something
 //! mid-call (sampling, elicitation: the WIT's `host` has no way to), and resources,
@@ -19,9 +19,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::harness::{TestDir, config, fixture_path, toml_str, wasmgate};
+use crate::harness::{
+    Client, TIMEOUT, TestDir, config, fixture_path, is_response, toml_str, wasmgate,
+};
 use crate::http_client::{HttpGateway, runtime};
 
 /// The whole suite takes a few seconds; this bounds a hung scenario on a loaded machine.
@@ -359,4 +361,109 @@ fn conformance_suite_passes_with_the_fixture_tools_in_a_plugin() {
             assert_eq!(text, Some("Progress reported by the plugin"), "{answer}");
         });
     });
+}
+
+/// What the client says to the fixture's mid-call requests: the suite's own mock answers
+/// (Alice, blue, one root), so the final texts are the ones its 2026 scenarios check.
+fn mock_answer(request: &Value) -> Value {
+    match request["method"].as_str().unwrap_or_default() {
+        "elicitation/create" => json!({"action": "accept", "content": {"name": "Alice",
+            "color": "blue", "context": "test context", "ok": true, "value": "v",
+            "continue": "yes"}}),
+        "sampling/createMessage" => json!({"role": "assistant", "model": "test-model",
+            "content": {"type": "text", "text": "Hello there!"}, "stopReason": "endTurn"}),
+        "roots/list" => json!({"roots": [{"uri": "file:///test/root", "name": "Test Root"}]}),
+        other => panic!("the fixture asked {other}: {request}"),
+    }
+}
+
+/// Sends `method` and answers every request that comes before its response; the
+/// response, and the methods of the requests and notifications that came first.
+fn request_answering(client: &mut Client, method: &str, params: Value) -> (Value, Vec<String>) {
+    let id = client.send_request(method, params);
+    let deadline = Instant::now() + TIMEOUT;
+    let mut came = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = client
+            .read_message(left)
+            .unwrap_or_else(|| panic!("no response to {method} within {TIMEOUT:?}"));
+        if is_response(&message) && message["id"] == id {
+            return (message, came);
+        }
+        came.push(message["method"].as_str().unwrap_or_default().to_owned());
+        if message.get("id").is_some() && message.get("method").is_some() {
+            client.respond(message["id"].clone(), mock_answer(&message));
+        }
+    }
+}
+
+/// The fixture's 2026 diagnostic tools and prompt, in their 2025 form, through the gateway
+/// to a 2025 client that answers their mid-call requests: each ends with the text the
+/// suite's 2026 scenario expects of the reference server.
+#[test]
+fn fixture_2025_forms_of_the_2026_tools_end_with_the_reference_texts() {
+    let mut client = config()
+        .server(
+            "conformance",
+            fixture_server().to_str().unwrap(),
+            &[],
+            &[r#"namespace = """#],
+        )
+        .start_initialized();
+    let expected = [
+        ("test_missing_capability", "Success"),
+        ("test_input_required_result_elicitation", "Hello, Alice!"),
+        (
+            "test_input_required_result_sampling",
+            "Sampling result: Hello there!",
+        ),
+        ("test_input_required_result_list_roots", "Found 1 root(s)"),
+        (
+            "test_input_required_result_request_state",
+            "state-ok: requestState validated",
+        ),
+        (
+            "test_input_required_result_multiple_inputs",
+            "Name: Alice; Greeting: Hello there!; Roots: 1",
+        ),
+        (
+            "test_input_required_result_multi_round",
+            "Multi-round complete for Alice who likes blue",
+        ),
+        (
+            "test_input_required_result_tampered_state",
+            "integrity-ok: state verified",
+        ),
+        (
+            "test_input_required_result_capabilities",
+            "capabilities-ok: received sample_input,elicit_input",
+        ),
+        ("test_streaming_elicitation", "Streaming complete"),
+        ("test_logging_tool", "Logging evaluated"),
+        ("test_trigger_tool_change", "Mutation triggered"),
+        ("test_trigger_prompt_change", "Mutation triggered"),
+    ];
+    for (tool, text) in expected {
+        let params = json!({"name": tool, "arguments": {}});
+        let (response, came) = request_answering(&mut client, "tools/call", params);
+        assert_eq!(
+            response["result"]["content"][0]["text"], text,
+            "{tool}: {response}"
+        );
+        let asks = |method: &str| came.iter().any(|m| m == method);
+        match tool {
+            "test_input_required_result_multiple_inputs" => assert!(
+                asks("elicitation/create") && asks("sampling/createMessage") && asks("roots/list"),
+                "{tool} asked {came:?}"
+            ),
+            "test_logging_tool" => assert!(asks("notifications/message"), "{came:?}"),
+            _ => {}
+        }
+    }
+    let params = json!({"name": "test_input_required_result_prompt"});
+    let (response, came) = request_answering(&mut client, "prompts/get", params);
+    let message = &response["result"]["messages"][0]["content"]["text"];
+    assert_eq!(message, "Prompt with context: test context", "{response}");
+    assert!(came.contains(&"elicitation/create".to_owned()), "{came:?}");
 }

@@ -2,8 +2,8 @@
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
 # Python plugin, componentize-js for the JavaScript template, Node 22 and the MCP
-# conformance suite, nginx), then runs every test and checks the formatting (`cargo fmt`
-# fixes it).
+# conformance suite (0.1.16 for 2025-11-25, 0.2.0-alpha.12 for 2026-07-28), nginx), then
+# runs every test and checks the formatting (`cargo fmt` fixes it).
 # `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."

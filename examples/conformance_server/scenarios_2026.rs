@@ -21,7 +21,7 @@ pub fn tools() -> Vec<Value> {
         ("test_input_required_result_sampling", "MRTR: asks the client's model (sampling)"),
         ("test_input_required_result_list_roots", "MRTR: asks the client's roots"),
         ("test_input_required_result_request_state", "MRTR: asks for a confirmation"),
-        ("test_input_required_result_multiple_inputs", "MRTR: elicitation, sampling, roots at once"),
+        ("test_input_required_result_multiple_inputs", "MRTR: elicit, sample, list roots at once"),
         ("test_input_required_result_multi_round", "MRTR: two elicitations, one after the other"),
         ("test_input_required_result_tampered_state", "MRTR: asks to confirm (state integrity)"),
         ("test_input_required_result_capabilities", "MRTR: asks only what the client declared"),
@@ -62,13 +62,8 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
         }
         "test_input_required_result_sampling" => {
             let asked = sample(peer, "What is the capital of France?", 100).await;
-            let text = asked
-                .ok()
-                .and_then(|r| r["content"]["text"].as_str().map(str::to_owned));
-            format!(
-                "Sampling result: {}",
-                text.as_deref().unwrap_or("no response")
-            )
+            let text = sampled(&asked).unwrap_or("no response");
+            format!("Sampling result: {text}")
         }
         "test_input_required_result_list_roots" => {
             format!("Found {} root(s)", roots(peer).await)
@@ -84,14 +79,9 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
                 sample(peer, "Generate a greeting", 50),
                 roots(peer),
             );
-            let greeting = greeting
-                .ok()
-                .and_then(|r| r["content"]["text"].as_str().map(str::to_owned));
-            let greeting = greeting.as_deref().unwrap_or("Hello there!");
-            format!(
-                "Name: {}; Greeting: {greeting}; Roots: {roots}",
-                field(&name, "name")
-            )
+            let greeting = sampled(&greeting).unwrap_or("Hello there!");
+            let name = field(&name, "name");
+            format!("Name: {name}; Greeting: {greeting}; Roots: {roots}")
         }
         "test_input_required_result_multi_round" => {
             let name = elicit(peer, "Step 1: What is your name?", "name").await;
@@ -109,11 +99,8 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
         "test_streaming_elicitation" => {
             let token = &params["_meta"]["progressToken"];
             if !token.is_null() {
-                peer.notify(
-                    "notifications/progress",
-                    json!({"progressToken": token,
-                    "progress": 50, "total": 100}),
-                );
+                let progress = json!({"progressToken": token, "progress": 50, "total": 100});
+                peer.notify("notifications/progress", progress);
             }
             // A 2026 client must get this as input_required, never as a request on the
             // call's stream.
@@ -123,11 +110,8 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
         "test_logging_tool" => {
             // Sent whatever the request's log level: the gateway drops it for a 2026
             // request that set none.
-            peer.notify(
-                "notifications/message",
-                json!({"level": "info",
-                "data": "Diagnostic trace logging activated"}),
-            );
+            let message = json!({"level": "info", "data": "Diagnostic trace logging activated"});
+            peer.notify("notifications/message", message);
             "Logging evaluated".to_owned()
         }
         "test_trigger_tool_change" | "test_trigger_prompt_change" => {
@@ -206,6 +190,11 @@ async fn sample(peer: &Peer, text: &str, max_tokens: u32) -> Result<Value, Strin
 async fn roots(peer: &Peer) -> usize {
     let listed = ask(peer, "roots", "roots/list", json!({})).await;
     listed.map_or(0, |r| r["roots"].as_array().map_or(0, Vec::len))
+}
+
+/// The text a sampling answered, if it did.
+fn sampled(asked: &Result<Value, String>) -> Option<&str> {
+    asked.as_ref().ok()?["content"]["text"].as_str()
 }
 
 /// The elicited `key`, as the reference reads it: "unknown" unless it is a string.

@@ -256,12 +256,15 @@ fn conformance_2026_passes_at_least_the_floor_and_2025_still_passes() {
     let gateway = HttpGateway::start(&fixture_config(&[]), &[]);
     let dir = TestDir::new("conformance-2026");
     let url = gateway.url("/mcp");
+    // Every check's outcome and message, one `checks.json` a scenario, kept on failure.
+    let results = dir.join("conformance-2026-results");
+    let results_arg = results.to_str().unwrap();
     let run = run_suite(
         &prefix_2026,
         &url,
         &dir,
         "conformance-2026",
-        &["--requirements", SPEC_2026],
+        &["--requirements", SPEC_2026, "-o", results_arg],
     );
     let scored: Vec<&Scenario> = run
         .scenarios
@@ -303,8 +306,10 @@ fn conformance_2026_passes_at_least_the_floor_and_2025_still_passes() {
     );
     assert!(
         passes(&scored) >= SCORED_PASSES_2026_FLOOR,
-        "{} scored {SPEC_2026} scenarios passed, below the floor of {SCORED_PASSES_2026_FLOOR}\n{}",
+        "{} scored {SPEC_2026} scenarios passed, below the floor of \
+         {SCORED_PASSES_2026_FLOOR} (each check in {})\n{}",
         passes(&scored),
+        results.display(),
         run.output
     );
     check_2025(&prefix_2025, &url, &dir, "same gateway, after the 2026 run");

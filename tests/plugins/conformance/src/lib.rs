@@ -1,4 +1,4 @@
-//! `conformance`: the tools of the conformance fixture (examples/conformance_server.rs)
+//! `conformance`: the tools of the conformance fixture (examples/conformance_server/)
 //! that the plugin WIT can serve, so the official MCP conformance suite can call them in
 //! a plugin (tests/gateway/conformance.rs). The fixture's other tools ask the client
 //! something mid-call (sampling, elicitation), which the WIT's `host` cannot do.

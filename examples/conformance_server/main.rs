@@ -12,20 +12,25 @@
 //!   and the template `test://template/{id}/data`, with subscriptions;
 //! - prompts `test_simple_prompt`, `test_prompt_with_arguments`,
 //!   `test_prompt_with_embedded_resource`, `test_prompt_with_image`;
-//! - `logging/setLevel`, `completion/complete` and `ping`.
+//! - `logging/setLevel`, `completion/complete` and `ping`;
+//! - the 2026-07-28 scenarios' diagnostic tools and prompt, written as a 2025-11-25
+//!   server would (scenarios_2026.rs), so a gateway translating between eras is tested
+//!   against a server of the old era only.
 //!
 //! Newline-delimited JSON-RPC on stdin/stdout, logs on stderr; every request is answered
 //! in its own task, so a call waiting on the client (sampling, elicitation) blocks nothing.
 //! It exits when stdin closes. No flags, no environment variables.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+mod peer;
+mod scenarios_2026;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
+
+use peer::{Failure, Peer};
 
 /// A 1x1 red PNG, the suite's own test image.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -33,20 +38,14 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 /// SEP-1613's schema with `$schema`, `$defs` and `additionalProperties`, which must reach
 /// clients as written; shared with the conformance plugin.
-const SEP1613_SCHEMA: &str = include_str!("../tests/plugins/conformance/sep1613_schema.json");
+const SEP1613_SCHEMA: &str = include_str!("../../tests/plugins/conformance/sep1613_schema.json");
 const VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// Between the notifications of the logging and progress tools: the suite checks that
 /// a client receives several messages spread over a call, not one burst.
 const STEP: Duration = Duration::from_millis(50);
 
-/// A JSON-RPC error: code and message.
-type Failure = (i64, String);
-
 struct Fixture {
-    out: mpsc::UnboundedSender<String>,
-    /// Our requests to the client (sampling, elicitation), waiting for their response.
-    pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Value>>>>,
-    next_id: AtomicU64,
+    peer: Peer,
 }
 
 fn main() {
@@ -69,9 +68,7 @@ async fn run() {
         }
     });
     let fixture: &'static Fixture = Box::leak(Box::new(Fixture {
-        out,
-        pending: Mutex::new(HashMap::new()),
-        next_id: AtomicU64::new(1),
+        peer: Peer::new(out),
     }));
     eprintln!("conformance_server: ready");
     let mut input = BufReader::new(input).lines();
@@ -87,7 +84,7 @@ async fn run() {
 impl Fixture {
     fn on_line(&'static self, line: &str) {
         let Ok(message) = serde_json::from_str::<Value>(line) else {
-            return self.send(json!({"jsonrpc": "2.0", "id": null,
+            return self.peer.send(json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": -32700, "message": "Parse error"}}));
         };
         let id = message.get("id").cloned();
@@ -100,55 +97,30 @@ impl Fixture {
                         Err((code, text)) => json!({"jsonrpc": "2.0", "id": id,
                             "error": {"code": code, "message": text}}),
                     };
-                    self.send(reply);
+                    self.peer.send(reply);
                 });
             }
             // Notifications (initialized, cancelled, ...) ask nothing of this server.
             (Some(_), None) => {}
-            (None, Some(id)) => self.on_response(&id, &message),
+            (None, Some(id)) => self.peer.on_response(&id, &message),
             (None, None) => eprintln!("conformance_server: ignored {line}"),
         }
     }
 
-    fn on_response(&self, id: &Value, message: &Value) {
-        let waiter = id
-            .as_u64()
-            .and_then(|id| self.pending.lock().unwrap().remove(&id));
-        let Some(waiter) = waiter else {
-            return eprintln!("conformance_server: response to unknown request {id}");
-        };
-        let _ = waiter.send(match message.get("error") {
-            Some(error) => Err(error.clone()),
-            None => Ok(message["result"].clone()),
-        });
-    }
-
-    fn send(&self, message: Value) {
-        // Fails only once the writer has stopped, when nobody is left to read it.
-        let _ = self.out.send(message.to_string());
-    }
-
-    fn notify(&self, method: &str, params: Value) {
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    /// Sends a request to the client and waits for its result (or its error).
-    async fn ask(&self, method: &str, params: Value) -> Result<Value, Value> {
-        let id = self.next_id.fetch_add(1, Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap().insert(id, tx);
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        rx.await
-            .unwrap_or_else(|_| Err(json!({"message": "no response"})))
-    }
-
     async fn handle(&self, method: &str, params: &Value) -> Result<Value, Failure> {
         match method {
-            "initialize" => Ok(initialize(params)),
+            "initialize" => {
+                self.peer.remember_capabilities(&params["capabilities"]);
+                Ok(initialize(params))
+            }
             "ping" | "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" => {
                 Ok(json!({}))
             }
-            "tools/list" => Ok(json!({ "tools": tools() })),
+            "tools/list" => {
+                let mut tools = tools();
+                tools.extend(scenarios_2026::tools());
+                Ok(json!({ "tools": tools }))
+            }
             "tools/call" => self.call(params).await,
             "resources/list" => Ok(json!({ "resources": resources() })),
             "resources/templates/list" => Ok(json!({"resourceTemplates": [{
@@ -156,7 +128,14 @@ impl Fixture {
                 "title": "Resource Template", "mimeType": "application/json",
                 "description": "A resource template with parameter substitution"}]})),
             "resources/read" => read(params["uri"].as_str().unwrap_or_default()),
-            "prompts/list" => Ok(json!({ "prompts": prompts() })),
+            "prompts/list" => {
+                let mut prompts = prompts();
+                prompts.push(scenarios_2026::prompt_listed());
+                Ok(json!({ "prompts": prompts }))
+            }
+            "prompts/get" if params["name"] == scenarios_2026::PROMPT => {
+                Ok(scenarios_2026::prompt(&self.peer).await)
+            }
             "prompts/get" => prompt(params),
             "completion/complete" => Ok(complete(params)),
             _ => Err((-32601, format!("Method not found: {method}"))),
@@ -198,7 +177,7 @@ impl Fixture {
                         tokio::time::sleep(STEP).await;
                     }
                     let data = format!("Tool execution {step}");
-                    self.notify(
+                    self.peer.notify(
                         "notifications/message",
                         json!({"level": "info", "data": data}),
                     );
@@ -213,7 +192,7 @@ impl Fixture {
                     }
                     // Without a token the client asked for no progress (the spec's rule).
                     if !token.is_null() {
-                        self.notify(
+                        self.peer.notify(
                             "notifications/progress",
                             json!({"progressToken": token, "progress": progress, "total": 100,
                                 "message": format!("Completed step {progress} of 100")}),
@@ -235,6 +214,7 @@ impl Fixture {
             "test_sampling" => {
                 let prompt = args["prompt"].as_str().unwrap_or_default();
                 let asked = self
+                    .peer
                     .ask(
                         "sampling/createMessage",
                         json!({"maxTokens": 100, "messages": [
@@ -266,7 +246,12 @@ impl Fixture {
             "json_schema_2020_12_tool" => vec![text(&format!(
                 "JSON Schema 2020-12 tool called with: {args}"
             ))],
-            _ => return Err((-32602, format!("Unknown tool: {name}"))),
+            _ => {
+                return match scenarios_2026::call(&self.peer, name, params).await {
+                    Some(result) => result,
+                    None => Err((-32602, format!("Unknown tool: {name}"))),
+                };
+            }
         };
         Ok(json!({ "content": content }))
     }
@@ -274,7 +259,7 @@ impl Fixture {
     /// Asks the client to elicit `schema`; its answer, as text content.
     async fn elicit(&self, message: &str, schema: Value) -> Value {
         let params = json!({"message": message, "requestedSchema": schema});
-        text(&match self.ask("elicitation/create", params).await {
+        text(&match self.peer.ask("elicitation/create", params).await {
             Ok(result) => format!(
                 "Elicitation completed: action={}, content={}",
                 result["action"].as_str().unwrap_or_default(),
@@ -408,20 +393,20 @@ fn read(uri: &str) -> Result<Value, Failure> {
     Ok(json!({ "contents": [content] }))
 }
 
-fn prompts() -> Value {
+fn prompts() -> Vec<Value> {
     let argument = |name: &str, description: &str| json!({"name": name, "description": description, "required": true});
-    json!([
-        {"name": "test_simple_prompt", "title": "Simple Test Prompt",
-            "description": "A simple prompt without arguments"},
-        {"name": "test_prompt_with_arguments", "title": "Prompt With Arguments",
+    vec![
+        json!({"name": "test_simple_prompt", "title": "Simple Test Prompt",
+            "description": "A simple prompt without arguments"}),
+        json!({"name": "test_prompt_with_arguments", "title": "Prompt With Arguments",
             "description": "A prompt with required arguments", "arguments":
-            [argument("arg1", "First test argument"), argument("arg2", "Second test argument")]},
-        {"name": "test_prompt_with_embedded_resource", "title": "Prompt With Embedded Resource",
+            [argument("arg1", "First test argument"), argument("arg2", "Second test argument")]}),
+        json!({"name": "test_prompt_with_embedded_resource", "title": "Prompt With Embedded Resource",
             "description": "A prompt that includes an embedded resource",
-            "arguments": [argument("resourceUri", "URI of the resource to embed")]},
-        {"name": "test_prompt_with_image", "title": "Prompt With Image",
-            "description": "A prompt that includes image content"},
-    ])
+            "arguments": [argument("resourceUri", "URI of the resource to embed")]}),
+        json!({"name": "test_prompt_with_image", "title": "Prompt With Image",
+            "description": "A prompt that includes image content"}),
+    ]
 }
 
 fn prompt(params: &Value) -> Result<Value, Failure> {

@@ -1,0 +1,204 @@
+//! The diagnostic tools and prompt of the suite's 2026-07-28 scenarios (its reference
+//! server, `everything-server.ts`), in their 2025-11-25 form: where the reference answers
+//! `input_required` and reads `inputResponses` on the retry, these ask the client mid-call
+//! (`elicitation/create`, `sampling/createMessage`, `roots/list`) and end with the same
+//! final text. A gateway that translates between eras is tested against them: the fixture
+//! itself speaks 2025-11-25 only.
+
+use serde_json::{Value, json};
+
+use crate::peer::{Failure, Peer};
+
+/// The MRTR prompt (`input-required-result-non-tool-request`).
+pub const PROMPT: &str = "test_input_required_result_prompt";
+
+/// The tools, as `tools/list` shows them: none takes arguments.
+#[rustfmt::skip] // one tool a line reads as a table
+pub fn tools() -> Vec<Value> {
+    [
+        ("test_missing_capability", "Test tool requiring sampling"),
+        ("test_input_required_result_elicitation", "MRTR: asks the client's name (elicitation)"),
+        ("test_input_required_result_sampling", "MRTR: asks the client's model (sampling)"),
+        ("test_input_required_result_list_roots", "MRTR: asks the client's roots"),
+        ("test_input_required_result_request_state", "MRTR: asks for a confirmation"),
+        ("test_input_required_result_multiple_inputs", "MRTR: elicit, sample, list roots at once"),
+        ("test_input_required_result_multi_round", "MRTR: two elicitations, one after the other"),
+        ("test_input_required_result_tampered_state", "MRTR: asks to confirm (state integrity)"),
+        ("test_input_required_result_capabilities", "MRTR: asks only what the client declared"),
+        ("test_streaming_elicitation", "Reports progress, then elicits, within one call"),
+        ("test_logging_tool", "Sends a log message during the call"),
+        ("test_trigger_tool_change", "Sends notifications/tools/list_changed"),
+        ("test_trigger_prompt_change", "Sends notifications/prompts/list_changed"),
+    ]
+    .iter()
+    .map(|(name, description)| json!({"name": name, "description": description,
+        "inputSchema": {"type": "object", "properties": {}}}))
+    .collect()
+}
+
+/// [`PROMPT`] as `prompts/list` shows it.
+pub fn prompt_listed() -> Value {
+    json!({"name": PROMPT, "description": "MRTR: prompt that requires elicitation input"})
+}
+
+/// `prompts/get` of [`PROMPT`]: the context it elicits, in the prompt's one message.
+pub async fn prompt(peer: &Peer) -> Value {
+    let asked = elicit(peer, "What context should the prompt use?", "context").await;
+    let context = field(&asked, "context");
+    let message = json!({"type": "text", "text": format!("Prompt with context: {context}")});
+    json!({"messages": [{"role": "user", "content": message}]})
+}
+
+/// `tools/call` of one of [`tools`]; `None` for another name.
+pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Value, Failure>> {
+    let text = match name {
+        "test_missing_capability" => match sample(peer, "Test tool requiring sampling", 10).await {
+            Ok(_) => "Success".to_owned(),
+            Err(error) => return Some(Ok(failed(&error))),
+        },
+        "test_input_required_result_elicitation" => {
+            let asked = elicit(peer, "What is your name?", "name").await;
+            format!("Hello, {}!", field(&asked, "name"))
+        }
+        "test_input_required_result_sampling" => {
+            let asked = sample(peer, "What is the capital of France?", 100).await;
+            let text = sampled(&asked).unwrap_or("no response");
+            format!("Sampling result: {text}")
+        }
+        "test_input_required_result_list_roots" => {
+            format!("Found {} root(s)", roots(peer).await)
+        }
+        "test_input_required_result_request_state" => match confirm(peer).await {
+            true => "state-ok: requestState validated".to_owned(),
+            false => return Some(Ok(failed("the client did not confirm"))),
+        },
+        "test_input_required_result_multiple_inputs" => {
+            // All three at once: the 2025 analogue of one result with three inputRequests.
+            let (name, greeting, roots) = tokio::join!(
+                elicit(peer, "What is your name?", "name"),
+                sample(peer, "Generate a greeting", 50),
+                roots(peer),
+            );
+            let greeting = sampled(&greeting).unwrap_or("Hello there!");
+            let name = field(&name, "name");
+            format!("Name: {name}; Greeting: {greeting}; Roots: {roots}")
+        }
+        "test_input_required_result_multi_round" => {
+            let name = elicit(peer, "Step 1: What is your name?", "name").await;
+            let color = elicit(peer, "Step 2: What is your favorite color?", "color").await;
+            let (name, color) = (field(&name, "name"), field(&color, "color"));
+            format!("Multi-round complete for {name} who likes {color}")
+        }
+        // The 2026 form signs its requestState; here the gateway's handle is what a tamper
+        // must break, so the tool itself only asks.
+        "test_input_required_result_tampered_state" => match confirm(peer).await {
+            true => "integrity-ok: state verified".to_owned(),
+            false => return Some(Ok(failed("the client did not confirm"))),
+        },
+        "test_input_required_result_capabilities" => capabilities(peer).await,
+        "test_streaming_elicitation" => {
+            let token = &params["_meta"]["progressToken"];
+            if !token.is_null() {
+                let progress = json!({"progressToken": token, "progress": 50, "total": 100});
+                peer.notify("notifications/progress", progress);
+            }
+            // A 2026 client must get this as input_required, never as a request on the
+            // call's stream.
+            let _ = elicit(peer, "Continue streaming?", "continue").await;
+            "Streaming complete".to_owned()
+        }
+        "test_logging_tool" => {
+            // Sent whatever the request's log level: the gateway drops it for a 2026
+            // request that set none.
+            let message = json!({"level": "info", "data": "Diagnostic trace logging activated"});
+            peer.notify("notifications/message", message);
+            "Logging evaluated".to_owned()
+        }
+        "test_trigger_tool_change" | "test_trigger_prompt_change" => {
+            let list = if name == "test_trigger_tool_change" {
+                "tools"
+            } else {
+                "prompts"
+            };
+            peer.notify(&format!("notifications/{list}/list_changed"), json!({}));
+            "Mutation triggered".to_owned()
+        }
+        _ => return None,
+    };
+    Some(Ok(json!({"content": [{"type": "text", "text": text}]})))
+}
+
+/// Sampling first, then elicitation, each only if the client declared it; the keys the
+/// reference uses for what was answered.
+async fn capabilities(peer: &Peer) -> String {
+    let mut received = Vec::new();
+    if peer.declared("sampling") && sample(peer, "Sample request", 50).await.is_ok() {
+        received.push("sample_input");
+    }
+    if peer.declared("elicitation") {
+        let asked = elicit(peer, "Elicitation input", "value").await;
+        if asked.is_ok() {
+            received.push("elicit_input");
+        }
+    }
+    match received.is_empty() {
+        true => "No supported capabilities declared".to_owned(),
+        false => format!("capabilities-ok: received {}", received.join(",")),
+    }
+}
+
+/// A tool result with `isError`: what went wrong asking the client.
+fn failed(why: &str) -> Value {
+    json!({"content": [{"type": "text", "text": why}], "isError": true})
+}
+
+/// Asks the client, if it declared `capability` at `initialize`; the error says why not.
+async fn ask(peer: &Peer, capability: &str, method: &str, params: Value) -> Result<Value, String> {
+    if !peer.declared(capability) {
+        return Err(format!("the client did not declare {capability}"));
+    }
+    peer.ask(method, params)
+        .await
+        .map_err(|error| format!("{method} failed: {}", error["message"]))
+}
+
+/// Elicits one string `property`.
+async fn elicit(peer: &Peer, message: &str, property: &str) -> Result<Value, String> {
+    let schema = json!({"type": "object", "properties": {property: {"type": "string"}},
+        "required": [property]});
+    let params = json!({"message": message, "requestedSchema": schema});
+    ask(peer, "elicitation", "elicitation/create", params).await
+}
+
+/// Elicits a boolean `ok`; whether the client accepted with `ok: true`.
+async fn confirm(peer: &Peer) -> bool {
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"]});
+    let params = json!({"message": "Please confirm", "requestedSchema": schema});
+    let answer = ask(peer, "elicitation", "elicitation/create", params).await;
+    answer.is_ok_and(|r| r["action"] == "accept" && r["content"]["ok"] == true)
+}
+
+/// Samples one user message.
+async fn sample(peer: &Peer, text: &str, max_tokens: u32) -> Result<Value, String> {
+    let message = json!({"role": "user", "content": {"type": "text", "text": text}});
+    let params = json!({"messages": [message], "maxTokens": max_tokens});
+    ask(peer, "sampling", "sampling/createMessage", params).await
+}
+
+/// How many roots the client lists (none when it cannot).
+async fn roots(peer: &Peer) -> usize {
+    let listed = ask(peer, "roots", "roots/list", json!({})).await;
+    listed.map_or(0, |r| r["roots"].as_array().map_or(0, Vec::len))
+}
+
+/// The text a sampling answered, if it did.
+fn sampled(asked: &Result<Value, String>) -> Option<&str> {
+    asked.as_ref().ok()?["content"]["text"].as_str()
+}
+
+/// The elicited `key`, as the reference reads it: "unknown" unless it is a string.
+fn field(asked: &Result<Value, String>, key: &str) -> String {
+    let value = asked.as_ref().ok().and_then(|r| r["content"][key].as_str());
+    value.unwrap_or("unknown").to_owned()
+}

@@ -230,7 +230,7 @@ fn check_gateway(label: &str, config: &str, ready: impl FnOnce(&HttpGateway)) {
 
 /// `[servers.conformance]` running the fixture, its tools unprefixed as the suite calls
 /// them, with `extra` lines.
-fn fixture_config(extra: &[&str]) -> String {
+pub(crate) fn fixture_config(extra: &[&str]) -> String {
     let fixture = fixture_server();
     let mut lines = vec![r#"namespace = """#];
     lines.extend_from_slice(extra);

@@ -519,3 +519,44 @@ fn a_stateless_request_over_stdio_is_cancelled_by_notification() {
             .is_none()
     );
 }
+
+/// The official Python SDK's `Client` through the HTTP front to a stdio server that speaks
+/// only the session era: `auto` (which asks `server/discover` first) and a pin to
+/// 2026-07-28 speak the stateless era to the gateway, `legacy` the session era, and each
+/// sees the same lists, call, read, prompt and progress.
+#[test]
+fn the_python_sdk_client_speaks_either_era_through_the_gateway() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let gateway = HttpGateway::start(&crate::conformance::fixture_config(&[]), &[]);
+    let url = gateway.url("/mcp");
+    let modes = [
+        ("auto", VERSION),
+        (VERSION, VERSION),
+        ("legacy", "2025-11-25"),
+    ];
+    let mut args = vec!["eras", url.as_str()];
+    args.extend(modes.iter().map(|(mode, _)| *mode));
+    let seen = crate::third_party::run_sdk_client(&python, &args, &[]);
+    let seen = seen.as_array().expect("one object per mode");
+    assert_eq!(seen.len(), modes.len(), "{seen:?}");
+    for (got, (mode, version)) in seen.iter().zip(modes) {
+        assert_eq!(got["mode"], mode, "{got}");
+        assert_eq!(got["version"], version, "{got}");
+        let tools = got["tools"].as_array().unwrap();
+        assert!(tools.contains(&json!("test_simple_text")), "{got}");
+        assert_eq!(got["call"], "This is a simple text response for testing.");
+        assert_eq!(
+            got["read"],
+            "This is the content of the static text resource."
+        );
+        assert_eq!(got["prompt"], "This is a simple prompt for testing.");
+        let progress: Vec<f64> = (got["progress"].as_array().unwrap().iter())
+            .filter_map(Value::as_f64)
+            .collect();
+        assert_eq!(progress, [0.0, 50.0, 100.0], "{got}");
+        assert_eq!(got["slow_is_error"], false, "{got}");
+    }
+    assert!(!gateway.stderr().contains("panicked"));
+}

@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use super::*;
+use super::{Config, ConfigError, from_json_str, from_toml_str};
 use crate::test_support::TempDir;
 
 const LONG: &str = "0123456789abcdef-long";

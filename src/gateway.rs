@@ -25,6 +25,7 @@ use crate::config::Config;
 use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol;
+use crate::relay::Relay;
 use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
 
@@ -63,6 +64,8 @@ pub struct Gateway {
     exclusive: exclusive::ExclusiveTurns,
     /// What a front other than stdio reports in `gateway_status` (the HTTP listener).
     front_status: Mutex<Option<FrontStatus>>,
+    /// Stateless calls waiting between the rounds of their `input_required` exchange.
+    pub relay: Relay,
     pub started: Instant,
     pub started_at: DateTime<Utc>,
     /// Each plugin event once the catalog shows it: `wasmgate dev` times its swaps by them.
@@ -93,6 +96,7 @@ impl Gateway {
             to_gateway,
             rebuild: Mutex::default(),
             front_status: Mutex::new(None),
+            relay: Relay::new(),
             calls_in_flight: Mutex::new(HashMap::new()),
             next_call: std::sync::atomic::AtomicU64::new(0),
             exclusive: Default::default(),

@@ -11,6 +11,8 @@
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
 //! - `reload`: config file watching.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
+//! - `relay`: what is kept of a client's requests beyond one message: stateless calls
+//!   parked between the rounds of their `input_required` exchange.
 //! - `catalog`: the snapshot of every backend's tools, prompts and resources under their
 //!   served names, and where each name routes.
 //! - `backend`: subprocess MCP servers (`backend::process`), remote ones over HTTP
@@ -47,6 +49,7 @@ pub mod pipe;
 pub mod plugin;
 pub mod plugin_cli;
 pub mod protocol;
+pub mod relay;
 pub mod reload;
 pub mod router;
 pub mod schema;

@@ -2,17 +2,20 @@
 //! what it negotiated, the log level and lists it asked for, and the requests forwarded to it
 //! on a server's behalf. A session makes one; the gateway, router and backends hold it.
 
+mod handoff;
+
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::pipe::outbox::Outbox;
 use crate::protocol::methods;
 use crate::protocol::{self, RpcError};
+pub use handoff::{Ask, Handoff};
 
 /// What a client said about itself at `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -69,12 +72,19 @@ pub struct ClientPeer {
     /// A stateless request's call needed a capability the request did not declare: the
     /// error the request then ends with, whatever the server made of it.
     missing_capability: Mutex<Option<RpcError>>,
+    /// A stateless peer's output, which a retry can take over (see [`Handoff`]).
+    handoff: Option<Handoff>,
+    /// Where a server's requests to a stateless client go to become an `input_required`
+    /// result; `None` where the request's method cannot have one.
+    asks: Mutex<Option<mpsc::UnboundedSender<Ask>>>,
+    /// Its call waits between the rounds of an `input_required` exchange.
+    parked: AtomicBool,
 }
 
 /// Who a client is: the token it authenticated with, the profile whose view it gets, and
 /// whether it is the operator. A transport knows it; each request's `RequestContext`
 /// carries it, resolved, to what the request does.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Principal {
     /// The name of the HTTP bearer token it authenticated with.
     pub token: Option<Arc<str>>,
@@ -133,6 +143,9 @@ impl ClientPeer {
             principal: OnceLock::new(),
             stateless: false,
             missing_capability: Mutex::new(None),
+            handoff: None,
+            asks: Mutex::new(None),
+            parked: AtomicBool::new(false),
         }
     }
 
@@ -145,9 +158,11 @@ impl ClientPeer {
         info: Value,
         log_rank: Option<u8>,
     ) -> ClientPeer {
+        let handoff = Handoff::new(Arc::new(out));
         let peer = ClientPeer {
             stateless: true,
-            ..ClientPeer::new(out)
+            handoff: Some(handoff.clone()),
+            ..ClientPeer::new(handoff)
         };
         peer.set_principal(principal);
         let _ = peer.initialized(protocol::modern::MODERN_VERSION, capabilities, info);
@@ -160,6 +175,41 @@ impl ClientPeer {
     /// Whether this is the peer of one stateless request ([`Self::stateless`]).
     pub fn is_stateless(&self) -> bool {
         self.stateless
+    }
+
+    /// A stateless peer's output, which a retry takes over.
+    pub fn handoff(&self) -> Option<&Handoff> {
+        self.handoff.as_ref()
+    }
+
+    /// From now on a server's request to this stateless client is sent to `asks`, to be
+    /// put to the client in an `input_required` result.
+    pub fn accept_asks(&self, asks: mpsc::UnboundedSender<Ask>) {
+        *self.asks.lock().unwrap() = Some(asks);
+    }
+
+    /// Marks the call waiting for (or no longer waiting for) its client's retry.
+    pub fn set_parked(&self, parked: bool) {
+        self.parked.store(parked, Ordering::Release);
+    }
+
+    /// Whether its call waits for its client's retry (so a server's request now is not its).
+    pub fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
+    }
+
+    /// A retry carries this stateless call on: what the retry's `_meta` declared (its
+    /// capabilities, client info, log level) stands from now on.
+    pub fn carry_on_from(&self, retry: &ClientPeer) {
+        let declared = retry.client.lock().unwrap().clone();
+        {
+            let mut client = self.client.lock().unwrap();
+            client.capabilities = declared.capabilities;
+            client.info = declared.info;
+        }
+        self.log_level
+            .store(retry.log_level.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.missing_capability.lock().unwrap().take();
     }
 
     /// Says who the client is, once, before its first request.
@@ -335,7 +385,7 @@ impl ClientPeer {
         related: Option<&Arc<str>>,
     ) -> Result<Value, RpcError> {
         if self.stateless {
-            return Err(self.stateless_refusal(method));
+            return self.ask(method, params).await;
         }
         let id = self.next_request_id.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
@@ -413,16 +463,36 @@ impl ClientPeer {
         self.missing_capability.lock().unwrap().take()
     }
 
-    /// What a server's request to a stateless client that declared the capability gets,
-    /// until such requests are translated into `input_required` results.
-    fn stateless_refusal(&self, method: &str) -> RpcError {
-        RpcError::new(
-            protocol::INTERNAL_ERROR,
-            format!(
-                "{method} cannot reach a {} client yet",
-                protocol::modern::MODERN_VERSION
-            ),
-        )
+    /// A server's request to a stateless client: it waits for the client's retry to
+    /// answer it. The exchange bounds the wait (the handle's expiry gives the call up).
+    async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        let refused = || {
+            RpcError::new(
+                protocol::INTERNAL_ERROR,
+                format!(
+                    "{method} cannot reach this {} request: its method has no input_required result",
+                    protocol::modern::MODERN_VERSION
+                ),
+            )
+        };
+        let Some(asks) = self.asks.lock().unwrap().clone() else {
+            return Err(refused());
+        };
+        let (reply, answer) = oneshot::channel();
+        let ask = Ask {
+            method: method.to_string(),
+            params,
+            reply,
+        };
+        if asks.send(ask).is_err() {
+            return Err(refused());
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(RpcError::new(
+                protocol::INTERNAL_ERROR,
+                format!("the client did not retry to answer {method}"),
+            ))
+        })
     }
 
     /// The client's answer to a request forwarded to it.

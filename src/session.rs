@@ -6,6 +6,7 @@
 mod batch;
 mod bounds;
 mod lifecycle;
+mod mrtr;
 pub mod stateless;
 
 use std::collections::HashMap;
@@ -304,6 +305,9 @@ impl Session {
         let uri = stateless
             .then(|| params.as_ref()?.get("uri")?.as_str().map(str::to_string))
             .flatten();
+        if stateless && mrtr::may_need_input(method) {
+            return self.exchange(key, method, params, uri).await;
+        }
         let context = RequestContext::new(&self.gateway, self.peer.clone(), Some(key.clone()));
         let answer = Router::new(&self.gateway)
             .dispatch(&context, method, params)

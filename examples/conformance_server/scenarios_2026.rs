@@ -9,6 +9,9 @@ use serde_json::{Value, json};
 
 use crate::peer::{Failure, Peer};
 
+/// Where a request's `_meta` names its `inputRequests` key (wasmgate's convention).
+const INPUT_KEY: &str = "dev.wasmgate/inputKey";
+
 /// The MRTR prompt (`input-required-result-non-tool-request`).
 pub const PROMPT: &str = "test_input_required_result_prompt";
 
@@ -43,7 +46,13 @@ pub fn prompt_listed() -> Value {
 
 /// `prompts/get` of [`PROMPT`]: the context it elicits, in the prompt's one message.
 pub async fn prompt(peer: &Peer) -> Value {
-    let asked = elicit(peer, "What context should the prompt use?", "context").await;
+    let asked = elicit(
+        peer,
+        "user_context",
+        "What context should the prompt use?",
+        "context",
+    )
+    .await;
     let context = field(&asked, "context");
     let message = json!({"type": "text", "text": format!("Prompt with context: {context}")});
     json!({"messages": [{"role": "user", "content": message}]})
@@ -52,21 +61,29 @@ pub async fn prompt(peer: &Peer) -> Value {
 /// `tools/call` of one of [`tools`]; `None` for another name.
 pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Value, Failure>> {
     let text = match name {
-        "test_missing_capability" => match sample(peer, "Test tool requiring sampling", 10).await {
-            Ok(_) => "Success".to_owned(),
-            Err(error) => return Some(Ok(failed(&error))),
-        },
+        "test_missing_capability" => {
+            match sample(peer, "sample", "Test tool requiring sampling", 10).await {
+                Ok(_) => "Success".to_owned(),
+                Err(error) => return Some(Ok(failed(&error))),
+            }
+        }
         "test_input_required_result_elicitation" => {
-            let asked = elicit(peer, "What is your name?", "name").await;
+            let asked = elicit(peer, "user_name", "What is your name?", "name").await;
             format!("Hello, {}!", field(&asked, "name"))
         }
         "test_input_required_result_sampling" => {
-            let asked = sample(peer, "What is the capital of France?", 100).await;
+            let asked = sample(
+                peer,
+                "capital_question",
+                "What is the capital of France?",
+                100,
+            )
+            .await;
             let text = sampled(&asked).unwrap_or("no response");
             format!("Sampling result: {text}")
         }
         "test_input_required_result_list_roots" => {
-            format!("Found {} root(s)", roots(peer).await)
+            format!("Found {} root(s)", roots(peer, "client_roots").await)
         }
         "test_input_required_result_request_state" => match confirm(peer).await {
             true => "state-ok: requestState validated".to_owned(),
@@ -75,17 +92,23 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
         "test_input_required_result_multiple_inputs" => {
             // All three at once: the 2025 analogue of one result with three inputRequests.
             let (name, greeting, roots) = tokio::join!(
-                elicit(peer, "What is your name?", "name"),
-                sample(peer, "Generate a greeting", 50),
-                roots(peer),
+                elicit(peer, "user_name", "What is your name?", "name"),
+                sample(peer, "greeting", "Generate a greeting", 50),
+                roots(peer, "client_roots"),
             );
             let greeting = sampled(&greeting).unwrap_or("Hello there!");
             let name = field(&name, "name");
             format!("Name: {name}; Greeting: {greeting}; Roots: {roots}")
         }
         "test_input_required_result_multi_round" => {
-            let name = elicit(peer, "Step 1: What is your name?", "name").await;
-            let color = elicit(peer, "Step 2: What is your favorite color?", "color").await;
+            let name = elicit(peer, "user_name", "Step 1: What is your name?", "name").await;
+            let color = elicit(
+                peer,
+                "favorite_color",
+                "Step 2: What is your favorite color?",
+                "color",
+            )
+            .await;
             let (name, color) = (field(&name, "name"), field(&color, "color"));
             format!("Multi-round complete for {name} who likes {color}")
         }
@@ -104,7 +127,7 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
             }
             // A 2026 client must get this as input_required, never as a request on the
             // call's stream.
-            let _ = elicit(peer, "Continue streaming?", "continue").await;
+            let _ = elicit(peer, "continue", "Continue streaming?", "continue").await;
             "Streaming complete".to_owned()
         }
         "test_logging_tool" => {
@@ -132,11 +155,15 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
 /// reference uses for what was answered.
 async fn capabilities(peer: &Peer) -> String {
     let mut received = Vec::new();
-    if peer.declared("sampling") && sample(peer, "Sample request", 50).await.is_ok() {
+    if peer.declared("sampling")
+        && sample(peer, "sample_input", "Sample request", 50)
+            .await
+            .is_ok()
+    {
         received.push("sample_input");
     }
     if peer.declared("elicitation") {
-        let asked = elicit(peer, "Elicitation input", "value").await;
+        let asked = elicit(peer, "elicit_input", "Elicitation input", "value").await;
         if asked.is_ok() {
             received.push("elicit_input");
         }
@@ -153,21 +180,30 @@ fn failed(why: &str) -> Value {
 }
 
 /// Asks the client, if it declared `capability` at `initialize`; the error says why not.
-async fn ask(peer: &Peer, capability: &str, method: &str, params: Value) -> Result<Value, String> {
+/// `key` names the request as the reference's `inputRequests` key does: a gateway that
+/// turns the request into an `input_required` result uses it (`_meta`).
+async fn ask(
+    peer: &Peer,
+    capability: &str,
+    key: &str,
+    method: &str,
+    mut params: Value,
+) -> Result<Value, String> {
     if !peer.declared(capability) {
         return Err(format!("the client did not declare {capability}"));
     }
+    params["_meta"] = json!({ INPUT_KEY: key });
     peer.ask(method, params)
         .await
         .map_err(|error| format!("{method} failed: {}", error["message"]))
 }
 
 /// Elicits one string `property`.
-async fn elicit(peer: &Peer, message: &str, property: &str) -> Result<Value, String> {
+async fn elicit(peer: &Peer, key: &str, message: &str, property: &str) -> Result<Value, String> {
     let schema = json!({"type": "object", "properties": {property: {"type": "string"}},
         "required": [property]});
     let params = json!({"message": message, "requestedSchema": schema});
-    ask(peer, "elicitation", "elicitation/create", params).await
+    ask(peer, "elicitation", key, "elicitation/create", params).await
 }
 
 /// Elicits a boolean `ok`; whether the client accepted with `ok: true`.
@@ -175,20 +211,27 @@ async fn confirm(peer: &Peer) -> bool {
     let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
         "required": ["ok"]});
     let params = json!({"message": "Please confirm", "requestedSchema": schema});
-    let answer = ask(peer, "elicitation", "elicitation/create", params).await;
+    let answer = ask(
+        peer,
+        "elicitation",
+        "confirmation",
+        "elicitation/create",
+        params,
+    )
+    .await;
     answer.is_ok_and(|r| r["action"] == "accept" && r["content"]["ok"] == true)
 }
 
 /// Samples one user message.
-async fn sample(peer: &Peer, text: &str, max_tokens: u32) -> Result<Value, String> {
+async fn sample(peer: &Peer, key: &str, text: &str, max_tokens: u32) -> Result<Value, String> {
     let message = json!({"role": "user", "content": {"type": "text", "text": text}});
     let params = json!({"messages": [message], "maxTokens": max_tokens});
-    ask(peer, "sampling", "sampling/createMessage", params).await
+    ask(peer, "sampling", key, "sampling/createMessage", params).await
 }
 
 /// How many roots the client lists (none when it cannot).
-async fn roots(peer: &Peer) -> usize {
-    let listed = ask(peer, "roots", "roots/list", json!({})).await;
+async fn roots(peer: &Peer, key: &str) -> usize {
+    let listed = ask(peer, "roots", key, "roots/list", json!({})).await;
     listed.map_or(0, |r| r["roots"].as_array().map_or(0, Vec::len))
 }
 

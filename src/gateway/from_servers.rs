@@ -258,6 +258,9 @@ impl Gateway {
             return Ok(None);
         };
         if live.iter().any(|(peer, _)| !Arc::ptr_eq(peer, &newest)) {
+            if let Some(asker) = the_active_one(&live) {
+                return Ok(Some(asker));
+            }
             return Err(RpcError::new(
                 protocol::INVALID_REQUEST,
                 format!(
@@ -321,4 +324,16 @@ impl Gateway {
             )
             .await
     }
+}
+
+/// With calls of several clients in flight to a server: the one client whose calls are not
+/// parked (waiting for their client's retry, so blocked on the client and asking nothing
+/// now), when every parked one is of the same principal, so no request can reach another
+/// principal's client.
+fn the_active_one(live: &[Asker]) -> Option<Asker> {
+    let mut active = live.iter().filter(|(peer, _)| !peer.is_parked());
+    let (asker, request) = active.next_back()?;
+    let one_client = active.all(|(peer, _)| Arc::ptr_eq(peer, asker));
+    let one_principal = (live.iter()).all(|(peer, _)| peer.principal() == asker.principal());
+    (one_client && one_principal).then(|| (asker.clone(), request.clone()))
 }

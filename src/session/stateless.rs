@@ -146,6 +146,22 @@ pub(super) fn finish(
     result
         .entry("resultType")
         .or_insert_with(|| Value::String("complete".into()));
+    stamp_server_info(gateway, result);
+    if modern::CACHEABLE.contains(&method) {
+        // What a profile or a token sees is its own; the gateway re-reads its servers, so
+        // it promises no freshness.
+        let private = principal.profile.is_some() || principal.token.is_some();
+        result.insert("ttlMs".into(), json!(0));
+        result.insert(
+            "cacheScope".into(),
+            json!(if private { "private" } else { "public" }),
+        );
+    }
+    Ok(Reply::from(value))
+}
+
+/// Puts the gateway's identity in a stateless result's `_meta`.
+pub(super) fn stamp_server_info(gateway: &Gateway, result: &mut Map<String, Value>) {
     let meta = result
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
@@ -158,15 +174,4 @@ pub(super) fn finish(
             }),
         );
     }
-    if modern::CACHEABLE.contains(&method) {
-        // What a profile or a token sees is its own; the gateway re-reads its servers, so
-        // it promises no freshness.
-        let private = principal.profile.is_some() || principal.token.is_some();
-        result.insert("ttlMs".into(), json!(0));
-        result.insert(
-            "cacheScope".into(),
-            json!(if private { "private" } else { "public" }),
-        );
-    }
-    Ok(Reply::from(value))
 }

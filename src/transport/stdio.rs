@@ -178,9 +178,12 @@ impl Beside {
                     .unwrap()
                     .insert(key.clone(), own.clone());
                 let running_now = self.running.clone();
+                let out = self.out.clone();
                 run_or_spawn(async move {
+                    // Straight out: the peer's output may have been handed to a retry
+                    // (an `input_required` answer leaves the call waiting for one).
                     if let Some(line) = running.await {
-                        own.send_line(line);
+                        out.send_related(line, None);
                     }
                     own.close();
                     let mut now = running_now.lock().unwrap();

@@ -19,6 +19,7 @@ mod front_bounds;
 mod fuzz;
 mod hardening;
 mod http_front;
+mod input_required;
 mod instances;
 mod lifecycle;
 mod modern_front;

@@ -14,7 +14,7 @@ const VERSION: &str = "2026-07-28";
 const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The `_meta` a stateless request carries, with `extra` keys added.
-fn meta(extra: Value) -> Value {
+pub(crate) fn meta(extra: Value) -> Value {
     let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -27,7 +27,7 @@ fn meta(extra: Value) -> Value {
 }
 
 /// A request whose params get the stateless `_meta` (unless they hold one already).
-fn request(id: u64, method: &str, mut params: Value) -> Value {
+pub(crate) fn request(id: u64, method: &str, mut params: Value) -> Value {
     if params.get("_meta").is_none() {
         params["_meta"] = meta(json!({}));
     }
@@ -51,7 +51,12 @@ fn mirrors(body: &Value) -> Vec<(String, String)> {
 }
 
 /// POSTs `body` with `headers` (pairs replace the conformant ones of the same name).
-async fn post(conn: &mut Conn, path: &str, body: &Value, replace: &[(&str, &str)]) -> Reply {
+pub(crate) async fn post(
+    conn: &mut Conn,
+    path: &str,
+    body: &Value,
+    replace: &[(&str, &str)],
+) -> Reply {
     let mut headers = mirrors(body);
     headers.retain(|(name, _)| !replace.iter().any(|(r, _)| r == name));
     headers.extend(replace.iter().map(|(n, v)| (n.to_string(), v.to_string())));

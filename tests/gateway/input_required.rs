@@ -1,0 +1,325 @@
+//! A 2026-07-28 client and a server of the session era: the server's requests during a call
+//! (elicitation, sampling, roots) reach the client as an `input_required` result, and its
+//! retry, with the gateway's `requestState` handle, answers them and carries the same call
+//! on. What the retry must prove (its handle, its principal, its request) is checked before
+//! anything of it reaches the server.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::http_client::{Conn, HttpGateway, runtime};
+use crate::http_front::with_example;
+use crate::modern_front::{meta, post, request};
+
+const WAIT: Duration = Duration::from_secs(20);
+const TOKEN_A: &str = "token-of-alice-0123456789";
+const TOKEN_B: &str = "token-of-bob-0123456789ab";
+
+/// `_meta` declaring `capabilities`.
+fn declaring(capabilities: Value) -> Value {
+    meta(json!({"io.modelcontextprotocol/clientCapabilities": capabilities}))
+}
+
+/// A `tools/call` of the example server's `tool` by a client that declares `capabilities`,
+/// with `extra` params (`inputResponses`, `requestState`).
+fn call(id: u64, tool: &str, arguments: Value, capabilities: Value, extra: Value) -> Value {
+    let mut params = json!({"name": format!("ex__{tool}"), "arguments": arguments,
+        "_meta": declaring(capabilities)});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    request(id, "tools/call", params)
+}
+
+/// POSTs `body` with `token` (if any) and returns its JSON-RPC answer.
+async fn answer(conn: &mut Conn, body: &Value, token: Option<&str>) -> Value {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let auth: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|b| ("authorization", b.as_str()))
+        .collect();
+    let reply = post(conn, "/mcp", body, &auth).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply.answer()
+}
+
+/// The `input_required` result in `answer`, checked for its shape: one request, of
+/// `method`, under `key`, and a handle of the gateway's.
+fn input_required(answer: &Value, key: &str, method: &str) -> (Value, String) {
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "input_required", "{answer}");
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.keys().collect::<Vec<_>>(), [key], "{answer}");
+    assert_eq!(requests[key]["method"], method, "{answer}");
+    // What the gateway keyed it by is not passed on.
+    assert!(
+        requests[key]["params"]["_meta"]
+            .get("dev.wasmgate/inputKey")
+            .is_none()
+    );
+    assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none());
+    let state = result["requestState"].as_str().expect("requestState");
+    assert!(state.starts_with("wg1."), "{state}");
+    (requests[key]["params"].clone(), state.to_string())
+}
+
+/// `[http]` tokens for alice and bob, who see the same servers.
+fn two_tokens() -> String {
+    format!(
+        "[http]\ntokens = [\n  {{ name = \"alice\", token = \"{TOKEN_A}\" }},\n  \
+         {{ name = \"bob\", token = \"{TOKEN_B}\" }},\n]\n"
+    )
+}
+
+fn accept(name: &str) -> Value {
+    json!({"action": "accept", "content": {"name": name}})
+}
+
+#[test]
+fn a_servers_requests_come_as_input_required_and_the_retry_answers_them() {
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        let caps = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+        let first = call(
+            1,
+            "elicit",
+            json!({"message": "Your name?"}),
+            caps.clone(),
+            json!({}),
+        );
+        let (asked, state) = input_required(
+            &answer(&mut conn, &first, None).await,
+            "elicitation-1",
+            "elicitation/create",
+        );
+        assert_eq!(asked["message"], "Your name?");
+        let retry = call(
+            2,
+            "elicit",
+            json!({"message": "Your name?"}),
+            caps.clone(),
+            json!({"inputResponses": {"elicitation-1": accept("Ada")}, "requestState": state}),
+        );
+        let done = answer(&mut conn, &retry, None).await;
+        assert_eq!(done["id"], 2, "{done}");
+        assert_eq!(done["result"]["resultType"], "complete", "{done}");
+        let text = done["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("\"Ada\""), "{done}");
+
+        // Answers given up front answer the server at once: no round trip.
+        let up_front = call(
+            3,
+            "sample",
+            json!({"prompt": "hi"}),
+            caps.clone(),
+            json!({
+            "inputResponses": {"sampling-1": {"role": "assistant", "model": "m",
+                "content": {"type": "text", "text": "sampled"}}}}),
+        );
+        let done = answer(&mut conn, &up_front, None).await;
+        assert_eq!(done["result"]["content"][0]["text"], "sampled", "{done}");
+
+        // A malformed answer is asked for again, under the same key.
+        let first = call(4, "roots", json!({}), caps.clone(), json!({}));
+        let (_, state) = input_required(
+            &answer(&mut conn, &first, None).await,
+            "roots-1",
+            "roots/list",
+        );
+        let wrong = call(
+            5,
+            "roots",
+            json!({}),
+            caps.clone(),
+            json!({"inputResponses": {"roots-1": {"roots": "none"}}, "requestState": state}),
+        );
+        let (_, state) = input_required(
+            &answer(&mut conn, &wrong, None).await,
+            "roots-1",
+            "roots/list",
+        );
+        let roots = json!({"roots": [{"uri": "file:///r", "name": "r"}]});
+        let right = call(
+            6,
+            "roots",
+            json!({}),
+            caps,
+            json!({"inputResponses": {"roots-1": roots}, "requestState": state}),
+        );
+        let done = answer(&mut conn, &right, None).await;
+        let text = done["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("file:///r"), "{done}");
+    });
+}
+
+/// A forged, altered, borrowed, mismatched or replayed `requestState` is refused with
+/// -32602 and answers nothing: the server's question is still open for the genuine retry,
+/// whose answer is the one the server gets.
+#[test]
+fn only_the_genuine_retry_carries_a_call_on() {
+    let gateway = HttpGateway::start(&with_example(&two_tokens()), &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        let caps = json!({"elicitation": {}});
+        let args = json!({"message": "Who?"});
+        let first = call(1, "elicit", args.clone(), caps.clone(), json!({}));
+        let (_, state) = input_required(
+            &answer(&mut conn, &first, Some(TOKEN_A)).await,
+            "elicitation-1",
+            "elicitation/create",
+        );
+        let retry = |id: u64, args: &Value, state: &str, name: &str| {
+            call(
+                id,
+                "elicit",
+                args.clone(),
+                caps.clone(),
+                json!({
+                "inputResponses": {"elicitation-1": accept(name)}, "requestState": state}),
+            )
+        };
+        let refusals = [
+            (
+                retry(2, &args, &format!("{state}-TAMPERED"), "Mallory"),
+                TOKEN_A,
+                "altered",
+            ),
+            (
+                retry(3, &args, &state.replace("wg1.", "wg1.x"), "Mallory"),
+                TOKEN_A,
+                "altered",
+            ),
+            (retry(4, &args, &state, "Mallory"), TOKEN_B, "other caller"),
+            (
+                retry(5, &json!({"message": "Other?"}), &state, "Mallory"),
+                TOKEN_A,
+                "other request",
+            ),
+        ];
+        for (body, token, why) in refusals {
+            let refused = answer(&mut conn, &body, Some(token)).await;
+            assert_eq!(refused["error"]["code"], -32602, "{why}: {refused}");
+            assert_eq!(refused["id"], body["id"], "{why}: {refused}");
+        }
+        let null = call(
+            6,
+            "elicit",
+            args.clone(),
+            caps.clone(),
+            json!({"inputResponses": null}),
+        );
+        let refused = answer(&mut conn, &null, Some(TOKEN_A)).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+        let done = answer(&mut conn, &retry(7, &args, &state, "Ada"), Some(TOKEN_A)).await;
+        let text = done["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("\"Ada\"") && !text.contains("Mallory"),
+            "{done}"
+        );
+        // Used once: the same handle again carries nothing on.
+        let replayed = answer(&mut conn, &retry(8, &args, &state, "Ada"), Some(TOKEN_A)).await;
+        assert_eq!(replayed["error"]["code"], -32602, "{replayed}");
+    });
+}
+
+/// A client that never retries: its call is given up when its handle expires (the
+/// gateway's `timeout`), and the server is told.
+#[test]
+fn an_abandoned_call_is_cancelled_at_its_expiry() {
+    let config = crate::harness::config()
+        .gateway(r#"timeout = "1s""#)
+        .example_with("ex", &[], &[r#"timeout = "30s""#])
+        .render(std::path::Path::new("{dir}"));
+    let gateway = HttpGateway::start(&config, &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        let caps = json!({"elicitation": {}});
+        let args = json!({"message": "Anyone?"});
+        let first = call(1, "elicit", args.clone(), caps.clone(), json!({}));
+        let (_, state) = input_required(
+            &answer(&mut conn, &first, None).await,
+            "elicitation-1",
+            "elicitation/create",
+        );
+        let deadline = Instant::now() + WAIT;
+        while !gateway
+            .stderr()
+            .contains("received notifications/cancelled")
+        {
+            assert!(Instant::now() < deadline, "{}", gateway.stderr());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let late = call(
+            2,
+            "elicit",
+            args,
+            caps,
+            json!({"inputResponses": {"elicitation-1": accept("Ada")}, "requestState": state}),
+        );
+        let refused = answer(&mut conn, &late, None).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    });
+}
+
+/// Over stdio too; and a call parked for its client's retry does not stand in the way of
+/// the next request's call to the same server (its question is that call's own).
+#[test]
+fn input_required_over_stdio_beside_a_parked_call() {
+    let mut client = crate::harness::config().example("ex", &[]).start();
+    let caps = json!({"elicitation": {}});
+    let params = |message: &str, extra: Value| {
+        let mut params = json!({"name": "ex__elicit", "arguments": {"message": message},
+            "_meta": declaring(caps.clone())});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        params
+    };
+    let abandoned = client.result("tools/call", params("First?", json!({})));
+    assert_eq!(abandoned["resultType"], "input_required", "{abandoned}");
+    let second = json!({"result": client.result("tools/call", params("Second?", json!({})))});
+    let (asked, state) = input_required(&second, "elicitation-1", "elicitation/create");
+    assert_eq!(asked["message"], "Second?");
+    let done = client.result(
+        "tools/call",
+        params(
+            "Second?",
+            json!({"inputResponses": {"elicitation-1": accept("Bo")}, "requestState": state}),
+        ),
+    );
+    assert_eq!(done["resultType"], "complete", "{done}");
+    let text = done["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\"Bo\""), "{done}");
+}
+
+/// The parked call's server asking again while another principal's call is in flight to
+/// it: the question cannot be told to be the parked call's, so it reaches nobody.
+#[test]
+fn a_question_is_never_put_to_another_principals_request() {
+    let gateway = HttpGateway::start(&with_example(&two_tokens()), &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        let caps = json!({"elicitation": {}});
+        let first = call(
+            1,
+            "elicit",
+            json!({"message": "Alice?"}),
+            caps.clone(),
+            json!({}),
+        );
+        let parked = answer(&mut conn, &first, Some(TOKEN_A)).await;
+        assert_eq!(parked["result"]["resultType"], "input_required", "{parked}");
+        // Bob's call asks too: with Alice's call in flight to the same stdio server, whose
+        // question it is cannot be told, so the server gets an error and Bob a tool error.
+        let bobs = call(2, "elicit", json!({"message": "Bob?"}), caps, json!({}));
+        let done = answer(&mut conn, &bobs, Some(TOKEN_B)).await;
+        assert_eq!(done["result"]["isError"], true, "{done}");
+        let text: &str = done["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("several clients"), "{done}");
+    });
+}

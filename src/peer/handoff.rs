@@ -86,3 +86,59 @@ fn readdressed(line: &str, token: Option<&Value>) -> Option<String> {
     message["params"]["progressToken"] = token?.clone();
     Some(message.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::{Value, json};
+
+    use super::{ClientSink, Handoff};
+
+    /// The lines a stream got, with the request each was for.
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<(String, Option<String>)>>);
+
+    impl ClientSink for Arc<Lines> {
+        fn deliver(&self, line: String, related: Option<&Arc<str>>, _droppable: bool) {
+            let related = related.map(|r| r.to_string());
+            self.0.lock().unwrap().push((line, related));
+        }
+    }
+
+    fn progress(token: &str) -> String {
+        json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 1}})
+        .to_string()
+    }
+
+    #[test]
+    fn a_retry_gets_the_calls_lines_under_its_own_request_and_token() {
+        let (first, retry) = (Arc::new(Lines::default()), Arc::new(Lines::default()));
+        let call = Handoff::new(Arc::new(first.clone()));
+        let first_key: Arc<str> = Arc::from("1");
+        call.deliver(progress("t1"), Some(&first_key), true);
+        call.detach();
+        call.deliver(progress("t1"), Some(&first_key), true);
+        let retry_sink = Handoff::new(Arc::new(retry.clone()));
+        call.follow(&retry_sink, Arc::from("2"), Some(json!("t2")));
+        call.deliver(progress("t1"), Some(&first_key), true);
+        call.deliver("{\"other\":1}".into(), Some(&first_key), true);
+
+        assert_eq!(first.0.lock().unwrap().len(), 1, "nothing while detached");
+        let got = retry.0.lock().unwrap();
+        let sent: Value = serde_json::from_str(&got[0].0).unwrap();
+        assert_eq!(sent["params"]["progressToken"], "t2");
+        assert_eq!(got[0].1.as_deref(), Some("2"));
+        assert_eq!(
+            (got[1].0.as_str(), got[1].1.as_deref()),
+            ("{\"other\":1}", Some("2"))
+        );
+
+        // A retry that asked for no progress gets none.
+        let quiet = Arc::new(Lines::default());
+        call.follow(&Handoff::new(Arc::new(quiet.clone())), Arc::from("3"), None);
+        call.deliver(progress("t1"), Some(&first_key), true);
+        assert!(quiet.0.lock().unwrap().is_empty());
+    }
+}

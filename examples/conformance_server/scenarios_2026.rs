@@ -5,9 +5,16 @@
 //! final text. A gateway that translates between eras is tested against them: the fixture
 //! itself speaks 2025-11-25 only.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::{Value, json};
 
 use crate::peer::{Failure, Peer};
+
+/// Whether the tool and the prompt that the trigger tools add are listed now: each
+/// trigger toggles its own, so that the list it announces as changed has changed.
+static DYNAMIC_TOOL: AtomicBool = AtomicBool::new(false);
+static DYNAMIC_PROMPT: AtomicBool = AtomicBool::new(false);
 
 /// The MRTR prompt (`input-required-result-non-tool-request`).
 pub const PROMPT: &str = "test_input_required_result_prompt";
@@ -27,18 +34,27 @@ pub fn tools() -> Vec<Value> {
         ("test_input_required_result_capabilities", "MRTR: asks only what the client declared"),
         ("test_streaming_elicitation", "Reports progress, then elicits, within one call"),
         ("test_logging_tool", "Sends a log message during the call"),
-        ("test_trigger_tool_change", "Sends notifications/tools/list_changed"),
-        ("test_trigger_prompt_change", "Sends notifications/prompts/list_changed"),
+        ("test_trigger_tool_change", "Adds or removes test_dynamic_tool, then says so"),
+        ("test_trigger_prompt_change", "Adds or removes test_dynamic_prompt, then says so"),
     ]
     .iter()
+    .chain(DYNAMIC_TOOL.load(Ordering::Relaxed)
+        .then_some(&("test_dynamic_tool", "Listed while test_trigger_tool_change added it")))
     .map(|(name, description)| json!({"name": name, "description": description,
         "inputSchema": {"type": "object", "properties": {}}}))
     .collect()
 }
 
-/// [`PROMPT`] as `prompts/list` shows it.
-pub fn prompt_listed() -> Value {
-    json!({"name": PROMPT, "description": "MRTR: prompt that requires elicitation input"})
+/// [`PROMPT`] as `prompts/list` shows it, and the prompt `test_trigger_prompt_change` adds.
+pub fn prompts_listed() -> Vec<Value> {
+    let mut prompts = vec![
+        json!({"name": PROMPT, "description": "MRTR: prompt that requires elicitation input"}),
+    ];
+    if DYNAMIC_PROMPT.load(Ordering::Relaxed) {
+        prompts.push(json!({"name": "test_dynamic_prompt",
+            "description": "Listed while test_trigger_prompt_change added it"}));
+    }
+    prompts
 }
 
 /// `prompts/get` of [`PROMPT`]: the context it elicits, in the prompt's one message.
@@ -115,11 +131,13 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
             "Logging evaluated".to_owned()
         }
         "test_trigger_tool_change" | "test_trigger_prompt_change" => {
-            let list = if name == "test_trigger_tool_change" {
-                "tools"
+            let (list, dynamic) = if name == "test_trigger_tool_change" {
+                ("tools", &DYNAMIC_TOOL)
             } else {
-                "prompts"
+                ("prompts", &DYNAMIC_PROMPT)
             };
+            // Added, or removed again: either way the list changed before it is announced.
+            dynamic.fetch_xor(true, Ordering::Relaxed);
             peer.notify(&format!("notifications/{list}/list_changed"), json!({}));
             "Mutation triggered".to_owned()
         }

@@ -21,6 +21,7 @@ mod hardening;
 mod http_front;
 mod instances;
 mod lifecycle;
+mod listen;
 mod modern_front;
 mod notifications;
 mod plugin_cli;

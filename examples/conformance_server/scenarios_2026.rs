@@ -42,7 +42,20 @@ pub fn tools() -> Vec<Value> {
         .then_some(&("test_dynamic_tool", "Listed while test_trigger_tool_change added it")))
     .map(|(name, description)| json!({"name": name, "description": description,
         "inputSchema": {"type": "object", "properties": {}}}))
+    .chain([header_tool()])
     .collect()
+}
+
+/// A tool whose arguments a 2026 client mirrors in `Mcp-Param-*` headers (SEP-2243, the
+/// suite's `http-custom-header-server-validation`); it echoes them.
+fn header_tool() -> Value {
+    json!({"name": "test_header_params", "description": "Echoes its header-mirrored arguments",
+        "inputSchema": {"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "priority": {"type": "integer", "x-mcp-header": "Priority"},
+            "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+            "query": {"type": "string"}},
+        "required": ["region"]}})
 }
 
 /// [`PROMPT`] as `prompts/list` shows it, and the prompt `test_trigger_prompt_change` adds.
@@ -129,6 +142,11 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
             let message = json!({"level": "info", "data": "Diagnostic trace logging activated"});
             peer.notify("notifications/message", message);
             "Logging evaluated".to_owned()
+        }
+        "test_header_params" => {
+            let arguments = &params["arguments"];
+            let shown = ["region", "priority", "verbose"].map(|k| format!("{k}={}", arguments[k]));
+            shown.join(" ")
         }
         "test_trigger_tool_change" | "test_trigger_prompt_change" => {
             let (list, dynamic) = if name == "test_trigger_tool_change" {

@@ -5,6 +5,7 @@
 mod connections;
 mod guard;
 mod legacy;
+mod param_headers;
 mod respond;
 mod sessions;
 mod stateless;

@@ -25,13 +25,13 @@ fn meta() -> Value {
 }
 
 /// A stateless request: `params` with the era's `_meta`.
-fn request(id: Value, method: &str, mut params: Value) -> Value {
+pub(crate) fn request(id: Value, method: &str, mut params: Value) -> Value {
     params["_meta"] = meta();
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 /// The headers a conformant client sends with `body`.
-fn headers(body: &Value) -> Vec<(String, String)> {
+pub(crate) fn headers(body: &Value) -> Vec<(String, String)> {
     let mut headers = vec![
         ("mcp-protocol-version".to_string(), VERSION.to_string()),
         ("mcp-method".into(), body["method"].as_str().unwrap().into()),

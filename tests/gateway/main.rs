@@ -24,6 +24,7 @@ mod lifecycle;
 mod listen;
 mod modern_front;
 mod notifications;
+mod param_headers;
 mod plugin_cli;
 mod plugins;
 mod promises;

@@ -124,7 +124,9 @@ struct ListenSink {
 
 impl ClientSink for ListenSink {
     fn deliver(&self, line: String, _related: Option<&Arc<str>>, _droppable: bool) {
-        if !self.open.load(Ordering::Acquire) {
+        // Most of what reaches a listener is a server's log lines, for sessions: spare them a parse.
+        let kind = line.contains("/list_changed") || line.contains(methods::RESOURCES_UPDATED);
+        if !kind || !self.open.load(Ordering::Acquire) {
             return;
         }
         let Ok(mut message) = serde_json::from_str::<Value>(&line) else {

@@ -104,7 +104,8 @@ async fn next(stream: &mut EventStream, id: &Value) -> Value {
 
 #[test]
 fn listens_over_http_are_acknowledged_tagged_and_filtered() {
-    let gateway = HttpGateway::start(&with_example(""), &[]);
+    let hidden = "[profiles.items]\nresources = [\"example://item/*\"]\n";
+    let gateway = HttpGateway::start(&with_example(hidden), &[]);
     runtime().block_on(async {
         let mut conn = gateway.connect().await;
         // Once the server is in the catalog, no change of start-up's is still to come.
@@ -112,6 +113,14 @@ fn listens_over_http_are_acknowledged_tagged_and_filtered() {
             call(&mut conn, "/mcp", "ex__echo", json!({"text": "up"})).await,
             "up"
         );
+        // A URI outside the profile's view is not honoured, nor subscribed to upstream.
+        let filter = json!({"resourceSubscriptions": [HELLO]});
+        let (_items, ack) = listen(&gateway, "/mcp/items", json!(0), filter).await;
+        let honoured = &ack["params"]["notifications"]["resourceSubscriptions"];
+        assert_eq!(*honoured, json!([]), "{ack}");
+        let uri = json!({"uri": HELLO});
+        let update = call(&mut conn, "/mcp", "ex__update_resource", uri).await;
+        assert_eq!(update, "nobody subscribed");
         let tools_id = json!("listen-tools");
         let filter = json!({"toolsListChanged": true, "resourceSubscriptions": [HELLO]});
         let (mut tools, ack) = listen(&gateway, "/mcp", tools_id.clone(), filter.clone()).await;

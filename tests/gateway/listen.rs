@@ -365,3 +365,23 @@ fn listens_over_stdio_end_when_cancelled() {
     // No answer to a cancelled listen either, nor a request of the client's session.
     assert!(client.take(Duration::ZERO, |m| m["id"] == 7).is_none());
 }
+
+/// Over stdio too, a gateway that stops answers each open listen before it exits.
+#[test]
+fn shutdown_over_stdio_ends_a_listen_with_its_result() {
+    let mut client = config().example("ex", &[]).start();
+    let id = json!("bye");
+    client.send(&request(
+        id.clone(),
+        "subscriptions/listen",
+        json!({"notifications": {}}),
+    ));
+    let ack = client
+        .take(TIMEOUT, |m| m["method"] == ACK)
+        .expect("an acknowledgement");
+    assert_eq!(ack["params"]["_meta"][TAG], id, "{ack}");
+    client.signal(libc::SIGTERM);
+    let last = client.wait_response(&id, TIMEOUT);
+    assert_eq!(last["result"]["resultType"], "complete", "{last}");
+    assert_eq!(last["result"]["_meta"][TAG], id, "{last}");
+}

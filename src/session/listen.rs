@@ -28,6 +28,9 @@ pub const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 /// The `_meta` key that ties a notification to its listen request.
 pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
+/// URIs one listen may name: each is a subscription upstream, made before the acknowledgement.
+const MAX_URIS: usize = 256;
+
 /// What a listen opts in to (`params.notifications`), or what the gateway honours of it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Filter {
@@ -55,6 +58,11 @@ impl Filter {
         };
         let uris = match filter.get("resourceSubscriptions") {
             None => None,
+            Some(Value::Array(items)) if items.len() > MAX_URIS => {
+                return Err(invalid(&format!(
+                    "notifications.resourceSubscriptions names more than {MAX_URIS} URIs"
+                )));
+            }
             Some(Value::Array(items)) => {
                 let mut uris: Vec<String> = Vec::with_capacity(items.len());
                 for item in items {
@@ -300,6 +308,7 @@ mod tests {
             json!({"notifications": {"toolsListChanged": "yes"}}),
             json!({"notifications": {"resourceSubscriptions": "a://x"}}),
             json!({"notifications": {"resourceSubscriptions": [1]}}),
+            json!({"notifications": {"resourceSubscriptions": vec!["a://x"; MAX_URIS + 1]}}),
         ] {
             let error = Filter::parse(Some(&bad)).unwrap_err();
             assert_eq!(error.code, protocol::INVALID_PARAMS, "{bad}");

@@ -132,7 +132,7 @@ struct ListenSink {
 
 impl ClientSink for ListenSink {
     fn deliver(&self, line: String, _related: Option<&Arc<str>>, _droppable: bool) {
-        // Most of what reaches a listener is a server's log lines, for sessions: spare them a parse.
+        // Most lines that reach a listener are log lines for sessions: spare them a parse.
         let kind = line.contains("/list_changed") || line.contains(methods::RESOURCES_UPDATED);
         if !kind || !self.open.load(Ordering::Acquire) {
             return;

@@ -635,8 +635,10 @@ impl Server {
                 if args["force"] == json!(true) || self.subscriptions.lock().unwrap().contains(uri)
                 {
                     self.notify("notifications/resources/updated", json!({"uri": uri}));
+                    return Ok(text_result("updated"));
                 }
-                Ok(text_result("updated"))
+                // Says so: a test sees whether the gateway's subscription is still here.
+                Ok(text_result("nobody subscribed"))
             }
             "big" => {
                 let bytes = u64_arg(args, "bytes")?;

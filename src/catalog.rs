@@ -52,6 +52,11 @@ pub struct ToolRoute {
 }
 
 impl ToolRoute {
+    /// The tool's `inputSchema`, as its backend gave it.
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
     /// Checks arguments against the tool's `inputSchema`; the error names the offending field.
     /// The check is the gateway's courtesy (every backend checks its own arguments) and runs
     /// on its I/O thread, so a schema beyond a plugin's budget, or arguments too costly for

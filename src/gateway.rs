@@ -70,6 +70,8 @@ pub struct Gateway {
     pub started_at: DateTime<Utc>,
     /// Each plugin event once the catalog shows it: `wasmgate dev` times its swaps by them.
     pub plugin_news: tokio::sync::broadcast::Sender<PluginEvent>,
+    /// Set when the gateway stops: open `subscriptions/listen` streams end with their result.
+    listens_end: tokio::sync::watch::Sender<bool>,
 }
 
 impl Gateway {
@@ -103,6 +105,7 @@ impl Gateway {
             started: Instant::now(),
             started_at: Utc::now(),
             plugin_news: tokio::sync::broadcast::channel(64).0,
+            listens_end: tokio::sync::watch::channel(false).0,
         });
         for server in config.servers.values().filter(|s| !s.disabled) {
             gateway.start_server(server.clone());
@@ -393,7 +396,18 @@ impl Gateway {
         );
     }
 
+    /// Ends every open `subscriptions/listen` (the gateway stops), now and from now on.
+    pub fn end_listens(&self) {
+        self.listens_end.send_replace(true);
+    }
+
+    /// What an open `subscriptions/listen` waits on: true once [`Self::end_listens`] ran.
+    pub fn listens_ending(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.listens_end.subscribe()
+    }
+
     pub async fn shutdown(&self) {
+        self.end_listens();
         self.events
             .emit("gateway.stopping", "wasmgate", Status::Success, Value::Null);
         // In parallel: each server has its own grace period.

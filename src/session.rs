@@ -6,6 +6,7 @@
 mod batch;
 mod bounds;
 mod lifecycle;
+pub mod listen;
 mod mrtr;
 pub mod stateless;
 
@@ -297,6 +298,9 @@ impl Session {
         if stateless && method == protocol::modern::DISCOVER {
             let answer = Ok(lifecycle::discover(&self.gateway, &self.peer));
             return stateless::finish(&self.gateway, self.peer.principal(), method, None, answer);
+        }
+        if stateless && method == protocol::modern::LISTEN {
+            return self.listen(params, key).await;
         }
         if method == methods::PING && !stateless {
             return Ok(lifecycle::pong());

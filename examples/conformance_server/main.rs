@@ -130,7 +130,7 @@ impl Fixture {
             "resources/read" => read(params["uri"].as_str().unwrap_or_default()),
             "prompts/list" => {
                 let mut prompts = prompts();
-                prompts.push(scenarios_2026::prompt_listed());
+                prompts.extend(scenarios_2026::prompts_listed());
                 Ok(json!({ "prompts": prompts }))
             }
             "prompts/get" if params["name"] == scenarios_2026::PROMPT => {

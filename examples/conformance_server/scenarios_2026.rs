@@ -5,12 +5,19 @@
 //! final text. A gateway that translates between eras is tested against them: the fixture
 //! itself speaks 2025-11-25 only.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::{Value, json};
 
 use crate::peer::{Failure, Peer};
 
 /// Where a request's `_meta` names its `inputRequests` key (wasmgate's convention).
 const INPUT_KEY: &str = "dev.wasmgate/inputKey";
+
+/// Whether the tool and the prompt that the trigger tools add are listed now: each
+/// trigger toggles its own, so that the list it announces as changed has changed.
+static DYNAMIC_TOOL: AtomicBool = AtomicBool::new(false);
+static DYNAMIC_PROMPT: AtomicBool = AtomicBool::new(false);
 
 /// The MRTR prompt (`input-required-result-non-tool-request`).
 pub const PROMPT: &str = "test_input_required_result_prompt";
@@ -30,18 +37,40 @@ pub fn tools() -> Vec<Value> {
         ("test_input_required_result_capabilities", "MRTR: asks only what the client declared"),
         ("test_streaming_elicitation", "Reports progress, then elicits, within one call"),
         ("test_logging_tool", "Sends a log message during the call"),
-        ("test_trigger_tool_change", "Sends notifications/tools/list_changed"),
-        ("test_trigger_prompt_change", "Sends notifications/prompts/list_changed"),
+        ("test_trigger_tool_change", "Adds or removes test_dynamic_tool, then says so"),
+        ("test_trigger_prompt_change", "Adds or removes test_dynamic_prompt, then says so"),
     ]
     .iter()
+    .chain(DYNAMIC_TOOL.load(Ordering::Relaxed)
+        .then_some(&("test_dynamic_tool", "Listed while test_trigger_tool_change added it")))
     .map(|(name, description)| json!({"name": name, "description": description,
         "inputSchema": {"type": "object", "properties": {}}}))
+    .chain([header_tool()])
     .collect()
 }
 
-/// [`PROMPT`] as `prompts/list` shows it.
-pub fn prompt_listed() -> Value {
-    json!({"name": PROMPT, "description": "MRTR: prompt that requires elicitation input"})
+/// A tool whose arguments a 2026 client mirrors in `Mcp-Param-*` headers (SEP-2243, the
+/// suite's `http-custom-header-server-validation`); it echoes them.
+fn header_tool() -> Value {
+    json!({"name": "test_header_params", "description": "Echoes its header-mirrored arguments",
+        "inputSchema": {"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "priority": {"type": "integer", "x-mcp-header": "Priority"},
+            "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+            "query": {"type": "string"}},
+        "required": ["region"]}})
+}
+
+/// [`PROMPT`] as `prompts/list` shows it, and the prompt `test_trigger_prompt_change` adds.
+pub fn prompts_listed() -> Vec<Value> {
+    let mut prompts = vec![
+        json!({"name": PROMPT, "description": "MRTR: prompt that requires elicitation input"}),
+    ];
+    if DYNAMIC_PROMPT.load(Ordering::Relaxed) {
+        prompts.push(json!({"name": "test_dynamic_prompt",
+            "description": "Listed while test_trigger_prompt_change added it"}));
+    }
+    prompts
 }
 
 /// `prompts/get` of [`PROMPT`]: the context it elicits, in the prompt's one message.
@@ -137,12 +166,19 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
             peer.notify("notifications/message", message);
             "Logging evaluated".to_owned()
         }
+        "test_header_params" => {
+            let arguments = &params["arguments"];
+            let shown = ["region", "priority", "verbose"].map(|k| format!("{k}={}", arguments[k]));
+            shown.join(" ")
+        }
         "test_trigger_tool_change" | "test_trigger_prompt_change" => {
-            let list = if name == "test_trigger_tool_change" {
-                "tools"
+            let (list, dynamic) = if name == "test_trigger_tool_change" {
+                ("tools", &DYNAMIC_TOOL)
             } else {
-                "prompts"
+                ("prompts", &DYNAMIC_PROMPT)
             };
+            // Added, or removed again: either way the list changed before it is announced.
+            dynamic.fetch_xor(true, Ordering::Relaxed);
             peer.notify(&format!("notifications/{list}/list_changed"), json!({}));
             "Mutation triggered".to_owned()
         }

@@ -34,6 +34,8 @@ pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 pub const DISCOVER: &str = "server/discover";
+/// The stream of list changes and resource updates a client opts in to.
+pub const LISTEN: &str = "subscriptions/listen";
 
 /// The client requests of the stateless era that the gateway serves.
 pub const METHODS: &[&str] = &[
@@ -46,6 +48,7 @@ pub const METHODS: &[&str] = &[
     "resources/templates/list",
     "resources/read",
     "completion/complete",
+    LISTEN,
 ];
 
 /// Methods whose result carries cache hints (`ttlMs`, `cacheScope`).

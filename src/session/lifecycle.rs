@@ -87,7 +87,7 @@ fn initialize_result(gateway: &Gateway, peer: &ClientPeer, version: &str) -> Rep
     let config = gateway.config.load();
     let result = InitializeResult {
         protocol_version: version,
-        capabilities: capabilities(gateway, true),
+        capabilities: capabilities(gateway),
         server_info: ServerInfo {
             name: &config.gateway.name,
             version: env!("CARGO_PKG_VERSION"),
@@ -107,8 +107,8 @@ fn initialize_result(gateway: &Gateway, peer: &ClientPeer, version: &str) -> Rep
 pub(super) fn discover(gateway: &Gateway, peer: &ClientPeer) -> Reply {
     let mut result = serde_json::json!({
         "supportedVersions": protocol::modern::ALL_VERSIONS,
-        // No `subscriptions/listen` yet: nothing to announce changes or updates on.
-        "capabilities": capabilities(gateway, false),
+        // What a session is told of arrives on a `subscriptions/listen` stream (listen.rs).
+        "capabilities": capabilities(gateway),
     });
     if let Some(instructions) = instructions(gateway, peer) {
         result["instructions"] = Value::String(instructions);
@@ -116,13 +116,25 @@ pub(super) fn discover(gateway: &Gateway, peer: &ClientPeer) -> Reply {
     Reply::from(result)
 }
 
-/// What the gateway offers: what the backends do. `announces`: whether it says when
-/// lists change and resources update (a session does; the stateless era has no stream
-/// for it until `subscriptions/listen`).
-fn capabilities(gateway: &Gateway, announces: bool) -> Capabilities {
+/// What the gateway offers: what the backends do. Lists that change and resources that
+/// update are announced to a session, and on a stateless era's `subscriptions/listen`.
+fn capabilities(gateway: &Gateway) -> Capabilities {
+    Capabilities {
+        tools: ListChanged { list_changed: true },
+        logging: Empty {},
+        resources: offers(gateway, "resources").then_some(Resources {
+            subscribe: true,
+            list_changed: true,
+        }),
+        prompts: offers(gateway, "prompts").then_some(ListChanged { list_changed: true }),
+        completions: offers(gateway, "completions").then_some(Empty {}),
+    }
+}
+
+/// Whether the gateway offers capability `cap`: some backend does, or may.
+pub(super) fn offers(gateway: &Gateway, cap: &str) -> bool {
     let config = gateway.config.load();
     let backends = gateway.servers();
-    let any = |cap: &str| backends.iter().any(|b| b.discovered().has_capability(cap));
     // Servers still starting may offer anything: promise what they might, since the
     // answer to `initialize` does not wait for them. So may a server that an edit of
     // the config file adds later, and capabilities are fixed for the session.
@@ -130,21 +142,7 @@ fn capabilities(gateway: &Gateway, announces: bool) -> Capabilities {
         || backends
             .iter()
             .any(|b| b.discovered().capabilities.is_null());
-    let offers = |cap: &str| may_offer_any || any(cap);
-    Capabilities {
-        tools: ListChanged {
-            list_changed: announces,
-        },
-        logging: Empty {},
-        resources: offers("resources").then_some(Resources {
-            subscribe: announces,
-            list_changed: announces,
-        }),
-        prompts: offers("prompts").then_some(ListChanged {
-            list_changed: announces,
-        }),
-        completions: offers("completions").then_some(Empty {}),
-    }
+    may_offer_any || backends.iter().any(|b| b.discovered().has_capability(cap))
 }
 
 /// The instructions of the servers `peer`'s view includes, each under its name.

@@ -5,6 +5,7 @@
 mod connections;
 mod guard;
 mod legacy;
+mod param_headers;
 mod respond;
 mod sessions;
 mod stateless;
@@ -170,6 +171,8 @@ impl Listener {
         stop.await;
         let _ = stopping.send(true);
         tracing::info!("shutting down the HTTP front");
+        // Listen streams are answered and end; they would hold their connections open.
+        front.gateway.end_listens();
         // The sessions' own streams would hold their connections open for ever.
         front.sessions.end_session_streams();
         let grace = front.gateway.config.load().gateway.shutdown_grace;

@@ -48,6 +48,7 @@ where
         out: out_tx.clone(),
         bounds: RequestBounds::new(MAX_IN_FLIGHT, MAX_IN_FLIGHT),
         running: Arc::default(),
+        listening: Arc::default(),
     };
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
@@ -110,6 +111,9 @@ where
     let grace = session.gateway.config.load().gateway.shutdown_grace;
     let mut writer_grace = WRITER_GRACE;
     if stopped {
+        // Open listens end with their result, queued before the queue closes.
+        session.gateway.end_listens();
+        let _ = tokio::time::timeout(grace, beside.listening.write()).await;
         // Out go the lines already queued, whole, to a client that reads within
         // `shutdown_grace`; answers still being worked on are dropped.
         out_tx.close();
@@ -133,6 +137,8 @@ struct Beside {
     bounds: Arc<RequestBounds>,
     /// Its requests in flight by id (as JSON text), for `notifications/cancelled`.
     running: Arc<Mutex<HashMap<String, Arc<Session>>>>,
+    /// Read-held by each open `subscriptions/listen` until its answer is queued.
+    listening: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Beside {
@@ -171,6 +177,9 @@ impl Beside {
             Some(self.bounds.clone()),
         );
         let key = id.to_string();
+        let listen = (method == protocol::modern::LISTEN)
+            .then(|| self.listening.clone().try_read_owned().ok())
+            .flatten();
         match own.handle(Message::Request { id, method, params }) {
             Handled::Running(running) => {
                 self.running
@@ -185,6 +194,7 @@ impl Beside {
                     if let Some(line) = running.await {
                         out.send_related(line, None);
                     }
+                    drop(listen);
                     own.close();
                     let mut now = running_now.lock().unwrap();
                     if now.get(&key).is_some_and(|s| Arc::ptr_eq(s, &own)) {

@@ -1,6 +1,7 @@
 //! Streamable HTTP for the stateless era (MCP 2026-07-28) on the same `/mcp` endpoint:
-//! which POSTs are of it, the checks of their headers against the body, and one transient
-//! session per request whose answer (and its own progress and log lines) is the response.
+//! which POSTs are of it, the checks of their headers against the body (`Mcp-Param-*` in
+//! param_headers.rs), and one transient session per request whose answer (and its own
+//! progress and log lines) is the response.
 
 use std::sync::Arc;
 
@@ -8,13 +9,14 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::param_headers;
 use super::respond::{self, VERSION_HEADER};
 use super::streamable::answer_request;
 use super::streams::Streams;
 use super::{Caller, Front};
 use crate::peer::Principal;
 use crate::protocol::modern;
-use crate::protocol::{self, Incoming, Message, RpcError};
+use crate::protocol::{self, Incoming, Message, RpcError, methods};
 use crate::session::{Handled, Session, stateless};
 
 const METHOD_HEADER: &str = "mcp-method";
@@ -85,6 +87,13 @@ pub async fn post(
     };
     if let Err(error) = check_mirrors(headers, &method, params.as_ref()) {
         return refuse(StatusCode::BAD_REQUEST, id, &error);
+    }
+    if method == methods::TOOLS_CALL {
+        let profile = caller.profile.as_deref();
+        let checked = param_headers::check(&front.gateway, profile, headers, params.as_ref());
+        if let Err(error) = checked.await {
+            return refuse(StatusCode::BAD_REQUEST, id, &error);
+        }
     }
     if let Err(error) = stateless::check_method(&method) {
         return refuse(StatusCode::NOT_FOUND, id, &error);

@@ -528,7 +528,8 @@ fn a_stateless_request_over_stdio_is_cancelled_by_notification() {
 /// The official Python SDK's `Client` through the HTTP front to a stdio server that speaks
 /// only the session era: `auto` (which asks `server/discover` first) and a pin to
 /// 2026-07-28 speak the stateless era to the gateway, `legacy` the session era, and each
-/// sees the same lists, call, read, prompt and progress.
+/// sees the same lists, call, read, prompt and progress, and has the server's questions
+/// (elicitation, sampling, roots, two rounds, a prompt's) answered by its callbacks.
 #[test]
 fn the_python_sdk_client_speaks_either_era_through_the_gateway() {
     let Some(python) = crate::third_party::sdk_python() else {
@@ -536,17 +537,44 @@ fn the_python_sdk_client_speaks_either_era_through_the_gateway() {
     };
     let gateway = HttpGateway::start(&crate::conformance::fixture_config(&[]), &[]);
     let url = gateway.url("/mcp");
-    let modes = [
-        ("auto", VERSION),
-        (VERSION, VERSION),
-        ("legacy", "2025-11-25"),
-    ];
     let mut args = vec!["eras", url.as_str()];
-    args.extend(modes.iter().map(|(mode, _)| *mode));
-    let seen = crate::third_party::run_sdk_client(&python, &args, &[]);
+    args.extend(SDK_MODES.iter().map(|(mode, _)| *mode));
+    assert_sdk_eras(&crate::third_party::run_sdk_client(&python, &args, &[]));
+    assert!(!gateway.stderr().contains("panicked"));
+}
+
+/// The same over stdio: the SDK starts `wasmgate serve` itself.
+#[test]
+fn the_python_sdk_client_speaks_either_era_over_stdio() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = crate::harness::TestDir::new("sdk-eras-stdio");
+    let config =
+        crate::conformance::fixture_config(&[]).replace("{dir}", dir.path.to_str().unwrap());
+    let config = dir.write("gateway.toml", &config);
+    let wasmgate = crate::harness::wasmgate();
+    let mut args = vec![
+        "eras-stdio",
+        wasmgate.to_str().unwrap(),
+        config.to_str().unwrap(),
+    ];
+    args.extend(SDK_MODES.iter().map(|(mode, _)| *mode));
+    assert_sdk_eras(&crate::third_party::run_sdk_client(&python, &args, &[]));
+}
+
+/// The SDK `Client` modes tried, with the version each must end up speaking.
+const SDK_MODES: [(&str, &str); 3] = [
+    ("auto", VERSION),
+    (VERSION, VERSION),
+    ("legacy", "2025-11-25"),
+];
+
+/// What `sdk_client.py eras` saw, one object per mode of [`SDK_MODES`].
+fn assert_sdk_eras(seen: &Value) {
     let seen = seen.as_array().expect("one object per mode");
-    assert_eq!(seen.len(), modes.len(), "{seen:?}");
-    for (got, (mode, version)) in seen.iter().zip(modes) {
+    assert_eq!(seen.len(), SDK_MODES.len(), "{seen:?}");
+    for (got, (mode, version)) in seen.iter().zip(SDK_MODES) {
         assert_eq!(got["mode"], mode, "{got}");
         assert_eq!(got["version"], version, "{got}");
         let tools = got["tools"].as_array().unwrap();
@@ -562,6 +590,25 @@ fn the_python_sdk_client_speaks_either_era_through_the_gateway() {
             .collect();
         assert_eq!(progress, [0.0, 50.0, 100.0], "{got}");
         assert_eq!(got["slow_is_error"], false, "{got}");
+        assert_eq!(
+            got["asking"],
+            json!({
+                "elicitation": format!("Hello, name-from-{mode}!"),
+                "sampling": format!("Sampling result: sampled-in-{mode}"),
+                "roots": "Found 1 root(s)",
+                "multi_round": format!("Multi-round complete for name-from-{mode} who likes color-from-{mode}"),
+                "prompt": format!("Prompt with context: context-from-{mode}"),
+            }),
+            "{got}"
+        );
+        let asked = [
+            "elicitation",
+            "sampling",
+            "roots",
+            "elicitation",
+            "elicitation",
+            "elicitation",
+        ];
+        assert_eq!(got["asked"], json!(asked), "{got}");
     }
-    assert!(!gateway.stderr().contains("panicked"));
 }

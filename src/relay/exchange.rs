@@ -1,13 +1,13 @@
-//! One stateless call's `input_required` exchange: the call running on (its task, which
+//! One stateless call's `input_required` exchange: the call running on (its future, which
 //! outlives the request that started it), the server's requests to the client that wait
 //! for the client's retry, and what binds a retry to the call.
 
 use std::collections::HashSet;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use crate::peer::{Ask, ClientPeer};
 use crate::protocol::{Reply, RpcError, methods};
@@ -16,14 +16,11 @@ use crate::protocol::{Reply, RpcError, methods};
 /// result (`params._meta`); without it the gateway names it after its kind.
 pub const KEY_META: &str = "dev.wasmgate/inputKey";
 
-/// A call's task; dropping it cancels the call (the backend tells the server).
-pub struct CallTask(pub JoinHandle<Result<Reply, RpcError>>);
-
-impl Drop for CallTask {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+/// A call in progress. It is polled by the request that carries it, and by none while it
+/// waits for a retry: its server is then waiting on the client, and what it sends the call
+/// meanwhile (its answer) is kept by the backend until the call is polled again. Dropping
+/// it cancels the call (the backend tells the server).
+pub type Call = Pin<Box<dyn Future<Output = Result<Reply, RpcError>> + Send>>;
 
 /// What a retry must repeat of the first request.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +46,7 @@ impl Binding {
 pub struct Exchange {
     /// The peer the call runs for: the first request's.
     pub peer: Arc<ClientPeer>,
-    pub task: CallTask,
+    pub call: Call,
     pub asks: mpsc::UnboundedReceiver<Ask>,
     pub binding: Binding,
     /// Put to the client, by key, not answered yet.
@@ -61,13 +58,13 @@ pub struct Exchange {
 impl Exchange {
     pub fn new(
         peer: Arc<ClientPeer>,
-        task: CallTask,
+        call: Call,
         asks: mpsc::UnboundedReceiver<Ask>,
         binding: Binding,
     ) -> Exchange {
         Exchange {
             peer,
-            task,
+            call,
             asks,
             binding,
             pending: Vec::new(),
@@ -79,9 +76,10 @@ impl Exchange {
     /// Cancels the call, then fails what it asked: the server is told its call is
     /// cancelled before it hears that its questions will not be answered (which could
     /// otherwise end the call as if it were done).
-    pub async fn give_up(mut self) {
-        self.task.0.abort();
-        let _ = (&mut self.task.0).await;
+    pub fn give_up(self) {
+        let Exchange { call, pending, .. } = self;
+        drop(call);
+        drop(pending);
     }
 
     /// Whether some of the server's requests wait for the client.

@@ -97,7 +97,7 @@ impl Parked {
                 }
             };
             if let Some(expired) = expired {
-                expired.exchange.give_up().await;
+                expired.exchange.give_up();
             }
         });
         Ok(self.sealer.seal(&handle, principal))

@@ -1,5 +1,5 @@
 //! A stateless request whose call a session-era server may ask the client something during
-//! (`tools/call`, `prompts/get`, `resources/read`): the call runs as a task of its own, and
+//! (`tools/call`, `prompts/get`, `resources/read`): the call is a future of its own, and
 //! the server's requests end the client's request with an `input_required` result instead
 //! of reaching it; the client's retry, carrying the gateway's `requestState` handle and its
 //! `inputResponses`, answers them and carries the same call on (the 2026-07-28 era's
@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::{Session, stateless};
 use crate::protocol::{self, Reply, RpcError, methods};
-use crate::relay::exchange::{Binding, CallTask, Exchange};
+use crate::relay::exchange::{Binding, Exchange};
 use crate::relay::handle::{PREFIX, StateError};
 use crate::router::{RequestContext, Router};
 
@@ -82,14 +82,14 @@ impl Session {
                 }
             }
             tokio::select! {
-                done = &mut exchange.task.0 => return self.done(&exchange, method, uri, done),
+                done = &mut exchange.call => return self.done(&exchange, method, uri, done),
                 Some(ask) = exchange.asks.recv() => exchange.take(ask, &responses),
             }
         }
     }
 
-    /// Starts the call of a first request as a task, its server's requests to the client
-    /// going to the exchange.
+    /// The call of a first request, its server's requests to the client going to the
+    /// exchange.
     fn start(
         self: &Arc<Self>,
         key: &Arc<str>,
@@ -102,12 +102,12 @@ impl Session {
         let context = RequestContext::new(&self.gateway, self.peer.clone(), Some(key.clone()));
         let gateway = self.gateway.clone();
         let method = method.to_string();
-        let task = tokio::spawn(async move {
+        let call = Box::pin(async move {
             Router::new(&gateway)
                 .dispatch(&context, &method, params)
                 .await
         });
-        Exchange::new(self.peer.clone(), CallTask(task), asked, binding)
+        Exchange::new(self.peer.clone(), call, asked, binding)
     }
 
     /// The answer of a call that ended: -32021 if it needed a capability the carrying
@@ -117,10 +117,8 @@ impl Session {
         exchange: &Exchange,
         method: &str,
         uri: Option<String>,
-        done: Result<Result<Reply, RpcError>, tokio::task::JoinError>,
+        answer: Result<Reply, RpcError>,
     ) -> Result<Reply, RpcError> {
-        let answer = done
-            .unwrap_or_else(|_| Err(RpcError::new(protocol::INTERNAL_ERROR, "the call failed")));
         if let Some(missing) = exchange.peer.take_missing_capability() {
             return Err(missing);
         }
@@ -142,12 +140,12 @@ impl Session {
 async fn gather(
     exchange: &mut Exchange,
     responses: &Map<String, Value>,
-) -> Option<Result<Result<Reply, RpcError>, tokio::task::JoinError>> {
+) -> Option<Result<Reply, RpcError>> {
     let deadline = tokio::time::Instant::now() + GATHER_MAX;
     loop {
         let quiet = tokio::time::Instant::now() + GATHER_QUIET;
         tokio::select! {
-            done = &mut exchange.task.0 => return Some(done),
+            done = &mut exchange.call => return Some(done),
             Some(ask) = exchange.asks.recv() => exchange.take(ask, responses),
             _ = tokio::time::sleep_until(quiet.min(deadline)) => return None,
         }

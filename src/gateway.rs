@@ -98,7 +98,7 @@ impl Gateway {
             to_gateway,
             rebuild: Mutex::default(),
             front_status: Mutex::new(None),
-            relay: Relay::new(),
+            relay: Relay::new(&config),
             calls_in_flight: Mutex::new(HashMap::new()),
             next_call: std::sync::atomic::AtomicU64::new(0),
             exclusive: Default::default(),

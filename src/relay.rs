@@ -11,21 +11,23 @@ pub use exchange::Exchange;
 pub use handle::StateError;
 pub use parked::Parked;
 
+use crate::config::Config;
+
 /// The relay's state, one per gateway.
 pub struct Relay {
     pub parked: parked::Parked,
 }
 
 impl Relay {
-    pub fn new() -> Relay {
+    /// With `[http.replicas]`, handles are signed with the replicas' shared key and name
+    /// this replica; without, with a key of this process's own.
+    pub fn new(config: &Config) -> Relay {
+        let sealer = match &config.http.replicas {
+            Some(replicas) => handle::Sealer::shared(&replicas.key, replicas.name.clone()),
+            None => handle::Sealer::new(),
+        };
         Relay {
-            parked: parked::Parked::new(handle::Sealer::new()),
+            parked: parked::Parked::new(sealer),
         }
-    }
-}
-
-impl Default for Relay {
-    fn default() -> Self {
-        Relay::new()
     }
 }

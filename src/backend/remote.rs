@@ -17,7 +17,7 @@ use super::supervisor::{self, RestartPolicy, Supervised};
 use super::{BackendError, BackendState, Discovered, ListKind};
 use crate::config::{GatewayConfig, HttpEndpoint, HttpTransport, ServerTransport};
 
-mod client;
+pub mod client;
 mod connection;
 mod sse;
 

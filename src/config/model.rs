@@ -86,6 +86,28 @@ pub struct HttpConfig {
     pub threads: Option<usize>,
     /// Certificate chain and key (PEM) for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    pub replicas: Option<Replicas>,
+}
+
+/// `[http.replicas]`: the other gateways serving the same clients, which a 2026-07-28
+/// retry may reach instead of the one holding its call.
+#[derive(Clone)]
+pub struct Replicas {
+    /// This replica's name, in the `requestState` handles it issues.
+    pub name: String,
+    /// What every replica signs its handles with (the contents of `key_file`).
+    pub key: Arc<[u8]>,
+    /// The other replicas' base URLs (`http://host:port`), by name.
+    pub peers: BTreeMap<String, http::Uri>,
+}
+
+impl std::fmt::Debug for Replicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replicas")
+            .field("name", &self.name)
+            .field("peers", &self.peers)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for HttpConfig {
@@ -108,6 +130,7 @@ impl Default for HttpConfig {
             max_sessions_per_token: 1000,
             threads: None,
             tls: None,
+            replicas: None,
         }
     }
 }

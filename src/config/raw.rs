@@ -48,6 +48,17 @@ pub struct Http {
     pub threads: Option<AtLeastOne>,
     pub tls_cert: Option<String>,
     pub tls_key: Option<String>,
+    pub replicas: Option<Replicas>,
+}
+
+/// `[http.replicas]`: this gateway is one of several behind a load balancer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replicas {
+    pub name: String,
+    pub key_file: String,
+    #[serde(default)]
+    pub peers: BTreeMap<String, String>,
 }
 
 /// One of `[http] tokens`.

@@ -1,5 +1,5 @@
 //! Validation of the settings that guard the HTTP front and hold secrets: tokens (and
-//! `WASMGATE_TOKEN`), profiles' servers, remote URLs and token files. TLS files are
+//! `WASMGATE_TOKEN`), profiles' servers, remote URLs and token files, replicas' shared key. TLS files are
 //! checked through the binary (tests/gateway/config_checks.rs), with certificates openssl makes.
 
 use std::os::unix::fs::PermissionsExt;
@@ -226,4 +226,38 @@ fn a_bearer_token_file_others_may_read_is_refused_with_the_chmod() {
     assert!(config.warnings.iter().any(|w| w.contains("chmod 600")));
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(load(text, &dir, &[]).is_ok());
+}
+
+/// `[http.replicas]`: the shared key must be long enough and readable, the name plain, and
+/// each peer another replica's http(s) URL.
+#[test]
+fn replicas_need_a_long_shared_key_and_other_replicas_urls() {
+    let dir = TempDir::new("wasmgate-replicas-");
+    std::fs::write(dir.join("short.key"), "too short").unwrap();
+    std::fs::write(dir.join("good.key"), [7u8; 32]).unwrap();
+    let table = |name: &str, key: &str, peers: &str| {
+        format!("[http.replicas]\nname = \"{name}\"\nkey_file = \"{key}\"\npeers = {{ {peers} }}\n")
+    };
+    let ok = load(
+        &table("a", "good.key", "b = \"http://10.0.0.2:8787\""),
+        &dir,
+        &[],
+    )
+    .unwrap();
+    let replicas = ok.http.replicas.expect("replicas");
+    assert_eq!((replicas.name.as_str(), replicas.key.len()), ("a", 32));
+    assert_eq!(replicas.peers["b"].to_string(), "http://10.0.0.2:8787/");
+
+    let short = errors(&table("a", "short.key", ""), &dir, &[]).join("\n");
+    assert!(short.contains("fewer than 32 bytes"), "{short}");
+    let missing = errors(&table("a", "none.key", ""), &dir, &[]).join("\n");
+    assert!(missing.contains("none.key"), "{missing}");
+    let peers = "a = \"http://10.0.0.1:1\", b = \"ftp://x\", c = \"not a url\"";
+    let bad = errors(&table("a", "good.key", peers), &dir, &[]);
+    assert_eq!(bad.len(), 3, "{bad:?}");
+    for (error, what) in bad.iter().zip(["peer `a`", "peer `b`", "peer `c`"]) {
+        assert!(error.contains(what), "{error}");
+    }
+    let unnamed = errors(&table("a b", "good.key", ""), &dir, &[]).join("\n");
+    assert!(unnamed.contains("not plain"), "{unnamed}");
 }

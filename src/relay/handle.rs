@@ -53,7 +53,7 @@ pub enum StateError {
 
 /// Mints and checks handles with a key of this process's own.
 pub struct Sealer {
-    key: [u8; 32],
+    key: Vec<u8>,
     replica: String,
 }
 
@@ -67,7 +67,23 @@ impl Sealer {
         key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         let replica = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
-        Sealer { key, replica }
+        Sealer::shared(&key, replica)
+    }
+
+    /// The key replicas share (`[http.replicas]`), so that each can read whose a handle is.
+    pub fn shared(key: &[u8], replica: String) -> Sealer {
+        Sealer {
+            key: key.to_vec(),
+            replica,
+        }
+    }
+
+    /// The replica a handle of this gateway's key names, when it is not this one.
+    pub fn held_elsewhere(&self, state: &str, principal: &Principal) -> Option<String> {
+        match self.open(state, principal, 0) {
+            Err(StateError::OtherReplica(replica)) => Some(replica),
+            _ => None,
+        }
     }
 
     pub fn replica(&self) -> &str {

@@ -129,6 +129,11 @@ impl Parked {
         })
     }
 
+    /// The replica that holds the call `state` names, if another one does.
+    pub fn held_elsewhere(&self, state: &str, principal: &Principal) -> Option<String> {
+        self.sealer.held_elsewhere(state, principal)
+    }
+
     /// Calls parked now.
     pub fn len(&self) -> usize {
         self.calls.lock().unwrap().len()

@@ -3,6 +3,7 @@
 //! transport-independent `Session`; this module only maps HTTP onto it.
 
 mod connections;
+mod forward;
 mod guard;
 mod legacy;
 mod param_headers;

@@ -37,6 +37,7 @@ mod remote_faults;
 mod remote_h2;
 mod remote_sdk;
 mod replicas;
+mod replicas_stateless;
 mod routing;
 mod stdio_bound;
 mod tenancy;

@@ -22,7 +22,7 @@ const FIXTURE: &str = include_str!("fixtures/nginx-replicas.conf");
 const SESSIONS: usize = 6;
 
 /// nginx, on PATH or where Debian puts it (/usr/sbin is not on every user's PATH).
-fn nginx() -> Option<PathBuf> {
+pub(crate) fn nginx() -> Option<PathBuf> {
     let found = on_path("nginx").or_else(|| {
         let sbin = PathBuf::from("/usr/sbin/nginx");
         sbin.exists().then_some(sbin)
@@ -35,15 +35,15 @@ fn nginx() -> Option<PathBuf> {
 }
 
 /// An nginx of the test's own: its config, prefix, logs and pid file in a temp folder.
-struct Nginx {
+pub(crate) struct Nginx {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     dir: TestDir,
 }
 
 impl Nginx {
     /// The fixture with the replicas' addresses and a free loopback port for nginx.
-    fn start(nginx: &Path, replicas: [SocketAddr; 2]) -> Nginx {
+    pub(crate) fn start(nginx: &Path, replicas: [SocketAddr; 2]) -> Nginx {
         let dir = TestDir::new("nginx");
         let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
         // A port found free may be taken before nginx binds it: try again then.
@@ -123,7 +123,7 @@ impl Nginx {
         panic!("nginx found no free port in 5 tries");
     }
 
-    fn log(&self, name: &str) -> String {
+    pub(crate) fn log(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
     }
 }

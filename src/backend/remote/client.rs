@@ -12,9 +12,9 @@ use hyper::client::conn::{http1, http2};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub(super) type Body = Full<Bytes>;
+pub type Body = Full<Bytes>;
 
-pub(super) struct HttpClient {
+pub struct HttpClient {
     host: String,
     port: u16,
     /// `host:port`, without any userinfo: the `Host` header of HTTP/1.1 requests and the
@@ -31,14 +31,14 @@ pub(super) struct HttpClient {
 
 /// A connection lent for one exchange: given back with [`Lease::done`] once its response
 /// body was read to the end, else dropped (and closed).
-pub(super) struct Lease {
+pub struct Lease {
     client: Arc<HttpClient>,
     sender: Option<http1::SendRequest<Body>>,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Lease {
-    pub(super) fn done(mut self) {
+    pub fn done(mut self) {
         if let Some(sender) = self.sender.take() {
             let mut idle = self.client.idle.lock().unwrap();
             if idle.len() < self.client.max_connections {
@@ -59,14 +59,14 @@ enum Sender {
 /// starve the requests, and a request waiting on a client's answer (sampling) must never
 /// keep that answer from reaching the server.
 #[derive(Clone, Copy, PartialEq)]
-pub(super) enum Hold {
+pub enum Hold {
     Request,
     Aside,
 }
 
 impl HttpClient {
     /// `ca_file`: PEM certificates trusted besides the platform's and the webpki roots.
-    pub(super) fn new(
+    pub fn new(
         uri: &http::Uri,
         ca_file: Option<&std::path::Path>,
         max_connections: usize,
@@ -99,7 +99,7 @@ impl HttpClient {
 
     /// Sends `request` (its URI holding the path alone) on the shared HTTP/2 connection,
     /// or on an idle HTTP/1.1 one, or a new one, waiting while `max_connections` are lent.
-    pub(super) async fn send(
+    pub async fn send(
         self: &Arc<Self>,
         mut request: http::Request<Body>,
         connect_timeout: Duration,

@@ -1,9 +1,13 @@
 //! `[http]` (the HTTP front: listener, tokens, limits) and `[profiles.NAME]`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{Ctx, EnvLookup};
-use crate::config::model::{HttpConfig, HttpToken, Profile};
+use crate::config::model::{HttpConfig, HttpToken, Profile, Replicas};
+
+/// Bytes of a replicas' shared key: a 256-bit HMAC key.
+const MIN_REPLICA_KEY: usize = 32;
 use crate::config::raw;
 
 impl Ctx<'_> {
@@ -79,7 +83,71 @@ impl Ctx<'_> {
                 "set both (PEM files), or neither for plain HTTP",
             ),
         }
+        out.replicas = raw.replicas.and_then(|r| self.replicas(r));
         out
+    }
+
+    /// `[http.replicas]`: a name, a shared key of at least [`MIN_REPLICA_KEY`] bytes, and
+    /// the other replicas' URLs.
+    fn replicas(&mut self, raw: raw::Replicas) -> Option<Replicas> {
+        let key = ["http", "replicas"];
+        let named = |name: &str| {
+            !name.is_empty()
+                && (name.chars()).all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        };
+        if !named(&raw.name) {
+            self.error(
+                &key,
+                Some("name"),
+                format!("replica name `{}` is empty or not plain", raw.name),
+                "use letters, digits, - and _",
+            );
+        }
+        let path = self.path(&raw.key_file, &["http", "replicas", "key_file"], true)?;
+        let secret = match std::fs::read(&path) {
+            Ok(bytes) if bytes.len() >= MIN_REPLICA_KEY => bytes,
+            Ok(_) => {
+                self.error(
+                    &key,
+                    Some("key_file"),
+                    format!("{} holds fewer than {MIN_REPLICA_KEY} bytes", path.display()),
+                    "fill it with random bytes, e.g. `head -c 32 /dev/urandom > FILE`, and give every replica the same file",
+                );
+                return None;
+            }
+            Err(e) => {
+                self.error(
+                    &key,
+                    Some("key_file"),
+                    format!("{} cannot be read: {e}", path.display()),
+                    "give every replica the same key file",
+                );
+                return None;
+            }
+        };
+        let mut peers = BTreeMap::new();
+        for (name, url) in raw.peers {
+            let uri = url
+                .parse::<http::Uri>()
+                .ok()
+                .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some());
+            match uri {
+                Some(uri) if named(&name) && name != raw.name => {
+                    peers.insert(name, uri);
+                }
+                _ => self.error(
+                    &key,
+                    Some("peers"),
+                    format!("peer `{name}` = `{url}` is not another replica's http(s) URL"),
+                    "name each other replica (not this one) with its base URL, e.g. b = \"http://10.0.0.2:8787\"",
+                ),
+            }
+        }
+        Some(Replicas {
+            name: raw.name,
+            key: Arc::from(secret),
+            peers,
+        })
     }
 
     /// `[http] tokens`, and `WASMGATE_TOKEN` as one more: each at least [`MIN_TOKEN`]

@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::forward;
 use super::param_headers;
 use super::respond::{self, VERSION_HEADER};
 use super::streamable::answer_request;
@@ -99,12 +100,20 @@ pub async fn post(
         return refuse(StatusCode::NOT_FOUND, id, &error);
     }
     crate::telemetry::metrics::mcp_request(&method);
-    let streams = Streams::new(false);
+    let path = caller
+        .profile
+        .as_ref()
+        .map_or_else(|| "/mcp".to_string(), |p| format!("/mcp/{p}"));
     let principal = Principal {
         token: caller.token.map(Arc::from),
         profile: caller.profile.map(Arc::from),
         operator: caller.operator,
     };
+    let request = (&id, method.as_str(), params.as_ref());
+    if let Some(response) = forward::to_holder(&front, &path, headers, request, &principal).await {
+        return response;
+    }
+    let streams = Streams::new(false);
     let session = Session::stateless(
         front.gateway.clone(),
         streams.clone(),

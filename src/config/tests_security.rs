@@ -1,6 +1,7 @@
 //! Validation of the settings that guard the HTTP front and hold secrets: tokens (and
-//! `WASMGATE_TOKEN`), profiles' servers, remote URLs and token files, replicas' shared key. TLS files are
-//! checked through the binary (tests/gateway/config_checks.rs), with certificates openssl makes.
+//! `WASMGATE_TOKEN`), profiles' servers, remote URLs and token files, the replicas' shared
+//! key. TLS files are checked through the binary (tests/gateway/config_checks.rs), with
+//! certificates openssl makes.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

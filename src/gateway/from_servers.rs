@@ -159,6 +159,16 @@ impl Gateway {
                     }
                     return;
                 }
+                // A stdio server's line names no call: a stateless request (never
+                // registered for fan-out) hears it by the rule a server's requests go by,
+                // when it asked for log lines.
+                if let Ok(Some((peer, request))) = self.asker_of(server, None)
+                    && peer.is_stateless()
+                    && peer.admits_log(level, true)
+                {
+                    let line = protocol::notification(method, Some(params.clone()));
+                    peer.send_related(line, request.as_ref());
+                }
                 for session in self.sessions_seeing(server) {
                     if session.admits_log(level, true) {
                         session.notify(method, Some(params.clone()));

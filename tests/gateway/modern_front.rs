@@ -612,3 +612,39 @@ fn assert_sdk_eras(seen: &Value) {
         assert_eq!(got["asked"], json!(asked), "{got}");
     }
 }
+
+/// A stdio server's log line names no call; a stateless request that set `logLevel` hears
+/// it by the rule a server's requests go by (its call is the one in flight), one that set
+/// none does not.
+#[test]
+fn a_stdio_servers_log_lines_reach_the_stateless_request_that_asked() {
+    let gateway = HttpGateway::start(&crate::conformance::fixture_config(&[]), &[]);
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        for (level, expected) in [(Some("info"), 1), (Some("error"), 0), (None, 0)] {
+            let extra = level.map_or(
+                json!({}),
+                |l| json!({"io.modelcontextprotocol/logLevel": l}),
+            );
+            let call = request(
+                1,
+                "tools/call",
+                json!({"name": "test_logging_tool", "arguments": {}, "_meta": meta(extra)}),
+            );
+            let reply = post(&mut conn, "/mcp", &call, &[]).await;
+            assert_eq!(
+                reply.answer()["result"]["resultType"],
+                "complete",
+                "{}",
+                reply.body
+            );
+            let logged = match reply.headers.get("content-type") {
+                Some(t) if t.starts_with("text/event-stream") => (reply.events().iter())
+                    .filter(|e| e["method"] == "notifications/message")
+                    .count(),
+                _ => 0,
+            };
+            assert_eq!(logged, expected, "logLevel {level:?}: {}", reply.body);
+        }
+    });
+}

@@ -221,6 +221,8 @@ pub fn status(gateway: &Gateway) -> Value {
             "resource_count": catalog.resources.len(),
         },
         "backends": backends,
+        // Over all principals: the operator's.
+        "relay": {"calls_waiting_for_input": gateway.relay.parked.len()},
     });
     if let Some(http) = gateway.front_status() {
         status["http"] = http;
@@ -254,6 +256,7 @@ fn status_for(gateway: &Gateway, viewer: &ClientPeer) -> Value {
     }
     if let Some(object) = status.as_object_mut() {
         object.remove("http");
+        object.remove("relay");
     }
     if let Some(config) = status["gateway"]["config"].as_object_mut() {
         config.remove("file");

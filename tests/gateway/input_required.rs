@@ -73,6 +73,19 @@ fn two_tokens() -> String {
     )
 }
 
+/// The calls waiting for their client's retry, as `gateway_status` tells the operator.
+async fn waiting(conn: &mut Conn) -> u64 {
+    let status = request(
+        90,
+        "tools/call",
+        json!({"name": "gateway_status", "arguments": {}}),
+    );
+    let status = answer(conn, &status, None).await;
+    status["result"]["structuredContent"]["relay"]["calls_waiting_for_input"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{status}"))
+}
+
 fn accept(name: &str) -> Value {
     json!({"action": "accept", "content": {"name": name}})
 }
@@ -245,6 +258,7 @@ fn an_abandoned_call_is_cancelled_at_its_expiry() {
             "elicitation-1",
             "elicitation/create",
         );
+        assert_eq!(waiting(&mut conn).await, 1);
         let deadline = Instant::now() + WAIT;
         while !gateway
             .stderr()
@@ -253,6 +267,7 @@ fn an_abandoned_call_is_cancelled_at_its_expiry() {
             assert!(Instant::now() < deadline, "{}", gateway.stderr());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        assert_eq!(waiting(&mut conn).await, 0);
         let late = call(
             2,
             "elicit",

@@ -5,10 +5,9 @@ mod exclusive;
 mod from_servers;
 mod rebuild;
 
-pub use from_servers::CallInFlight;
-use from_servers::InFlightCall;
+pub use crate::relay::calls::CallInFlight;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
@@ -26,7 +25,6 @@ use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol;
 use crate::relay::Relay;
-use crate::telemetry::budget::Budget;
 use crate::telemetry::events::{EventLog, Status};
 
 /// A front's part of `gateway_status`; `None` once the front is gone.
@@ -44,27 +42,17 @@ pub struct Gateway {
     plugins: ArcSwapOption<PluginHost>,
     /// True while the plugin host is still loading (the first lists wait for it).
     plugins_loading: tokio::sync::watch::Sender<bool>,
-    sessions: Mutex<Vec<Weak<ClientPeer>>>,
-    /// Gateway progress token -> the server it was given to, the session and the token its
-    /// client chose.
-    progress: Mutex<HashMap<String, ProgressRoute>>,
     /// Every server present at start has left `Starting` and the catalog shows it.
     startup_settled: std::sync::atomic::AtomicBool,
-    /// URI -> sessions subscribed to it.
-    subscriptions: Mutex<HashMap<String, Vec<Weak<ClientPeer>>>>,
-    /// URI -> the server a subscription to it went to (told again when it restarts).
-    subscribed_through: Mutex<HashMap<String, String>>,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
     /// What the catalog was last built from; held while it is rebuilt.
     rebuild: Mutex<rebuild::Built>,
-    /// Client requests in flight to each server, newest last ([`Gateway::begin_call`]).
-    calls_in_flight: Mutex<HashMap<String, Vec<InFlightCall>>>,
-    next_call: std::sync::atomic::AtomicU64,
     /// Who holds each `exclusive = true` server.
     exclusive: exclusive::ExclusiveTurns,
     /// What a front other than stdio reports in `gateway_status` (the HTTP listener).
     front_status: Mutex<Option<FrontStatus>>,
-    /// Stateless calls waiting between the rounds of their `input_required` exchange.
+    /// What is kept of the clients beyond one message: who hears what servers send, the
+    /// calls in flight, progress routes, subscriptions, parked stateless calls.
     pub relay: Relay,
     pub started: Instant,
     pub started_at: DateTime<Utc>,
@@ -90,17 +78,11 @@ impl Gateway {
             catalog_swapped: tokio::sync::watch::channel(()).0,
             plugins: ArcSwapOption::empty(),
             plugins_loading: tokio::sync::watch::channel(false).0,
-            sessions: Mutex::new(Vec::new()),
-            progress: Mutex::new(HashMap::new()),
             startup_settled: std::sync::atomic::AtomicBool::new(false),
-            subscriptions: Mutex::new(HashMap::new()),
-            subscribed_through: Mutex::new(HashMap::new()),
             to_gateway,
             rebuild: Mutex::default(),
             front_status: Mutex::new(None),
             relay: Relay::new(&config),
-            calls_in_flight: Mutex::new(HashMap::new()),
-            next_call: std::sync::atomic::AtomicU64::new(0),
             exclusive: Default::default(),
             started: Instant::now(),
             started_at: Utc::now(),
@@ -224,18 +206,11 @@ impl Gateway {
     }
 
     pub fn register_peer(&self, session: &Arc<ClientPeer>) {
-        let mut sessions = self.sessions.lock().unwrap();
-        sessions.retain(|s| s.strong_count() > 0);
-        sessions.push(Arc::downgrade(session));
+        self.relay.peers.register(session);
     }
 
     pub(crate) fn live_sessions(&self) -> Vec<Arc<ClientPeer>> {
-        self.sessions
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect()
+        self.relay.peers.live()
     }
 
     /// `notifications/message` from the gateway about plugin `logger` to every client that
@@ -258,61 +233,24 @@ impl Gateway {
         request: Option<Arc<str>>,
         token: Value,
     ) -> ProgressMapping<'_> {
-        let ours = format!("wg-{}", uuid::Uuid::new_v4().simple());
-        let route = ProgressRoute {
-            server: server.to_string(),
-            session: Arc::downgrade(peer),
-            request,
-            original: token,
-            last: None,
-            budget: Budget::default(),
-        };
-        self.progress.lock().unwrap().insert(ours.clone(), route);
         ProgressMapping {
             gateway: self,
-            token: ours,
+            token: self.relay.progress.open(server, peer, request, token),
         }
     }
 
     /// Records `session`'s subscription to `uri` on `server`; once per session, however
     /// often it asks. `false` when it was subscribed already.
     pub fn subscribe(&self, session: &Arc<ClientPeer>, uri: &str, server: &str) -> bool {
-        self.subscribed_through
-            .lock()
-            .unwrap()
-            .insert(uri.to_string(), server.to_string());
-        let mut subs = self.subscriptions.lock().unwrap();
-        let list = subs.entry(uri.to_string()).or_default();
-        list.retain(|w| w.strong_count() > 0);
-        let added = !list
-            .iter()
-            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(session)));
-        if added {
-            list.push(Arc::downgrade(session));
-        }
-        added
+        self.relay.subscriptions.subscribe(session, uri, server)
     }
 
     /// What a new process of `server` must be told again: the last log level a client
     /// set, and the URIs live sessions subscribed to through it.
     fn client_requests(&self, server: &str) -> ClientRequests {
-        let subscriptions = self.subscriptions.lock().unwrap();
-        let subscriptions = self
-            .subscribed_through
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(uri, through)| {
-                *through == server
-                    && subscriptions
-                        .get(*uri)
-                        .is_some_and(|sessions| sessions.iter().any(|w| w.strong_count() > 0))
-            })
-            .map(|(uri, _)| uri.clone())
-            .collect();
         ClientRequests {
             log_level: self.server_log_level(server),
-            subscriptions,
+            subscriptions: self.relay.subscriptions.through_server(server),
         }
     }
 
@@ -329,17 +267,7 @@ impl Gateway {
 
     /// Returns true when no session is subscribed to `uri` any more.
     pub fn unsubscribe(&self, session: &Arc<ClientPeer>, uri: &str) -> bool {
-        let mut subs = self.subscriptions.lock().unwrap();
-        let Some(list) = subs.get_mut(uri) else {
-            return true;
-        };
-        list.retain(|w| w.upgrade().is_some_and(|s| !Arc::ptr_eq(&s, session)));
-        let empty = list.is_empty();
-        if empty {
-            subs.remove(uri);
-            self.subscribed_through.lock().unwrap().remove(uri);
-        }
-        empty
+        self.relay.subscriptions.unsubscribe(session, uri)
     }
 
     /// Applies a new configuration: servers added, removed or with a changed process
@@ -497,18 +425,6 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
     }
 }
 
-/// Where a server's progress for one request goes, and what it sent so far.
-struct ProgressRoute {
-    server: String,
-    session: Weak<ClientPeer>,
-    /// The client's request the progress belongs to.
-    request: Option<Arc<str>>,
-    original: Value,
-    /// The last `progress` passed on: MCP requires it to increase.
-    last: Option<f64>,
-    budget: Budget,
-}
-
 /// A client's progress token mapped to the gateway's, for one forwarded request. Dropped
 /// with the request's future, as when the client cancels it, it ends the mapping at once:
 /// the server may go on sending progress, which must not reach the client after its cancel.
@@ -535,7 +451,7 @@ impl ProgressMapping<'_> {
 
 impl Drop for ProgressMapping<'_> {
     fn drop(&mut self) {
-        self.gateway.progress.lock().unwrap().remove(&self.token);
+        self.gateway.relay.progress.close(&self.token);
     }
 }
 

@@ -3,7 +3,7 @@
 //! elicitation, roots), routed to the client they belong to.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -12,42 +12,7 @@ use crate::backend::ListKind;
 use crate::catalog::view::View;
 use crate::peer::ClientPeer;
 use crate::protocol::{self, RpcError, methods};
-
-/// A client's request in flight to a server.
-pub(super) struct InFlightCall {
-    id: u64,
-    peer: Weak<ClientPeer>,
-    request: Option<Arc<str>>,
-}
-
-/// A client, and which of its requests (the key of its id) a server's message belongs to.
-type Asker = (Arc<ClientPeer>, Option<Arc<str>>);
-
-/// Removes its call from [`Gateway::begin_call`]'s record when dropped.
-pub struct CallInFlight<'g> {
-    gateway: &'g Gateway,
-    server: String,
-    id: u64,
-}
-
-impl CallInFlight<'_> {
-    /// The call's number, which a backend carries as [`crate::backend::CALL`].
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-}
-
-impl Drop for CallInFlight<'_> {
-    fn drop(&mut self) {
-        let mut calls = self.gateway.calls_in_flight.lock().unwrap();
-        if let Some(list) = calls.get_mut(&self.server) {
-            list.retain(|c| c.id != self.id);
-            if list.is_empty() {
-                calls.remove(&self.server);
-            }
-        }
-    }
-}
+use crate::relay::calls::CallInFlight;
 
 impl Gateway {
     /// Whether `peer`'s view includes backend `name` (a server or plugin): only such a
@@ -112,31 +77,13 @@ impl Gateway {
                     .unwrap_or_default()
                     .to_string();
                 let progress = params.get("progress").and_then(Value::as_f64);
-                let target = {
-                    let mut routes = self.progress.lock().unwrap();
-                    // Only the server the token was given to may use it.
-                    let Some(route) = routes.get_mut(&token).filter(|r| r.server == server) else {
-                        tracing::debug!(
-                            server,
-                            "progress for a token not given to this server dropped"
-                        );
-                        return;
-                    };
-                    let increasing = progress.is_some_and(|p| route.last.is_none_or(|l| p > l));
-                    if !increasing || !route.budget.take_or_drop() {
-                        return;
-                    }
-                    route.last = progress;
-                    (route.session.upgrade())
-                        .map(|s| (s, route.original.clone(), route.request.clone()))
-                };
-                let Some((session, original, request)) = target else {
+                let Some(to) = self.relay.progress.route(server, &token, progress) else {
                     return;
                 };
-                params["progressToken"] = original;
-                session.send_related(
+                params["progressToken"] = to.token;
+                to.peer.send_related(
                     protocol::notification(method, Some(params)),
-                    request.as_ref(),
+                    to.request.as_ref(),
                 );
             }
             methods::MESSAGE => {
@@ -150,7 +97,9 @@ impl Gateway {
                     .unwrap_or("info");
                 // A line on a call's own stream is that call's; any other goes to the
                 // sessions that see the server, never to the others.
-                if let Some((peer, request)) = call.and_then(|c| self.call_of(server, c)) {
+                if let Some((peer, request)) =
+                    call.and_then(|c| self.relay.calls.call_of(server, c))
+                {
                     if peer.admits_log(level, true) && peer.is_initialized() {
                         peer.send_related(
                             protocol::notification(method, Some(params)),
@@ -162,7 +111,7 @@ impl Gateway {
                 // A stdio server's line names no call: a stateless request (never
                 // registered for fan-out) hears it by the rule a server's requests go by,
                 // when it asked for log lines.
-                if let Ok(Some((peer, request))) = self.asker_of(server, None)
+                if let Ok(Some((peer, request))) = self.relay.calls.asker_of(server, None)
                     && peer.is_stateless()
                     && peer.admits_log(level, true)
                 {
@@ -182,7 +131,7 @@ impl Gateway {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 // Only the server the subscription went to may say the resource changed.
-                let through = self.subscribed_through.lock().unwrap().get(uri).cloned();
+                let through = self.relay.subscriptions.through(uri);
                 if through.as_deref() != Some(server) {
                     tracing::debug!(
                         server,
@@ -190,14 +139,7 @@ impl Gateway {
                     );
                     return;
                 }
-                let subscribers: Vec<_> = self
-                    .subscriptions
-                    .lock()
-                    .unwrap()
-                    .get(uri)
-                    .cloned()
-                    .unwrap_or_default();
-                for session in subscribers.iter().filter_map(Weak::upgrade) {
+                for session in self.relay.subscriptions.subscribers(uri) {
                     if self.sees(&session, server) {
                         session.notify(method, params.clone());
                     }
@@ -225,70 +167,13 @@ impl Gateway {
         peer: &Arc<ClientPeer>,
         request: Option<Arc<str>>,
     ) -> CallInFlight<'_> {
-        let id = self
-            .next_call
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let call = InFlightCall {
-            id,
-            peer: Arc::downgrade(peer),
-            request,
-        };
-        self.calls_in_flight
-            .lock()
-            .unwrap()
-            .entry(server.to_string())
-            .or_default()
-            .push(call);
-        CallInFlight {
-            gateway: self,
-            server: server.to_string(),
-            id,
-        }
-    }
-
-    /// The client (and its request) of call `call` to `server`, while it is in flight.
-    fn call_of(&self, server: &str, call: u64) -> Option<Asker> {
-        let calls = self.calls_in_flight.lock().unwrap();
-        let call = calls.get(server)?.iter().find(|c| c.id == call)?;
-        Some((call.peer.upgrade()?, call.request.clone()))
-    }
-
-    /// Who asked a request of `server`'s: the call named by `call` (a remote server's
-    /// request on a call's own stream), else the one client with calls in flight to it
-    /// (a request over stdio names no call). `Ok(None)`: no call is in flight.
-    fn asker_of(&self, server: &str, call: Option<u64>) -> Result<Option<Asker>, RpcError> {
-        if let Some(call) = call {
-            return Ok(self.call_of(server, call));
-        }
-        let calls = self.calls_in_flight.lock().unwrap();
-        let live: Vec<_> = (calls.get(server).into_iter().flatten())
-            .filter_map(|c| Some((c.peer.upgrade()?, c.request.clone())))
-            .collect();
-        let Some((newest, request)) = live.last().cloned() else {
-            return Ok(None);
-        };
-        if live.iter().any(|(peer, _)| !Arc::ptr_eq(peer, &newest)) {
-            if let Some(asker) = the_active_one(&live) {
-                return Ok(Some(asker));
-            }
-            return Err(RpcError::new(
-                protocol::INVALID_REQUEST,
-                format!(
-                    "calls from several clients are in flight to server `{server}`, and its \
-                     request names none of them, so the gateway cannot tell which client to \
-                     ask; set exclusive = true on [servers.{server}] to run one client's \
-                     calls at a time"
-                ),
-            ));
-        }
-        // With several calls of that client in flight, which one asked is not known either:
-        // its newest call's stream reaches it (clients read a request on any of their streams).
-        Ok(Some((newest, request)))
+        self.relay.calls.begin(server, peer, request)
     }
 
     /// Sends a server's request (sampling, elicitation, roots) to the client whose call
-    /// caused it ([`Self::asker_of`]), on the stream of that call. With no call in flight it
-    /// is answered here: no roots, and an error for the rest; never asked of another client.
+    /// caused it (`CallsInFlight::asker_of`), on the stream of that call. With no call in
+    /// flight it is answered here: no roots, and an error for the rest; never asked of
+    /// another client.
     pub(super) async fn forward_to_client(
         &self,
         server: &str,
@@ -309,7 +194,7 @@ impl Gateway {
                 ));
             }
         };
-        let Some((session, related)) = self.asker_of(server, call)? else {
+        let Some((session, related)) = self.relay.calls.asker_of(server, call)? else {
             if method == methods::ROOTS_LIST {
                 return Ok(json!({"roots": []}));
             }
@@ -334,16 +219,4 @@ impl Gateway {
             )
             .await
     }
-}
-
-/// With calls of several clients in flight to a server: the one client whose calls are not
-/// parked (waiting for their client's retry, so blocked on the client and asking nothing
-/// now), when every parked one is of the same principal, so no request can reach another
-/// principal's client.
-fn the_active_one(live: &[Asker]) -> Option<Asker> {
-    let mut active = live.iter().filter(|(peer, _)| !peer.is_parked());
-    let (asker, request) = active.next_back()?;
-    let one_client = active.all(|(peer, _)| Arc::ptr_eq(peer, asker));
-    let one_principal = (live.iter()).all(|(peer, _)| peer.principal() == asker.principal());
-    (one_client && one_principal).then(|| (asker.clone(), request.clone()))
 }

@@ -3,7 +3,9 @@
 //! and WASM plugins (`crate::plugin`).
 
 mod common;
+pub mod era;
 pub mod mcp_client;
+pub mod modern;
 pub mod process;
 pub mod remote;
 mod server;

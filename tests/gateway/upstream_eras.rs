@@ -1,0 +1,246 @@
+//! Both eras toward servers: a dual-era stdio server (the Python SDK's, fixtures/
+//! dual_era_server.py) is probed once for its era, remembered in the cache folder, or
+//! set by `protocol`; then called statelessly by 2025 and 2026 clients, its
+//! `input_required` rounds relayed to a 2026 client and turned into real requests to a
+//! 2025 one.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::harness::{Client, TIMEOUT, TestDir, config, eventually};
+
+const MODERN: &str = "2026-07-28";
+
+/// The fixture server: a dual-era server on the Python SDK, writing a line per process
+/// started to `marker`.
+fn dual_era(python: &Path, cache: &Path, marker: &Path, extra: &[&str]) -> crate::harness::Config {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/dual_era_server.py");
+    let env = format!(
+        "env = {{ DUAL_ERA_MARKER = {} }}",
+        crate::harness::toml_str(marker.to_str().unwrap())
+    );
+    let mut lines = vec![env.as_str()];
+    lines.extend_from_slice(extra);
+    config()
+        .cache(cache.to_path_buf())
+        .plugins("bundled = false")
+        .server(
+            "dual",
+            python.to_str().unwrap(),
+            &[script.to_str().unwrap()],
+            &lines,
+        )
+}
+
+/// How many processes of the fixture have started.
+fn starts(marker: &Path) -> usize {
+    std::fs::read_to_string(marker)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+/// The era `gateway_status` shows for the server.
+fn era_of(client: &mut Client) -> Value {
+    client.status()["backends"]["dual"]["protocol_version"].clone()
+}
+
+/// A 2025 client's gateway, ready.
+fn start_2025(config: &crate::harness::Config) -> Client {
+    config.start_initialized()
+}
+
+struct Fixture {
+    python: PathBuf,
+    dir: TestDir,
+}
+
+impl Fixture {
+    fn new() -> Option<Fixture> {
+        let python = crate::third_party::sdk_python()?;
+        Some(Fixture {
+            python,
+            dir: TestDir::new("eras"),
+        })
+    }
+
+    fn config(&self, extra: &[&str]) -> crate::harness::Config {
+        dual_era(&self.python, &self.dir.join("cache"), &self.marker(), extra)
+    }
+
+    fn marker(&self) -> PathBuf {
+        self.dir.join("marker")
+    }
+}
+
+#[test]
+fn a_stdio_server_is_probed_once_and_its_era_remembered() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let config = fixture.config(&[]);
+    let mut client = start_2025(&config);
+    assert_eq!(era_of(&mut client), MODERN);
+    // The probe's process, then the serving one.
+    assert_eq!(starts(&fixture.marker()), 2);
+    drop(client);
+    let mut client = start_2025(&config);
+    assert_eq!(era_of(&mut client), MODERN);
+    assert_eq!(
+        starts(&fixture.marker()),
+        3,
+        "the second start probed again"
+    );
+}
+
+#[test]
+fn protocol_in_config_skips_the_probe() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[r#"protocol = "2026-07-28""#]));
+    assert_eq!(era_of(&mut client), MODERN);
+    assert_eq!(starts(&fixture.marker()), 1);
+    drop(client);
+    // The old era, when set, whatever the server could speak: as before, mid-call requests.
+    let mut client = start_2025(&fixture.config(&[r#"protocol = "2025-11-25""#]));
+    assert_eq!(era_of(&mut client), "2025-11-25");
+    assert_eq!(starts(&fixture.marker()), 2);
+    assert_eq!(ask_as_2025(&mut client), "Hello, Ada!");
+}
+
+#[test]
+fn an_unknown_protocol_is_refused_by_check() {
+    let dir = TestDir::new("eras-check");
+    let path = dir.write(
+        "gateway.toml",
+        "[servers.s]\ncommand = \"true\"\nprotocol = \"2027-01-01\"\n",
+    );
+    let args = ["check", "--config", path.to_str().unwrap()];
+    let output = crate::harness::run_cli(&args, &dir.path, TIMEOUT);
+    assert!(!output.status.success(), "{}", output.stdout);
+    assert!(
+        output.stderr.contains("unknown protocol \"2027-01-01\""),
+        "{}",
+        output.stderr
+    );
+}
+
+/// Calls `ask_name` as a 2025 client and answers the elicitation it gets with "Ada".
+fn ask_as_2025(client: &mut Client) -> String {
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "dual__ask_name", "arguments": {}}),
+    );
+    let asked = client.next_client_request(TIMEOUT);
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "What is your name?", "{asked}");
+    client.respond(
+        asked["id"].clone(),
+        json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
+    let answer = client.wait_response(&id, TIMEOUT);
+    let result = &answer["result"];
+    assert_ne!(result["resultType"], "input_required", "{answer}");
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_2025_client_gets_the_rounds_of_a_2026_server_as_requests() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[]));
+    assert_eq!(era_of(&mut client), MODERN);
+    let tools = client.tool_names();
+    for tool in ["dual__greet", "dual__ask_name", "dual__count"] {
+        assert!(tools.contains(&tool.to_string()), "{tools:?}");
+    }
+    assert_eq!(ask_as_2025(&mut client), "Hello, Ada!");
+    // Progress of a stateless call reaches the client under its own token.
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "dual__count", "arguments": {"steps": 3}, "_meta": {"progressToken": "p1"}}),
+    );
+    let (before, answer) = client.until_response(&id, TIMEOUT);
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "counted to 3",
+        "{answer}"
+    );
+    let progress: Vec<&Value> = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| &m["params"]["progress"])
+        .collect();
+    assert_eq!(progress, [&json!(1), &json!(2), &json!(3)], "{before:?}");
+}
+
+#[test]
+fn a_2025_client_without_elicitation_gets_an_error_not_a_round() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let config = fixture.config(&[r#"protocol = "2026-07-28""#]);
+    let mut client = config.start();
+    client.initialize_with("2025-11-25", json!({}));
+    client.wait_ready();
+    let answer = client.request(
+        "tools/call",
+        json!({"name": "dual__ask_name", "arguments": {}}),
+    );
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("elicitation"),
+        "{answer}"
+    );
+}
+
+/// A stateless (2026-07-28) request's params: `params` with the `_meta` of a client that
+/// declared elicitation.
+fn stateless(mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    });
+    params
+}
+
+#[test]
+fn a_2026_client_gets_the_input_required_round_and_its_retry_completes() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = fixture.config(&[]).start();
+    eventually(TIMEOUT, "the server's tools", || {
+        let listed = client.result("tools/list", stateless(json!({})));
+        let names = listed["tools"]
+            .as_array()?
+            .iter()
+            .any(|t| t["name"] == "dual__ask_name");
+        names.then_some(())
+    });
+    let call = stateless(json!({"name": "dual__ask_name", "arguments": {}}));
+    let round = client.result("tools/call", call.clone());
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let (key, asked) = round["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .expect("one input request");
+    assert_eq!(asked["method"], "elicitation/create", "{round}");
+    let mut retry = call;
+    retry["inputResponses"] =
+        json!({key.as_str(): {"action": "accept", "content": {"name": "Ada"}}});
+    retry["requestState"] = round["requestState"].clone();
+    let done = client.result("tools/call", retry);
+    assert_eq!(done["resultType"], "complete", "{done}");
+    assert_eq!(done["content"][0]["text"], "Hello, Ada!", "{done}");
+}

@@ -139,6 +139,8 @@ pub enum HandshakeError {
     Discovery(BackendError),
     #[error("server/discover failed: {0}")]
     Discover(BackendError),
+    #[error("its server/discover does not list version 2026-07-28")]
+    NotModern,
 }
 
 /// What the gateway offers to forward to its servers. Servers are shared and start

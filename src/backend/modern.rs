@@ -114,11 +114,24 @@ pub async fn handshake(
     server: &str,
     timeout: Duration,
 ) -> Result<Discovered, HandshakeError> {
-    let stamped = Stamped::gateway(upstream);
-    let found = stamped
+    let found = Stamped::gateway(upstream)
         .request(DISCOVER, None, timeout)
         .await
         .map_err(HandshakeError::Discover)?;
+    if !supports_modern(&found) {
+        return Err(HandshakeError::NotModern);
+    }
+    after_discover(upstream, server, &found, timeout).await
+}
+
+/// The rest of the stateless start once `found` (a discover result naming the version)
+/// is in: every list its capabilities promise.
+pub async fn after_discover(
+    upstream: &impl Upstream,
+    server: &str,
+    found: &Value,
+    timeout: Duration,
+) -> Result<Discovered, HandshakeError> {
     let discovered = Discovered {
         protocol_version: MODERN_VERSION.to_string(),
         server_info: found["_meta"][META_SERVER_INFO].clone(),
@@ -133,17 +146,85 @@ pub async fn handshake(
             .map(str::to_string),
         ..Default::default()
     };
-    mcp_client::fetch_lists(&stamped, server, discovered, timeout).await
+    mcp_client::fetch_lists(&Stamped::gateway(upstream), server, discovered, timeout).await
 }
 
 /// Whether a `server/discover` result names the stateless version.
 pub fn supports_modern(result: &Value) -> bool {
+    lists(result, MODERN_VERSION)
+}
+
+/// Whether `protocol = "auto"` speaks the stateless era to a server that answered
+/// `server/discover` with `result`: when it names 2026-07-28 and not 2025-11-25. A server
+/// that offers both is spoken to in the session era, which the gateway still carries
+/// further (its list changes, subscriptions, and requests to clients through another
+/// gateway).
+pub fn auto_picks_modern(result: &Value) -> bool {
+    supports_modern(result) && !lists(result, crate::protocol::LATEST_VERSION)
+}
+
+fn lists(result: &Value, version: &str) -> bool {
     result["supportedVersions"]
         .as_array()
-        .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION))
+        .is_some_and(|v| v.iter().any(|v| v == version))
 }
 
 /// The `server/discover` request of a probe, as one JSON-RPC line.
 pub fn discover_request(id: u64) -> Value {
     crate::protocol::request(id.into(), DISCOVER, Some(stamp(None, &gateway_meta())))
+}
+
+/// `Mcp-Method`, and `Mcp-Name` when the method has a name, on a stateless POST: what lets
+/// intermediaries route without reading the body. `name` is the server's own (the
+/// gateway's renaming undone by then).
+pub fn mirror_headers(headers: &mut http::HeaderMap, method: &str, name: Option<&str>) {
+    if let Ok(value) = http::HeaderValue::from_str(method) {
+        headers.insert("mcp-method", value);
+    }
+    if let Some(name) = name
+        && let Ok(value) = http::HeaderValue::from_str(&encode_header(name))
+    {
+        headers.insert("mcp-name", value);
+    }
+}
+
+/// A header value as the era sends it: plain when it is visible ASCII (or inner spaces),
+/// else the `=?base64?…?=` sentinel.
+pub fn encode_header(value: &str) -> String {
+    let plain = value.bytes().all(|b| b.is_ascii_graphic() || b == b' ')
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
+        && !value.starts_with("=?base64?");
+    if plain {
+        return value.to_string();
+    }
+    use base64::Engine as _;
+    format!(
+        "=?base64?{}?=",
+        base64::engine::general_purpose::STANDARD.encode(value)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_are_plain_or_base64() {
+        assert_eq!(encode_header("echo"), "echo");
+        assert_eq!(encode_header("écho"), "=?base64?w6ljaG8=?=");
+        assert_eq!(
+            crate::protocol::modern::decode_header(&encode_header(" x ")).as_deref(),
+            Some(" x ")
+        );
+    }
+
+    #[test]
+    fn a_stamp_keeps_the_callers_meta_keys() {
+        let params = json!({"name": "t", "_meta": {"progressToken": "p"}});
+        let stamped = stamp(Some(params), &gateway_meta());
+        assert_eq!(stamped["_meta"]["progressToken"], "p");
+        assert_eq!(stamped["_meta"][META_VERSION], MODERN_VERSION);
+        assert!(is_stamped(Some(&stamped)));
+    }
 }

@@ -214,19 +214,17 @@ fn stateless(mut params: Value) -> Value {
     params
 }
 
-#[test]
-fn a_2026_client_gets_the_input_required_round_and_its_retry_completes() {
-    let Some(fixture) = Fixture::new() else {
-        return;
-    };
-    let mut client = fixture.config(&[]).start();
+/// Calls `ask_name` as a 2026 client of a gateway just started: the `input_required`
+/// round comes back as the server wrote it, and the retry answering it with `name`
+/// completes; the call's text.
+fn ask_as_2026(client: &mut Client, name: &str) -> String {
     eventually(TIMEOUT, "the server's tools", || {
         let listed = client.result("tools/list", stateless(json!({})));
-        let names = listed["tools"]
+        let found = listed["tools"]
             .as_array()?
             .iter()
             .any(|t| t["name"] == "dual__ask_name");
-        names.then_some(())
+        found.then_some(())
     });
     let call = stateless(json!({"name": "dual__ask_name", "arguments": {}}));
     let round = client.result("tools/call", call.clone());
@@ -238,9 +236,86 @@ fn a_2026_client_gets_the_input_required_round_and_its_retry_completes() {
     assert_eq!(asked["method"], "elicitation/create", "{round}");
     let mut retry = call;
     retry["inputResponses"] =
-        json!({key.as_str(): {"action": "accept", "content": {"name": "Ada"}}});
+        json!({key.as_str(): {"action": "accept", "content": {"name": name}}});
     retry["requestState"] = round["requestState"].clone();
     let done = client.result("tools/call", retry);
     assert_eq!(done["resultType"], "complete", "{done}");
-    assert_eq!(done["content"][0]["text"], "Hello, Ada!", "{done}");
+    done["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_2026_client_gets_the_input_required_round_and_its_retry_completes() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = fixture.config(&[]).start();
+    assert_eq!(ask_as_2026(&mut client, "Ada"), "Hello, Ada!");
+}
+
+/// The fixture over Streamable HTTP on a free port, killed when dropped.
+struct HttpFixture(std::process::Child);
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the fixture with `http`; its URL, once it listens.
+fn dual_era_over_http(python: &Path, dir: &TestDir) -> (HttpFixture, String) {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/dual_era_server.py");
+    let out = dir.join("http.stdout");
+    let child = std::process::Command::new(python)
+        .arg(&script)
+        .arg("http")
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(dir.join("http.stderr")).unwrap())
+        .spawn()
+        .expect("start the fixture over HTTP");
+    let server = HttpFixture(child);
+    let port = eventually(TIMEOUT, "the fixture to listen", || {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix("listening on "))
+            .map(str::to_string)
+    });
+    (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[test]
+fn a_remote_server_is_found_to_speak_2026_and_called_in_both_cells() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("eras-http");
+    let (_server, url) = dual_era_over_http(&python, &dir);
+    let config = config().remote("dual", &url, &[]);
+    let mut client = start_2025(&config);
+    assert_eq!(era_of(&mut client), MODERN);
+    // The server checks Mcp-Name against the body: the gateway's renaming is undone in both.
+    assert_eq!(ask_as_2025(&mut client), "Hello, Ada!");
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "dual__count", "arguments": {"steps": 2}, "_meta": {"progressToken": 7}}),
+    );
+    let (before, answer) = client.until_response(&id, TIMEOUT);
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "counted to 2",
+        "{answer}"
+    );
+    let progress = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .count();
+    assert_eq!(progress, 2, "{before:?}");
+    drop(client);
+
+    // A 2026 client through the same kind of gateway: the round relayed, the retry done.
+    let mut client = config.start();
+    assert_eq!(ask_as_2026(&mut client, "Bo"), "Hello, Bo!");
 }

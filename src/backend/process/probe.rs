@@ -1,7 +1,7 @@
 //! The stdio era probe: `server/discover` sent to a throw-away process of the server
 //! (servers built on some SDKs exit on any request before `initialize`, so the process
 //! that serves is never the one probed). Any answer but a discover result naming the
-//! stateless version means the 2025 era.
+//! stateless version alone means the 2025 era (see `modern::auto_picks_modern`).
 
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub(super) async fn probe(config: &ServerConfig, limit: Duration) -> Option<Era>
             if message.get("id") != Some(&Value::from(1)) || message.get("method").is_some() {
                 continue;
             }
-            let modern = message.get("result").is_some_and(modern::supports_modern);
+            let modern = message.get("result").is_some_and(modern::auto_picks_modern);
             return Some(if modern { Era::Modern } else { Era::Legacy });
         }
     })

@@ -319,3 +319,44 @@ fn a_remote_server_is_found_to_speak_2026_and_called_in_both_cells() {
     let mut client = config.start();
     assert_eq!(ask_as_2026(&mut client, "Bo"), "Hello, Bo!");
 }
+
+/// The official Python SDK's `Client`, pinned to 2026-07-28, to legacy, and in `auto`,
+/// through the HTTP front to the dual-era server: the same tools, the elicitation answered
+/// by its callback in both cells (an `input_required` round relayed, or a real request),
+/// and progress (tests/gateway/fixtures/dual_era_client.py).
+#[test]
+fn the_python_sdk_client_calls_a_2026_server_in_either_era() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    std::fs::create_dir_all(fixture.dir.join("plugins")).unwrap();
+    let config = fixture.config(&[]).render(&fixture.dir.path);
+    let gateway = crate::http_client::HttpGateway::start(&config, &[]);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/dual_era_client.py");
+    let modes = [(MODERN, MODERN), ("legacy", "2025-11-25"), ("auto", MODERN)];
+    let output = std::process::Command::new(&fixture.python)
+        .arg(&script)
+        .arg(gateway.url("/mcp"))
+        .args(modes.iter().map(|(mode, _)| mode))
+        .output()
+        .expect("run the SDK client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).expect("one JSON list");
+    for (got, (mode, version)) in seen.as_array().unwrap().iter().zip(modes) {
+        assert_eq!(got["mode"], mode, "{got}");
+        assert_eq!(got["version"], version, "{got}");
+        let tools = got["tools"].as_array().unwrap();
+        assert!(tools.contains(&json!("dual__ask_name")), "{got}");
+        assert_eq!(got["ask"], "Hello, Ada!", "{got}");
+        assert_eq!(got["asked"], json!(["What is your name?"]), "{got}");
+        assert_eq!(got["count"], "counted to 2", "{got}");
+        assert_eq!(got["progress"], json!([1.0, 2.0]), "{got}");
+    }
+    assert_eq!(seen.as_array().unwrap().len(), modes.len(), "{seen}");
+}

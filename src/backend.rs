@@ -143,6 +143,9 @@ impl std::fmt::Debug for Responder {
 #[derive(Debug, Clone, Default)]
 pub struct Discovered {
     pub protocol_version: String,
+    /// How the era was decided (`config`, `cached`, `probed`, `discovered`); empty for a
+    /// server the gateway did not ask.
+    pub protocol_source: &'static str,
     pub server_info: Value,
     pub capabilities: Value,
     pub instructions: Option<String>,

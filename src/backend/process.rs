@@ -190,7 +190,8 @@ impl Supervised for ProcessBackend {
         };
         let handshake = tokio::select! {
             r = start => match r {
-                Ok(discovered) => {
+                Ok(mut discovered) => {
+                    discovered.protocol_source = source.as_str();
                     self.discovered.store(Arc::new(discovered));
                     Ok(())
                 }

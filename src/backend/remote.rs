@@ -145,7 +145,11 @@ impl Supervised for RemoteBackend {
             r = self.open_any(&endpoint) => r.map_err(|e| e.to_string()),
             _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
         };
-        let (connection, discovered) = opened?;
+        let (connection, mut discovered) = opened?;
+        discovered.protocol_source = match era::configured(&self.config.load()) {
+            Some(_) => era::Source::Config.as_str(),
+            None => "discovered",
+        };
         self.discovered.store(Arc::new(discovered));
         self.connection.store(Some(connection.clone()));
         let url = crate::config::redact_url(&endpoint.url);

@@ -93,6 +93,9 @@ fn a_stdio_server_is_probed_once_and_its_era_remembered() {
         3,
         "the second start probed again"
     );
+    let ready = client.events(json!({"event_type": "backend.ready"}));
+    assert_eq!(ready[0]["protocol_source"], "cached", "{ready:?}");
+    assert_eq!(ready[0]["protocol_version"], MODERN, "{ready:?}");
 }
 
 #[test]

@@ -97,6 +97,13 @@ impl EraCache {
         }
     }
 
+    /// Forgets what was found for `config` (a start in that era failed).
+    pub fn forget(&self, config: &ServerConfig) {
+        if let Some(file) = self.file(config) {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+
     fn file(&self, config: &ServerConfig) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
         Some(dir.join(format!("{}.era", command_digest(config)?)))

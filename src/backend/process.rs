@@ -65,6 +65,12 @@ impl ProcessBackend {
         }
     }
 
+    /// Forgets the era found for the server, here and in the cache folder.
+    fn forget_era(&self, config: &crate::config::ServerConfig) {
+        *self.era.lock().unwrap() = None;
+        self.eras.forget(config);
+    }
+
     /// The era to speak to the server in: set in config, found before, or probed now.
     async fn era(&self, config: &crate::config::ServerConfig) -> (Era, Source) {
         if let Some(era) = era::configured(config) {
@@ -208,6 +214,10 @@ impl Supervised for ProcessBackend {
             status = child.wait() => Err(format!("exited during start-up ({})", describe_exit(status))),
         };
         if let Err(mut message) = handshake {
+            // A remembered era may be stale (the server was upgraded): the next start probes.
+            if source != Source::Config {
+                self.forget_era(&config);
+            }
             // The reason is often the last thing it wrote to stderr ("command not found").
             let _ = tokio::time::timeout(Duration::from_millis(100), stderr_logger).await;
             let last = last_stderr.lock().unwrap().clone();

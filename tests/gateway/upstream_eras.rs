@@ -363,3 +363,38 @@ fn the_python_sdk_client_calls_a_2026_server_in_either_era() {
     }
     assert_eq!(seen.as_array().unwrap().len(), modes.len(), "{seen}");
 }
+
+/// A remembered era that no longer holds (the server was replaced by one of the other
+/// era under the same command line) fails one start; the next start probes again, and
+/// the server serves. The example server speaks the session era only.
+#[test]
+fn a_stale_remembered_era_is_probed_again() {
+    let dir = TestDir::new("eras-stale");
+    let cache = dir.join("cache");
+    let config = config()
+        .cache(cache.clone())
+        .plugins("bundled = false")
+        .example("ex", &[]);
+    let mut client = start_2025(&config);
+    assert_eq!(
+        client.status()["backends"]["ex"]["protocol_version"],
+        "2025-11-25"
+    );
+    drop(client);
+    let eras = cache.join("upstream-eras");
+    let remembered: Vec<PathBuf> = std::fs::read_dir(&eras)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(remembered.len(), 1, "{remembered:?}");
+    std::fs::write(&remembered[0], MODERN).unwrap();
+
+    let mut client = start_2025(&config);
+    let ex = client.status()["backends"]["ex"].clone();
+    assert_eq!(ex["protocol_version"], "2025-11-25", "{ex}");
+    assert_eq!(ex["restarts"], 1, "{ex}");
+    assert_eq!(
+        std::fs::read_to_string(&remembered[0]).unwrap(),
+        "2025-11-25"
+    );
+}

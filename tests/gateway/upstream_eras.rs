@@ -23,7 +23,9 @@ fn dual_era(python: &Path, cache: &Path, marker: &Path, extra: &[&str]) -> crate
     );
     let mut lines = vec![env.as_str()];
     lines.extend_from_slice(extra);
+    // The first list waits for the probe and the start, however slow the machine.
     config()
+        .gateway(r#"startup_timeout = "60s""#)
         .cache(cache.to_path_buf())
         .plugins("bundled = false")
         .server(

@@ -117,7 +117,7 @@ fn protocol_in_config_skips_the_probe() {
 }
 
 #[test]
-fn an_unknown_protocol_is_refused_by_check() {
+fn check_shows_a_set_protocol_and_refuses_an_unknown_one() {
     let dir = TestDir::new("eras-check");
     let path = dir.write(
         "gateway.toml",
@@ -130,6 +130,18 @@ fn an_unknown_protocol_is_refused_by_check() {
         output.stderr.contains("unknown protocol \"2027-01-01\""),
         "{}",
         output.stderr
+    );
+    let path = dir.write(
+        "gateway.toml",
+        "[servers.s]\ncommand = \"true\"\nprotocol = \"2026-07-28\"\n",
+    );
+    let args = ["check", "--config", path.to_str().unwrap()];
+    let output = crate::harness::run_cli(&args, &dir.path, TIMEOUT);
+    assert!(output.status.success(), "{}", output.stderr);
+    assert!(
+        output.stdout.contains("    protocol 2026-07-28"),
+        "{}",
+        output.stdout
     );
 }
 

@@ -270,6 +270,16 @@ fn a_2026_client_gets_the_input_required_round_and_its_retry_completes() {
     };
     let mut client = fixture.config(&[]).start();
     assert_eq!(ask_as_2026(&mut client, "Ada"), "Hello, Ada!");
+    // The server sees what this client declared, not what the gateway could forward: with
+    // no elicitation declared, it refuses with -32021 naming it.
+    let mut call = stateless(json!({"name": "dual__ask_name", "arguments": {}}));
+    call["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let refused = client.error("tools/call", call);
+    assert_eq!(refused["code"], -32021, "{refused}");
+    assert!(
+        refused["data"]["requiredCapabilities"]["elicitation"].is_object(),
+        "{refused}"
+    );
 }
 
 /// The fixture over Streamable HTTP on a free port, killed when dropped.

@@ -422,3 +422,59 @@ fn a_stale_remembered_era_is_probed_again() {
         "2025-11-25"
     );
 }
+
+/// Answers every request the gateway sends to the 2025 `client` until the answer to `id`
+/// comes; the questions asked, and that answer.
+fn answer_rounds(client: &mut Client, id: &Value) -> (Vec<String>, Value) {
+    let short = std::time::Duration::from_millis(100);
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let mut asked = Vec::new();
+    while std::time::Instant::now() < deadline {
+        if let Some(answer) = client.try_response(id, short) {
+            return (asked, answer);
+        }
+        let Some(request) = client.take(short, crate::harness::is_server_request) else {
+            continue;
+        };
+        asked.push(request["params"]["message"].as_str().unwrap().to_string());
+        let name = format!("N{}", asked.len());
+        client.respond(
+            request["id"].clone(),
+            json!({"action": "accept", "content": {"name": name}}),
+        );
+    }
+    panic!("no answer to {id} within {TIMEOUT:?}; asked {asked:?}");
+}
+
+/// A call of several rounds asks the 2025 client each round's question in turn; past 8
+/// rounds the gateway gives the call up with an error rather than hold it open.
+#[test]
+fn a_2025_client_answers_round_after_round_within_a_bound() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[r#"protocol = "2026-07-28""#]));
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "dual__ask_twice", "arguments": {}}),
+    );
+    let (asked, answer) = answer_rounds(&mut client, &id);
+    assert_eq!(
+        asked,
+        ["What is your name?", "Round 2, after N1?"],
+        "{answer}"
+    );
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Hello, N2!",
+        "{answer}"
+    );
+
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "dual__ask_nine_times", "arguments": {}}),
+    );
+    let (asked, answer) = answer_rounds(&mut client, &id);
+    assert_eq!(asked.len(), 8, "{asked:?}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("after 8 rounds"), "{answer}");
+}

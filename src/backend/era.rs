@@ -128,3 +128,42 @@ fn command_digest(config: &ServerConfig) -> Option<String> {
     let digest = Sha256::digest(key.to_string().as_bytes());
     Some(digest.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{Era, EraCache};
+    use crate::config::{ServerConfig, from_toml_str};
+
+    fn server(entry: &str) -> ServerConfig {
+        let text = format!("[servers.s]\n{entry}\n");
+        let env = |_: &str| None;
+        let config = from_toml_str(&text, Path::new("g.toml"), Path::new("/"), &env).unwrap();
+        config.servers["s"].clone()
+    }
+
+    /// One remembered era per command line: the values of `env` (rotating secrets) do
+    /// not make another, its names and the arguments do.
+    #[test]
+    fn an_era_is_remembered_per_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = EraCache::new(Some(dir.path()));
+        let first = server("command = \"srv\"\nenv = { TOKEN = \"a\" }");
+        assert_eq!(cache.get(&first), None);
+        cache.put(&first, Era::Modern);
+        assert_eq!(cache.get(&first), Some(Era::Modern));
+        let other_value = server("command = \"srv\"\nenv = { TOKEN = \"b\" }");
+        assert_eq!(cache.get(&other_value), Some(Era::Modern));
+        let other_name = server("command = \"srv\"\nenv = { KEY = \"a\" }");
+        assert_eq!(cache.get(&other_name), None);
+        let other_args = server("command = \"srv\"\nargs = [\"--x\"]\nenv = { TOKEN = \"a\" }");
+        assert_eq!(cache.get(&other_args), None);
+        cache.forget(&first);
+        assert_eq!(cache.get(&first), None);
+        // Without a cache folder nothing is kept, and nothing fails.
+        let none = EraCache::new(None);
+        none.put(&first, Era::Legacy);
+        assert_eq!(none.get(&first), None);
+    }
+}

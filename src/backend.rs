@@ -3,7 +3,9 @@
 //! and WASM plugins (`crate::plugin`).
 
 mod common;
+pub mod era;
 pub mod mcp_client;
+pub mod modern;
 pub mod process;
 pub mod remote;
 mod server;
@@ -77,6 +79,18 @@ impl BackendError {
     /// The one place where backend failures become JSON-RPC errors.
     pub fn to_rpc(&self) -> RpcError {
         match self {
+            // A stateless server's -32021 names what the client must declare: its data
+            // stays where the client looks for it.
+            BackendError::Rpc { server, error }
+                if error.code == protocol::modern::MISSING_CLIENT_CAPABILITY =>
+            {
+                let mut data = match error.data.as_deref() {
+                    Some(Value::Object(data)) => data.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                data.insert("server".into(), server.as_str().into());
+                RpcError::new(error.code, error.message.clone()).with_data(Value::Object(data))
+            }
             BackendError::Rpc { server, error } => RpcError {
                 code: error.code,
                 message: error.message.clone(),
@@ -141,6 +155,9 @@ impl std::fmt::Debug for Responder {
 #[derive(Debug, Clone, Default)]
 pub struct Discovered {
     pub protocol_version: String,
+    /// How the era was decided (`config`, `cached`, `probed`, `discovered`); empty for a
+    /// server the gateway did not ask.
+    pub protocol_source: &'static str,
     pub server_info: Value,
     pub capabilities: Value,
     pub instructions: Option<String>,

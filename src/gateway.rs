@@ -108,9 +108,11 @@ impl Gateway {
 
     fn start_server(&self, server: crate::config::ServerConfig) {
         let name = server.name.clone();
+        let config = self.config.load();
         let backend = Backend::start(
             server,
-            &self.config.load().gateway,
+            &config.gateway,
+            config.plugins.cache_dir.as_deref(),
             self.events.clone(),
             self.to_gateway.clone(),
         );

@@ -262,6 +262,11 @@ impl ClientPeer {
         self.client.lock().unwrap().info.clone()
     }
 
+    /// The capabilities of its `initialize` (a stateless request's: of its `_meta`).
+    pub fn capabilities(&self) -> Value {
+        self.client.lock().unwrap().capabilities.clone()
+    }
+
     /// The protocol version negotiated; empty before `initialize`.
     pub fn protocol_version(&self) -> String {
         self.client.lock().unwrap().protocol_version.clone()

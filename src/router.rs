@@ -6,6 +6,7 @@
 
 mod lists;
 mod logging;
+mod mrtr_bridge;
 mod resources;
 mod tools;
 

@@ -139,8 +139,15 @@ impl Common {
         };
         let timeout = self.config.load().timeout;
         let current = self.discovered.load_full();
-        let next =
-            mcp_client::refresh_list(&*upstream, &self.name, &current, kind, timeout).await?;
+        let next = match super::modern::is_modern(&current) {
+            true => {
+                let stamped = super::modern::Stamped::gateway(&*upstream);
+                mcp_client::refresh_list(&stamped, &self.name, &current, kind, timeout).await?
+            }
+            false => {
+                mcp_client::refresh_list(&*upstream, &self.name, &current, kind, timeout).await?
+            }
+        };
         self.discovered.store(Arc::new(next));
         Ok(())
     }

@@ -137,6 +137,10 @@ pub enum HandshakeError {
     Initialize(BackendError),
     #[error("discovery failed: {0}")]
     Discovery(BackendError),
+    #[error("server/discover failed: {0}")]
+    Discover(BackendError),
+    #[error("its server/discover does not list version 2026-07-28")]
+    NotModern,
 }
 
 /// What the gateway offers to forward to its servers. Servers are shared and start
@@ -169,7 +173,7 @@ pub async fn handshake(
     if !version.is_some_and(|v| protocol::SUPPORTED_VERSIONS.contains(&v)) {
         tracing::warn!(server = %server, version, "the server answered initialize with a protocol version the gateway does not speak; going on as if it spoke the latest");
     }
-    let mut discovered = Discovered {
+    let discovered = Discovered {
         protocol_version: version.unwrap_or_default().to_string(),
         server_info: init.get("serverInfo").cloned().unwrap_or(Value::Null),
         capabilities: init
@@ -182,6 +186,16 @@ pub async fn handshake(
             .map(str::to_string),
         ..Default::default()
     };
+    fetch_lists(upstream, server, discovered, timeout).await
+}
+
+/// Every list the server's capabilities (in `discovered`) promise, fetched into it.
+pub async fn fetch_lists(
+    upstream: &impl Upstream,
+    server: &str,
+    mut discovered: Discovered,
+    timeout: Duration,
+) -> Result<Discovered, HandshakeError> {
     let err = HandshakeError::Discovery;
     if discovered.has_capability("tools") {
         discovered.tools = usable_tools(
@@ -290,6 +304,10 @@ pub async fn restore(
     requests: ClientRequests,
     timeout: Duration,
 ) {
+    // A stateless server keeps nothing: the level and subscriptions go with each request.
+    if super::modern::is_modern(discovered) {
+        return;
+    }
     let mut messages = Vec::new();
     if let Some(level) = requests.log_level
         && discovered.has_capability("logging")

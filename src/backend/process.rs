@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::common::{self, Common, stop_requested};
+use super::era::{self, Era, EraCache, Source};
 use super::mcp_client::{self, Answer, Upstream};
+use super::modern;
 use super::supervisor::{self, RestartPolicy, Supervised};
 use super::{BackendError, BackendState, ListKind};
 use crate::config::GatewayConfig;
@@ -24,6 +26,10 @@ use connection::{Connection, read_lines};
 
 mod child;
 mod connection;
+mod probe;
+
+/// The longest a probe of a server's era waits for its `server/discover` answer.
+const PROBE_LIMIT: Duration = Duration::from_secs(10);
 
 pub struct ProcessBackend {
     common: Common,
@@ -33,12 +39,20 @@ pub struct ProcessBackend {
     /// For `initialize` and the first lists of each start.
     init_timeout: Duration,
     shutdown_grace: Duration,
+    /// Where probed eras are remembered across starts of the gateway.
+    eras: EraCache,
+    /// The era found for this entry, for its restarts.
+    era: Mutex<Option<(Era, Source)>>,
 }
 
 common::shares_common!(ProcessBackend);
 
 impl ProcessBackend {
-    pub(super) fn new(common: Common, gateway: &GatewayConfig) -> Self {
+    pub(super) fn new(
+        common: Common,
+        gateway: &GatewayConfig,
+        cache_dir: Option<&std::path::Path>,
+    ) -> Self {
         ProcessBackend {
             common,
             connection: ArcSwapOption::empty(),
@@ -46,7 +60,38 @@ impl ProcessBackend {
             max_restarts: gateway.max_restarts,
             init_timeout: gateway.init_timeout,
             shutdown_grace: gateway.shutdown_grace,
+            eras: EraCache::new(cache_dir),
+            era: Mutex::new(None),
         }
+    }
+
+    /// Forgets the era found for the server, here and in the cache folder.
+    fn forget_era(&self, config: &crate::config::ServerConfig) {
+        *self.era.lock().unwrap() = None;
+        self.eras.forget(config);
+    }
+
+    /// The era to speak to the server in: set in config, found before, or probed now.
+    async fn era(&self, config: &crate::config::ServerConfig) -> (Era, Source) {
+        if let Some(era) = era::configured(config) {
+            return (era, Source::Config);
+        }
+        if let Some(found) = *self.era.lock().unwrap() {
+            return found;
+        }
+        let found = match self.eras.get(config) {
+            Some(era) => (era, Source::Cached),
+            None => match probe::probe(config, self.init_timeout.min(PROBE_LIMIT)).await {
+                Some(era) => {
+                    self.eras.put(config, era);
+                    (era, Source::Probed)
+                }
+                // No answer to remember: the old era this time, probed again at a restart.
+                None => return (Era::Legacy, Source::Probed),
+            },
+        };
+        *self.era.lock().unwrap() = Some(found);
+        found
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -101,6 +146,11 @@ impl Supervised for ProcessBackend {
     async fn run_once(&self, stopping: &mut watch::Receiver<bool>) -> Result<(), String> {
         let name = &self.name;
         let config = self.config.load_full();
+        let (era, source) = tokio::select! {
+            found = self.era(&config) => found,
+            _ = stop_requested(stopping) => return Err("stopped during start-up".to_string()),
+        };
+        tracing::debug!(server = %name, era = era.version(), source = source.as_str(), "protocol era");
         let mut child = spawn(&config)
             .map_err(|e| format!("cannot start `{}`: {e}", config.stdio().command))?;
         let pid = child.id().unwrap_or(0);
@@ -138,9 +188,16 @@ impl Supervised for ProcessBackend {
         ));
 
         let begun = Instant::now();
+        let start = async {
+            match era {
+                Era::Modern => modern::handshake(&*connection, name, self.init_timeout).await,
+                Era::Legacy => mcp_client::handshake(&*connection, name, self.init_timeout).await,
+            }
+        };
         let handshake = tokio::select! {
-            r = mcp_client::handshake(&*connection, name, self.init_timeout) => match r {
-                Ok(discovered) => {
+            r = start => match r {
+                Ok(mut discovered) => {
+                    discovered.protocol_source = source.as_str();
                     self.discovered.store(Arc::new(discovered));
                     Ok(())
                 }
@@ -157,6 +214,10 @@ impl Supervised for ProcessBackend {
             status = child.wait() => Err(format!("exited during start-up ({})", describe_exit(status))),
         };
         if let Err(mut message) = handshake {
+            // A remembered era may be stale (the server was upgraded): the next start probes.
+            if source != Source::Config {
+                self.forget_era(&config);
+            }
             // The reason is often the last thing it wrote to stderr ("command not found").
             let _ = tokio::time::timeout(Duration::from_millis(100), stderr_logger).await;
             let last = last_stderr.lock().unwrap().clone();

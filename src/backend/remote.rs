@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::common::{self, Common, stop_requested};
+use super::era::{self, Era};
 use super::mcp_client::{self, Answer, HandshakeError, Upstream};
+use super::modern;
 use super::supervisor::{self, RestartPolicy, Supervised};
 use super::{BackendError, BackendState, Discovered, ListKind};
 use crate::config::{GatewayConfig, HttpEndpoint, HttpTransport, ServerTransport};
@@ -30,7 +32,12 @@ pub struct RemoteBackend {
     common: Common,
     connection: ArcSwapOption<Connection>,
     init_timeout: Duration,
+    /// The era the server answered in, for the sessions after the first (`protocol = "auto"`).
+    era: std::sync::Mutex<Option<Era>>,
 }
+
+/// The longest a `server/discover` that finds out a remote server's era waits.
+const DISCOVER_LIMIT: Duration = Duration::from_secs(10);
 
 common::shares_common!(RemoteBackend);
 
@@ -40,6 +47,7 @@ impl RemoteBackend {
             common,
             connection: ArcSwapOption::empty(),
             init_timeout: gateway.init_timeout,
+            era: std::sync::Mutex::new(None),
         }
     }
 
@@ -137,7 +145,11 @@ impl Supervised for RemoteBackend {
             r = self.open_any(&endpoint) => r.map_err(|e| e.to_string()),
             _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
         };
-        let (connection, discovered) = opened?;
+        let (connection, mut discovered) = opened?;
+        discovered.protocol_source = match era::configured(&self.config.load()) {
+            Some(_) => era::Source::Config.as_str(),
+            None => "discovered",
+        };
         self.discovered.store(Arc::new(discovered));
         self.connection.store(Some(connection.clone()));
         let url = crate::config::redact_url(&endpoint.url);
@@ -149,7 +161,11 @@ impl Supervised for RemoteBackend {
             begun,
         )
         .await;
-        let listener = tokio::spawn(connection.clone().listen());
+        // A stateless server has no stream of its own to listen to.
+        let listener = match connection.is_modern() {
+            true => tokio::spawn(async {}),
+            false => tokio::spawn(connection.clone().listen()),
+        };
         let outcome = tokio::select! {
             closed = connection.ended() => match closed {
                 Closed::Broken(reason) => Err(reason),
@@ -170,6 +186,86 @@ impl RemoteBackend {
     /// A session over the transport the entry names; with `auto`, Streamable HTTP and then,
     /// when the server refuses its `initialize` with a 4xx, the legacy SSE transport.
     async fn open_any(
+        &self,
+        endpoint: &HttpEndpoint,
+    ) -> Result<(Arc<Connection>, Discovered), OpenError> {
+        // The legacy SSE transport is of the session era alone.
+        let sse = (endpoint.transport == HttpTransport::Sse).then_some(Era::Legacy);
+        let configured = era::configured(&self.config.load());
+        let known = configured.or(sse).or(*self.era.lock().unwrap());
+        match known {
+            Some(Era::Modern) => {
+                return self.open_modern(endpoint, self.init_timeout, false).await;
+            }
+            Some(Era::Legacy) => return self.open_legacy(endpoint).await,
+            None => {}
+        }
+        // The new era first, as a dual-era client does; any answer but a discover result
+        // naming 2026-07-28 alone (a 4xx, -32601, -32022 without it) means the session era.
+        let limit = self.init_timeout.min(DISCOVER_LIMIT);
+        match self.open_modern(endpoint, limit, true).await {
+            Ok(opened) => {
+                *self.era.lock().unwrap() = Some(Era::Modern);
+                Ok(opened)
+            }
+            Err(OpenError::Refused(reason)) => {
+                tracing::debug!(server = %self.name, "speaking 2025-11-25: {reason}");
+                let opened = self.open_legacy(endpoint).await?;
+                *self.era.lock().unwrap() = Some(Era::Legacy);
+                Ok(opened)
+            }
+            Err(failed) => Err(failed),
+        }
+    }
+
+    /// A stateless connection: `server/discover` and the lists, with the era's headers.
+    async fn open_modern(
+        &self,
+        endpoint: &HttpEndpoint,
+        limit: Duration,
+        auto: bool,
+    ) -> Result<(Arc<Connection>, Discovered), OpenError> {
+        let connection = Connection::new(&self.name, endpoint, self.to_gateway.clone())
+            .map_err(OpenError::Failed)?;
+        connection.speak_modern();
+        let stamped = modern::Stamped::gateway(&*connection);
+        let found = stamped
+            .request(crate::protocol::modern::DISCOVER, None, limit)
+            .await;
+        let refused = match &found {
+            Ok(result) if auto => !modern::auto_picks_modern(result),
+            Ok(result) => !modern::supports_modern(result),
+            // Unreachable: a session-era server would fare no better. Anything else
+            // (an HTTP error, a JSON-RPC error, no answer in time) is not the new era.
+            Err(BackendError::Unreachable { .. }) => false,
+            Err(_) => true,
+        };
+        if let Err(err) = &found
+            && !refused
+        {
+            connection.close(Closed::Stopped);
+            return Err(OpenError::Failed(format!("server/discover failed: {err}")));
+        }
+        if refused {
+            connection.close(Closed::Stopped);
+            let why = match found {
+                Ok(_) => HandshakeError::NotModern.to_string(),
+                Err(err) => format!("server/discover: {err}"),
+            };
+            return Err(OpenError::Refused(why));
+        }
+        let found = found.unwrap_or_default();
+        match modern::after_discover(&*connection, &self.name, &found, self.init_timeout).await {
+            Ok(discovered) => Ok((connection, discovered)),
+            Err(err) => {
+                connection.close(Closed::Stopped);
+                Err(OpenError::Failed(err.to_string()))
+            }
+        }
+    }
+
+    /// A session-era session, over the transport the entry names.
+    async fn open_legacy(
         &self,
         endpoint: &HttpEndpoint,
     ) -> Result<(Arc<Connection>, Discovered), OpenError> {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::common::Common;
 use super::mcp_client::{Answer, Upstream};
+use super::modern;
 use super::process::ProcessBackend;
 use super::remote::RemoteBackend;
 use super::supervisor;
@@ -36,13 +37,16 @@ impl Backend {
     pub fn start(
         config: ServerConfig,
         gateway: &GatewayConfig,
+        cache_dir: Option<&std::path::Path>,
         events: Arc<EventLog>,
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
     ) -> Backend {
         let stdio = matches!(config.transport, ServerTransport::Stdio(_));
         let common = Common::new(config, events, to_gateway);
         match stdio {
-            true => Backend::Process(supervisor::start(ProcessBackend::new(common, gateway))),
+            true => Backend::Process(supervisor::start(ProcessBackend::new(
+                common, gateway, cache_dir,
+            ))),
             false => Backend::Remote(supervisor::start(RemoteBackend::new(common, gateway))),
         }
     }
@@ -107,6 +111,11 @@ impl Backend {
     pub async fn stop(&self) {
         self.common().stop().await
     }
+
+    /// Whether it is spoken to in the stateless era (2026-07-28).
+    pub fn is_modern(&self) -> bool {
+        modern::is_modern(&self.discovered())
+    }
 }
 
 /// A request to a server, whatever carries it: `request` gives its result read into a
@@ -116,7 +125,13 @@ impl Upstream for Backend {
         self.name()
     }
 
+    /// A request to a stateless server carries `_meta`: a client's, stamped by the
+    /// router, or else the gateway's own.
     async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Answer {
+        let params = match self.is_modern() && !modern::is_stamped(params.as_ref()) {
+            true => Some(modern::stamp(params, &modern::gateway_meta())),
+            false => params,
+        };
         match self {
             Backend::Process(p) => p.request_raw(method, params, timeout).await,
             Backend::Remote(r) => r.request_raw(method, params, timeout).await,

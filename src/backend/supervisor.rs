@@ -174,6 +174,9 @@ pub(super) async fn ready(
         "protocol_version".into(),
         discovered.protocol_version.clone().into(),
     );
+    if !discovered.protocol_source.is_empty() {
+        detail.insert("protocol_source".into(), discovered.protocol_source.into());
+    }
     detail.insert("elapsed_ms".into(), elapsed_ms.into());
     let event = match server.restarts() {
         0 => "backend.ready",

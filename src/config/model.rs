@@ -205,6 +205,29 @@ pub struct ServerConfig {
     /// Runs one client's calls at a time: a server's request over stdio names no call,
     /// and with calls of several clients in flight the gateway could not tell who asked.
     pub exclusive: bool,
+    /// The MCP era the gateway speaks to it in (`protocol`).
+    pub protocol: UpstreamProtocol,
+}
+
+/// `protocol` of a server: which MCP era the gateway speaks to it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    /// Found out: the new era tried first (a stdio server probed once, remembered).
+    Auto,
+    /// 2025-11-25: `initialize`, then a session.
+    Legacy,
+    /// 2026-07-28: stateless, every request with its `_meta`.
+    Modern,
+}
+
+impl UpstreamProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamProtocol::Auto => "auto",
+            UpstreamProtocol::Legacy => crate::protocol::LATEST_VERSION,
+            UpstreamProtocol::Modern => crate::protocol::modern::MODERN_VERSION,
+        }
+    }
 }
 
 /// How the gateway reaches a server: a process it starts and speaks to over stdio, or a
@@ -287,6 +310,9 @@ impl ServerConfig {
     /// filters, timeouts, namespace) is applied to it live, so that editing a filter does
     /// not kill the calls in flight.
     pub fn starts_same_process(&self, new: &ServerConfig) -> bool {
+        if self.protocol != new.protocol {
+            return false;
+        }
         match (&self.transport, &new.transport) {
             (ServerTransport::Stdio(old), ServerTransport::Stdio(new)) => {
                 old.command == new.command

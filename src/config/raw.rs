@@ -139,6 +139,8 @@ pub struct Server {
     /// One client's calls at a time (for a server that asks clients things).
     #[serde(default)]
     pub exclusive: bool,
+    /// The MCP era spoken to it: "auto" (the default), "2025-11-25" or "2026-07-28".
+    pub protocol: Option<String>,
     /// A remote server, instead of `command`.
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
@@ -185,6 +187,7 @@ pub struct ClientServer {
     pub disabled: bool,
     #[serde(default)]
     pub exclusive: bool,
+    pub protocol: Option<String>,
 
     /// "stdio" (VS Code, Cursor, Claude Code); "http", "sse", "streamable-http",
     /// "streamableHttp" mark a remote server.

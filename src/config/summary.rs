@@ -163,6 +163,9 @@ impl Config {
                 shown_namespace(&s.namespace),
                 dur(s.timeout)
             )?;
+            if s.protocol != crate::config::UpstreamProtocol::Auto {
+                writeln!(out, "    protocol {}", s.protocol.as_str())?;
+            }
             if !s.tool_timeouts.is_empty() {
                 let per_tool: Vec<String> = s
                     .tool_timeouts

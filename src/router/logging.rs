@@ -31,7 +31,10 @@ impl Router<'_> {
         // those: a client cannot change the level of a server outside its view.
         let mut forwards = Vec::new();
         for backend in self.gateway.servers().into_iter().filter(|b| {
-            b.discovered().has_capability("logging") && self.gateway.sees(&context.peer, b.name())
+            // A stateless server takes the level with each request instead.
+            b.discovered().has_capability("logging")
+                && !b.is_modern()
+                && self.gateway.sees(&context.peer, b.name())
         }) {
             let Some(level) = self.gateway.server_log_level(backend.name()) else {
                 continue;

@@ -266,16 +266,20 @@ impl Router<'_> {
         let in_flight =
             self.gateway
                 .begin_call(backend.name(), &context.peer, context.request.clone());
-        let result = crate::backend::CALL
-            .scope(
-                in_flight.id(),
-                backend.request_raw(method, Some(params), timeout),
-            )
-            .await;
+        let call = async {
+            match backend.is_modern() {
+                true => super::mrtr_bridge::call(context, backend, method, params, timeout).await,
+                false => backend
+                    .request_raw(method, Some(params), timeout)
+                    .await
+                    .map_err(|e: BackendError| e.to_rpc()),
+            }
+        };
+        let result = crate::backend::CALL.scope(in_flight.id(), call).await;
         if let Some(mapping) = mapping {
             mapping.end().await;
         }
-        result.map(Reply::Raw).map_err(|e: BackendError| e.to_rpc())
+        result.map(Reply::Raw)
     }
 
     /// Why the tools under `name`'s namespace are not served, when their server is not

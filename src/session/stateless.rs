@@ -147,7 +147,9 @@ pub(super) fn finish(
         .entry("resultType")
         .or_insert_with(|| Value::String("complete".into()));
     stamp_server_info(gateway, result);
-    if modern::CACHEABLE.contains(&method) {
+    // An `input_required` result (a stateless server's, relayed) carries no cache hints.
+    let complete = result.get("resultType").and_then(Value::as_str) == Some("complete");
+    if complete && modern::CACHEABLE.contains(&method) {
         // What a profile or a token sees is its own; the gateway re-reads its servers, so
         // it promises no freshness.
         let private = principal.profile.is_some() || principal.token.is_some();

@@ -42,3 +42,4 @@ mod routing;
 mod stdio_bound;
 mod tenancy;
 mod third_party;
+mod upstream_eras;

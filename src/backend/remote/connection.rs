@@ -2,7 +2,7 @@
 //! answered with JSON or an event stream, the session id and protocol version sent back,
 //! the server's own messages passed to the gateway, and the `GET` stream.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use super::CONNECT_TIMEOUT;
 use super::client::{Body, Hold, HttpClient, Lease};
 use super::sse::{self, SseError, SseReader};
 use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
+use crate::backend::modern;
 use crate::backend::supervisor::MAX_BACKOFF;
 use crate::backend::{BackendError, BackendEvent, Responder};
 use crate::protocol::{self, methods};
@@ -50,6 +51,9 @@ pub(super) struct Connection {
     session: Mutex<Option<String>>,
     /// The protocol version the server chose, as the header that carries it.
     version: Mutex<Option<http::HeaderValue>>,
+    /// Spoken to in the stateless era: no session, and each POST names its method (and
+    /// tool, prompt or resource) in headers.
+    modern: AtomicBool,
     next_id: AtomicU64,
     in_flight: tokio::sync::Semaphore,
     /// Bytes of the largest message read: a JSON answer, or one event.
@@ -86,6 +90,7 @@ impl Connection {
             token_file: endpoint.bearer_token_file.clone().map(TokenFile::new),
             session: Mutex::new(None),
             version: Mutex::new(None),
+            modern: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             in_flight: tokio::sync::Semaphore::new(endpoint.max_in_flight),
             max_message: endpoint.max_message,
@@ -220,13 +225,17 @@ impl Connection {
     ) -> Result<Box<RawValue>, BackendError> {
         // The notifications queued before this request reach the server before it.
         self.notes.flushed().await;
+        let params_name = crate::protocol::modern::name_field(method)
+            .and_then(|field| params.as_ref()?.get(field)?.as_str().map(str::to_string));
         let body = protocol::request(id.into(), method, params).to_string();
         if self.legacy.lock().unwrap().is_some() {
             return self.exchange_legacy(id, body).await;
         }
-        let (response, lease) = self
-            .send(self.build(http::Method::POST, Some(body)), Hold::Request)
-            .await?;
+        let mut request = self.build(http::Method::POST, Some(body));
+        if self.is_modern() {
+            modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
+        }
+        let (response, lease) = self.send(request, Hold::Request).await?;
         if method == methods::INITIALIZE
             && let Some(session) = response.headers().get("mcp-session-id")
             && let Ok(session) = session.to_str()
@@ -475,6 +484,18 @@ impl Connection {
         tracing::warn!(server = %self.server, "skipped an event larger than the limit of {} (`max_message`)", sse::size(self.max_message));
     }
 
+    /// From now on, speaks the stateless era (2026-07-28) to the server.
+    pub(super) fn speak_modern(&self) {
+        self.modern.store(true, Ordering::Release);
+        *self.version.lock().unwrap() = Some(http::HeaderValue::from_static(
+            crate::protocol::modern::MODERN_VERSION,
+        ));
+    }
+
+    pub(super) fn is_modern(&self) -> bool {
+        self.modern.load(Ordering::Acquire)
+    }
+
     /// Ends the session on the server (`DELETE`); a failure is of no consequence.
     pub(super) async fn delete(&self) {
         if self.session.lock().unwrap().is_none() {
@@ -537,6 +558,11 @@ impl Upstream for Connection {
     }
 
     fn notify(&self, method: &str, params: Option<Value>) {
+        // The stateless era has no notification to a server over HTTP: a request is
+        // cancelled by closing its response, which dropping it does.
+        if self.is_modern() {
+            return;
+        }
         let note = protocol::notification(method, params);
         if let Some(dropped) = self.notes.push(method, note) {
             crate::telemetry::metrics::server_notifications_dropped(&self.server);
@@ -547,7 +573,7 @@ impl Upstream for Connection {
     }
 
     fn forget(&self, _id: u64) -> bool {
-        self.closed.borrow().is_none()
+        self.closed.borrow().is_none() && !self.is_modern()
     }
 }
 

@@ -6,9 +6,11 @@ use std::path::Path;
 use super::Ctx;
 use crate::config::model::{
     GatewayConfig, HttpEndpoint, HttpTransport, MAX_MESSAGE, ServerConfig, ServerTransport,
-    StdioCommand,
+    StdioCommand, UpstreamProtocol,
 };
 use crate::config::raw;
+use crate::protocol::LATEST_VERSION as LEGACY_VERSION;
+use crate::protocol::modern::MODERN_VERSION;
 
 impl Ctx<'_> {
     /// An `mcpServers` entry to our server schema; `None` when it is skipped.
@@ -85,6 +87,7 @@ impl Ctx<'_> {
             disabled_tools,
             disabled: entry.disabled,
             exclusive: entry.exclusive,
+            protocol: entry.protocol,
             transport: remote.then(|| {
                 match transport {
                     Some("sse") => "sse",
@@ -123,6 +126,7 @@ impl Ctx<'_> {
             tool_timeouts.insert(tool, t.0);
         }
         let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &[s, name]);
+        let protocol = self.upstream_protocol(name, raw.protocol.as_deref());
         Some(ServerConfig {
             name: name.to_owned(),
             transport,
@@ -132,7 +136,27 @@ impl Ctx<'_> {
             tool_filter,
             disabled: raw.disabled,
             exclusive: raw.exclusive,
+            protocol,
         })
+    }
+
+    /// `protocol`: the era the server is spoken to in; "auto" finds it out.
+    fn upstream_protocol(&mut self, name: &str, written: Option<&str>) -> UpstreamProtocol {
+        match written {
+            None | Some("auto") => UpstreamProtocol::Auto,
+            Some(LEGACY_VERSION) => UpstreamProtocol::Legacy,
+            Some(MODERN_VERSION) => UpstreamProtocol::Modern,
+            Some(other) => {
+                let s = self.servers_key();
+                self.error(
+                    &[s, name, "protocol"],
+                    None,
+                    format!("server `{name}`: unknown protocol \"{other}\""),
+                    "write \"auto\", \"2025-11-25\" or \"2026-07-28\"",
+                );
+                UpstreamProtocol::Auto
+            }
+        }
     }
 
     /// A remote server's URL, headers (`${VAR}` expanded) and transport.

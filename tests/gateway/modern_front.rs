@@ -335,40 +335,8 @@ fn stateless_log_lines_follow_the_requests_level() {
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        let logs = |reply: &Reply| {
-            let events = if reply
-                .headers
-                .get("content-type")
-                .is_some_and(|t| t.starts_with("text/event-stream"))
-            {
-                reply.events()
-            } else {
-                vec![reply.json()]
-            };
-            events
-                .iter()
-                .filter(|e| e["method"] == "notifications/message")
-                .count()
-        };
-        for (level, expected) in [(None, 0), (Some("info"), 3), (Some("error"), 0)] {
-            let extra = level.map_or(
-                json!({}),
-                |l| json!({"io.modelcontextprotocol/logLevel": l}),
-            );
-            let call = request(
-                2,
-                "tools/call",
-                json!({"name": "test_tool_with_logging", "arguments": {}, "_meta": meta(extra)}),
-            );
-            let reply = post(&mut conn, "/mcp", &call, &[]).await;
-            assert_eq!(
-                reply.answer()["result"]["resultType"],
-                "complete",
-                "{}",
-                reply.body
-            );
-            assert_eq!(logs(&reply), expected, "logLevel {level:?}: {}", reply.body);
-        }
+        let cases = [(None, 0), (Some("info"), 3), (Some("error"), 0)];
+        assert_logs(&mut conn, "test_tool_with_logging", &cases).await;
         let progress = request(
             3,
             "tools/call",
@@ -621,30 +589,39 @@ fn a_stdio_servers_log_lines_reach_the_stateless_request_that_asked() {
     let gateway = HttpGateway::start(&crate::conformance::fixture_config(&[]), &[]);
     runtime().block_on(async {
         let mut conn = gateway.connect().await;
-        for (level, expected) in [(Some("info"), 1), (Some("error"), 0), (None, 0)] {
-            let extra = level.map_or(
-                json!({}),
-                |l| json!({"io.modelcontextprotocol/logLevel": l}),
-            );
-            let call = request(
-                1,
-                "tools/call",
-                json!({"name": "test_logging_tool", "arguments": {}, "_meta": meta(extra)}),
-            );
-            let reply = post(&mut conn, "/mcp", &call, &[]).await;
-            assert_eq!(
-                reply.answer()["result"]["resultType"],
-                "complete",
-                "{}",
-                reply.body
-            );
-            let logged = match reply.headers.get("content-type") {
-                Some(t) if t.starts_with("text/event-stream") => (reply.events().iter())
-                    .filter(|e| e["method"] == "notifications/message")
-                    .count(),
-                _ => 0,
-            };
-            assert_eq!(logged, expected, "logLevel {level:?}: {}", reply.body);
-        }
+        let cases = [(Some("info"), 1), (Some("error"), 0), (None, 0)];
+        assert_logs(&mut conn, "test_logging_tool", &cases).await;
     });
+}
+
+/// Calls `tool` statelessly at each `logLevel` of `cases` (none: no level), and checks how
+/// many log lines its response carried.
+async fn assert_logs(conn: &mut Conn, tool: &str, cases: &[(Option<&str>, usize)]) {
+    for &(level, expected) in cases {
+        let extra = level.map_or(
+            json!({}),
+            |l| json!({"io.modelcontextprotocol/logLevel": l}),
+        );
+        let call = request(
+            2,
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "_meta": meta(extra)}),
+        );
+        let reply = post(conn, "/mcp", &call, &[]).await;
+        assert_eq!(
+            reply.answer()["result"]["resultType"],
+            "complete",
+            "{}",
+            reply.body
+        );
+        let streamed =
+            (reply.headers.get("content-type")).is_some_and(|t| t.starts_with("text/event-stream"));
+        let logged = match streamed {
+            true => (reply.events().iter())
+                .filter(|e| e["method"] == "notifications/message")
+                .count(),
+            false => 0,
+        };
+        assert_eq!(logged, expected, "logLevel {level:?}: {}", reply.body);
+    }
 }

@@ -131,6 +131,16 @@ impl Gateway {
         self.catalog.load_full()
     }
 
+    /// Resolves once the event hub has handled every event the servers sent before this
+    /// call (a state change's catalog check included): what a test waits on instead of a
+    /// sleep, and a call waits on for the log lines its server sent before its answer.
+    pub async fn events_handled(&self) {
+        let (done, handled) = tokio::sync::oneshot::channel();
+        if self.to_gateway.send(BackendEvent::Barrier { done }).is_ok() {
+            let _ = handled.await;
+        }
+    }
+
     /// Waits (bounded by `startup_timeout` from gateway start) for servers still starting,
     /// so that the first list a client sees is complete in the common case.
     pub async fn wait_for_startup(&self) {

@@ -23,7 +23,7 @@ const SESSIONS: usize = 32;
 const IDLE_SESSIONS: usize = 10_000;
 
 /// One keep-alive connection, speaking as an MCP client does.
-struct Conn {
+pub(crate) struct Conn {
     reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
     writer: tokio::net::tcp::OwnedWriteHalf,
     head: String,
@@ -33,6 +33,11 @@ struct Conn {
 
 impl Conn {
     async fn open(addr: SocketAddr) -> Result<Conn> {
+        Conn::open_as(addr, PROTOCOL_VERSION).await
+    }
+
+    /// A connection whose requests name protocol `version` in `MCP-Protocol-Version`.
+    pub(crate) async fn open_as(addr: SocketAddr, version: &str) -> Result<Conn> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
@@ -42,23 +47,36 @@ impl Conn {
             reader: BufReader::new(read),
             writer,
             head: format!(
-                "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: {PROTOCOL_VERSION}\r\n"
+                "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: {version}\r\n"
             ),
             line: String::new(),
             body: Vec::new(),
         })
     }
 
-    /// Sends `body`; the answer's status and body.
+    /// Sends `body`; the answer's status, session id and body.
     async fn post(
         &mut self,
         session: Option<&str>,
         body: &str,
     ) -> Result<(u16, Option<String>, &[u8])> {
+        match session {
+            Some(id) => self.post_with(&[("mcp-session-id", id)], body).await,
+            None => self.post_with(&[], body).await,
+        }
+    }
+
+    /// Sends `body` with `headers` besides the usual ones; as [`Self::post`].
+    pub(crate) async fn post_with(
+        &mut self,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<(u16, Option<String>, &[u8])> {
         let mut request = self.head.clone();
-        if let Some(id) = session {
-            request.push_str("mcp-session-id: ");
-            request.push_str(id);
+        for (key, value) in headers {
+            request.push_str(key);
+            request.push_str(": ");
+            request.push_str(value);
             request.push_str("\r\n");
         }
         request.push_str(&format!("content-length: {}\r\n\r\n{body}", body.len()));
@@ -225,7 +243,7 @@ impl HttpTarget {
         })
     }
 
-    fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.child.id()
     }
 

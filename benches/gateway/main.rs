@@ -23,7 +23,8 @@
 //! server and each target's RSS: `calls.rs`), `python` (the componentize-py plugin
 //! `plugins/python/text/text.wasm`, when built: `python.rs`), `reload` (hot reload of
 //! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
-//! HTTP front: `http.rs`), `instances` (`instance = "shared"` against `"call"`:
+//! HTTP front: `http.rs`), `eras` (a `tools/call` of protocol 2025-11-25, in a session, against
+//! the same call of 2026-07-28, stateless, through one gateway over HTTP: `eras.rs`), `instances` (`instance = "shared"` against `"call"`:
 //! `instances.rs`), `remote` (a remote server over Streamable HTTP, through the
 //! gateway and direct: `remote.rs`), `scale` (100 example servers of 114 tools each: time
 //! to ready, the whole paginated `tools/list`, a call, RSS and shutdown: `scale.rs`), and,
@@ -50,6 +51,7 @@
 mod author;
 mod calls;
 mod component;
+mod eras;
 mod http;
 mod instances;
 mod pipe;
@@ -87,12 +89,13 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "calls",
     "python",
     "reload",
     "startup",
     "http",
+    "eras",
     "instances",
     "remote",
     "scale",
@@ -320,6 +323,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("http") {
         results.extend(http::bench(options, paths, scratch).await?);
+    }
+    if options.runs("eras") {
+        results.extend(eras::bench(options, paths, scratch).await?);
     }
     if options.runs("instances") {
         results.extend(instances::bench(options, paths, scratch).await?);

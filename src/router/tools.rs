@@ -278,7 +278,12 @@ impl Router<'_> {
         let result = crate::backend::CALL.scope(in_flight.id(), call).await;
         if let Some(mapping) = mapping {
             mapping.end().await;
+        } else if context.peer.is_stateless() && context.peer.log_level().is_some() {
+            // A stdio server's log lines name no call: they find this one while it is in
+            // flight, so the lines sent before the answer are passed on first.
+            self.gateway.events_handled().await;
         }
+        drop(in_flight);
         result.map(Reply::Raw)
     }
 

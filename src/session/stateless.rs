@@ -3,8 +3,11 @@
 //! request through the same router as a session's, and what every result then carries
 //! (`resultType`, the server's identity, cache hints).
 
+mod stamp;
+
 use std::sync::Arc;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{RequestBounds, Session};
@@ -127,7 +130,7 @@ pub(super) fn finish(
     uri: Option<String>,
     answer: Result<Reply, RpcError>,
 ) -> Result<Reply, RpcError> {
-    let reply = match answer {
+    let mut reply = match answer {
         Err(error)
             if method == methods::RESOURCES_READ && error.code == protocol::RESOURCE_NOT_FOUND =>
         {
@@ -139,6 +142,21 @@ pub(super) fn finish(
         }
         other => other?,
     };
+    // What a profile or a token sees is its own; the gateway re-reads its servers, so it
+    // promises no freshness.
+    let private = principal.profile.is_some() || principal.token.is_some();
+    let cache_scope =
+        modern::CACHEABLE
+            .contains(&method)
+            .then_some(if private { "private" } else { "public" });
+    let server_info = server_info(gateway);
+    // A server's result passed through as text gets the fields written into its text.
+    if let Reply::Raw(raw) | Reply::Written { raw, .. } = &mut reply
+        && let Some(text) = stamped(raw, &server_info, cache_scope)
+    {
+        *raw = text;
+        return Ok(reply);
+    }
     let mut value = reply.into_value();
     let Some(result) = value.as_object_mut() else {
         return Ok(Reply::from(value));
@@ -146,34 +164,44 @@ pub(super) fn finish(
     result
         .entry("resultType")
         .or_insert_with(|| Value::String("complete".into()));
-    stamp_server_info(gateway, result);
+    with_server_info(result, server_info);
     // An `input_required` result (a stateless server's, relayed) carries no cache hints.
     let complete = result.get("resultType").and_then(Value::as_str) == Some("complete");
-    if complete && modern::CACHEABLE.contains(&method) {
-        // What a profile or a token sees is its own; the gateway re-reads its servers, so
-        // it promises no freshness.
-        let private = principal.profile.is_some() || principal.token.is_some();
+    if let Some(scope) = cache_scope.filter(|_| complete) {
         result.insert("ttlMs".into(), json!(0));
-        result.insert(
-            "cacheScope".into(),
-            json!(if private { "private" } else { "public" }),
-        );
+        result.insert("cacheScope".into(), json!(scope));
     }
     Ok(Reply::from(value))
 }
 
+/// The gateway's identity, as a stateless result's `_meta` names it.
+fn server_info(gateway: &Gateway) -> Value {
+    json!({
+        "name": gateway.config.load().gateway.name,
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
 /// Puts the gateway's identity in a stateless result's `_meta`.
 pub(super) fn stamp_server_info(gateway: &Gateway, result: &mut Map<String, Value>) {
+    with_server_info(result, server_info(gateway));
+}
+
+fn with_server_info(result: &mut Map<String, Value>, server_info: Value) {
     let meta = result
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(meta) = meta.as_object_mut() {
-        meta.insert(
-            modern::META_SERVER_INFO.into(),
-            json!({
-                "name": gateway.config.load().gateway.name,
-                "version": env!("CARGO_PKG_VERSION"),
-            }),
-        );
+        meta.insert(modern::META_SERVER_INFO.into(), server_info);
     }
+}
+
+/// `raw` with [`finish`]'s fields written in ([`stamp::stamp`]), if its text allows.
+fn stamped(
+    raw: &RawValue,
+    server_info: &Value,
+    cache_scope: Option<&str>,
+) -> Option<Box<RawValue>> {
+    let text = stamp::stamp(raw.get(), &server_info.to_string(), cache_scope)?;
+    RawValue::from_string(text).ok()
 }

@@ -90,8 +90,11 @@ fn servers_stopping_leave_the_catalog_as_it_was() {
         let built = gateway.catalog();
         assert!(built.tool("s3__gen_49").is_some(), "every server is listed");
         gateway.shutdown().await;
-        // Time for the gateway to take the servers' events.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Each server's last state change was sent to the hub before its stop returned:
+        // once the hub has handled what came before this, any rebuild has happened.
+        tokio::time::timeout(Duration::from_secs(30), gateway.events_handled())
+            .await
+            .expect("the hub handles the servers' events");
         assert!(
             std::sync::Arc::ptr_eq(&built, &gateway.catalog()),
             "the catalog was rebuilt after its servers stopped"

@@ -270,6 +270,12 @@ fn stateless_discover_lists_and_calls_beside_a_session() {
         let answer = post(&mut conn, "/mcp/math", &call, &[]).await.answer();
         assert_eq!(answer["result"]["content"][0]["text"], "5", "{answer}");
         assert_eq!(answer["result"]["resultType"], "complete");
+        // Written into the server's result text: the gateway's identity, no cache hints.
+        assert_eq!(
+            answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "wasmgate",
+            "{answer}"
+        );
+        assert!(answer["result"].get("ttlMs").is_none(), "{answer}");
 
         let read = request(
             4,

@@ -132,8 +132,12 @@ const MAX_FORWARDED: usize = 64;
 impl ClientPeer {
     /// `out` receives every line to send to the client, in order.
     pub fn new(out: impl ClientSink) -> ClientPeer {
+        ClientPeer::with_id(out, uuid::Uuid::new_v4().to_string())
+    }
+
+    fn with_id(out: impl ClientSink, id: String) -> ClientPeer {
         ClientPeer {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
             out: Box::new(out),
             client: Mutex::new(ClientState::default()),
             forwarded: Mutex::new(HashMap::new()),
@@ -158,11 +162,15 @@ impl ClientPeer {
         info: Value,
         log_rank: Option<u8>,
     ) -> ClientPeer {
+        // Never looked up by its id (it is not a session): a counter spares each request
+        // the system call a random id costs.
+        static STATELESS: AtomicU64 = AtomicU64::new(1);
+        let id = format!("stateless-{}", STATELESS.fetch_add(1, Ordering::Relaxed));
         let handoff = Handoff::new(Arc::new(out));
         let peer = ClientPeer {
             stateless: true,
             handoff: Some(handoff.clone()),
-            ..ClientPeer::new(handoff)
+            ..ClientPeer::with_id(handoff, id)
         };
         peer.set_principal(principal);
         let _ = peer.initialized(protocol::modern::MODERN_VERSION, capabilities, info);

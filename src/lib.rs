@@ -11,7 +11,8 @@
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
 //! - `reload`: config file watching.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
-//! - `relay`: what is kept of a client's requests beyond one message: stateless calls
+//! - `relay`: what is kept of the clients beyond one message, for what servers send:
+//!   who hears it, calls in flight, progress routes, subscriptions, and stateless calls
 //!   parked between the rounds of their `input_required` exchange.
 //! - `catalog`: the snapshot of every backend's tools, prompts and resources under their
 //!   served names, and where each name routes.

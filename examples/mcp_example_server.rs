@@ -91,6 +91,8 @@ struct Config {
     stop_reading_after: Option<u64>,
     items: usize,
     ignore_term: bool,
+    /// Answers nothing before `initialize`, as servers on some SDKs do.
+    silent_before_init: bool,
 }
 
 impl Config {
@@ -124,6 +126,7 @@ impl Config {
                 "--stop-reading-after" => config.stop_reading_after = Some(parse(&flag, value()?)?),
                 "--items" => config.items = parse(&flag, value()?)?,
                 "--ignore-term" => config.ignore_term = true,
+                "--silent-before-init" => config.silent_before_init = true,
                 _ => return Err(format!("unknown flag {flag}")),
             }
         }
@@ -199,6 +202,8 @@ struct Server {
     /// Set by `notify_changed` with `what`: a prompt and a resource more.
     late_items: AtomicBool,
     tool_calls: AtomicU64,
+    /// Whether `initialize` came (for `--silent-before-init`).
+    initialized: AtomicBool,
     log_level: AtomicU8,
     subscriptions: Mutex<HashSet<String>>,
     /// Waiting tool calls in flight, keyed by their request id as JSON text (so 1 != "1").
@@ -338,6 +343,7 @@ impl Server {
             late_tool_added: AtomicBool::new(false),
             late_items: AtomicBool::new(false),
             tool_calls: AtomicU64::new(0),
+            initialized: AtomicBool::new(false),
             log_level: AtomicU8::new(0), // debug: everything, until logging/setLevel
             subscriptions: Mutex::new(HashSet::new()),
             running: Mutex::new(HashMap::new()),
@@ -370,6 +376,12 @@ impl Server {
     }
 
     fn on_request(self: &Arc<Self>, id: Value, method: &str, params: Value) {
+        if self.config.silent_before_init && !self.initialized.load(Relaxed) {
+            if method != "initialize" {
+                return;
+            }
+            self.initialized.store(true, Relaxed);
+        }
         if method != "tools/call" {
             return self.respond(&id, self.handle(method, &params));
         }

@@ -86,7 +86,7 @@ impl ProcessBackend {
                     self.eras.put(config, era);
                     (era, Source::Probed)
                 }
-                // No answer to remember: the old era this time, probed again at a restart.
+                // The probe could not start the server: neither can the start, which says why.
                 None => return (Era::Legacy, Source::Probed),
             },
         };

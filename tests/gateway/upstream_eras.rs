@@ -478,3 +478,25 @@ fn a_2025_client_answers_round_after_round_within_a_bound() {
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("after 8 rounds"), "{answer}");
 }
+
+/// A server that answers nothing before `initialize` (as servers on some SDKs do) costs its
+/// first start the probe's wait, once: the silence is remembered as the session era, and
+/// the next start does not probe.
+#[test]
+fn a_server_silent_before_initialize_is_probed_once() {
+    let dir = TestDir::new("eras-silent");
+    let config = config()
+        // The probe waits at most this long (or 10 s).
+        .gateway(r#"init_timeout = "1s""#)
+        .cache(dir.join("cache"))
+        .plugins("bundled = false")
+        .example("ex", &["--silent-before-init"]);
+    for source in ["probed", "cached"] {
+        let mut client = start_2025(&config);
+        let ready = client.events(json!({"event_type": "backend.ready"}));
+        assert_eq!(ready[0]["protocol_source"], source, "{ready:?}");
+        assert_eq!(ready[0]["protocol_version"], "2025-11-25", "{ready:?}");
+        let echo = client.call("ex__echo", json!({"text": "hi"}));
+        assert_eq!(echo["content"][0]["text"], "hi", "{echo}");
+    }
+}

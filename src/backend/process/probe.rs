@@ -15,7 +15,9 @@ use crate::config::ServerConfig;
 use crate::pipe::lines::{self, Line};
 
 /// The probe's answer: `None` when it says nothing to remember (the process could not
-/// start, or gave no answer within `limit`).
+/// start). No answer within `limit` is the old era: a server of the new one answers
+/// discover at once, and one that ignores a request before `initialize` would otherwise
+/// hold up every start by `limit`.
 pub(super) async fn probe(config: &ServerConfig, limit: Duration) -> Option<Era> {
     let mut child = match spawn(config) {
         Ok(child) => child,
@@ -67,8 +69,8 @@ pub(super) async fn probe(config: &ServerConfig, limit: Duration) -> Option<Era>
     match answer {
         Ok(era) => era,
         Err(_) => {
-            tracing::info!(server = %config.name, "era probe: no answer to server/discover within {} ms; speaking 2025-11-25 this time", limit.as_millis());
-            None
+            tracing::info!(server = %config.name, "era probe: no answer to server/discover within {} ms; speaking 2025-11-25 (set `protocol` to choose)", limit.as_millis());
+            Some(Era::Legacy)
         }
     }
 }

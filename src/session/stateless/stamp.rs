@@ -151,8 +151,7 @@ mod tests {
             r#"{"content":[],"_meta":{}}"#,
             r#"{"_meta":{"a":1},"isError":false}"#,
             r#"{ "_meta" : { "a" : {"_meta":{}} } , "x" : "}" }"#,
-            r#"{"resultType":"input_required","inputRequests":{}}"#,
-            r#"{"resultType":null,"_meta":null}"#,
+            r#"{"resultType":"complete","_meta":null}"#,
             r#"{"_meta":"text"}"#,
             r#"{"tools":[{"name":"a","_meta":{"k":1}}],"nextCursor":"c"}"#,
         ] {
@@ -181,6 +180,10 @@ mod tests {
         assert_eq!(stamp("[1,2]", INFO, None), None);
         assert_eq!(stamp("null", INFO, None), None);
         assert_eq!(stamp("{\"a\":", INFO, None), None);
+        // Another kind of result (a relayed `input_required`) gets no cache hints there.
+        let asking = r#"{"resultType":"input_required","inputRequests":{}}"#;
+        assert_eq!(stamp(asking, INFO, Some("public")), None);
+        assert_eq!(stamp(r#"{"resultType":null}"#, INFO, None), None);
         // Without cache hints asked for, a server's own are kept as they are.
         let kept = stamp(r#"{"ttlMs":5}"#, INFO, None).unwrap();
         assert!(kept.starts_with(r#"{"ttlMs":5,"resultType""#), "{kept}");

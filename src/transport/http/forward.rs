@@ -39,7 +39,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// answers, refusing a handle it cannot carry on).
 pub async fn to_holder(
     front: &Front,
-    path: &str,
     headers: &HeaderMap,
     request: (&Value, &str, Option<&Value>),
     principal: &Principal,
@@ -57,6 +56,11 @@ pub async fn to_holder(
     let config = front.gateway.config.load();
     let replicas = config.http.replicas.as_ref()?;
     let base = replicas.peers.get(&holder)?;
+    // The same endpoint: the profile's path, or the whole gateway's.
+    let path = principal
+        .profile
+        .as_ref()
+        .map_or_else(|| "/mcp".to_string(), |p| format!("/mcp/{p}"));
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let mut forwarded = http::Request::post(path)
         .body(Full::new(Bytes::from(body.to_string())))

@@ -100,17 +100,13 @@ pub async fn post(
         return refuse(StatusCode::NOT_FOUND, id, &error);
     }
     crate::telemetry::metrics::mcp_request(&method);
-    let path = caller
-        .profile
-        .as_ref()
-        .map_or_else(|| "/mcp".to_string(), |p| format!("/mcp/{p}"));
     let principal = Principal {
         token: caller.token.map(Arc::from),
         profile: caller.profile.map(Arc::from),
         operator: caller.operator,
     };
     let request = (&id, method.as_str(), params.as_ref());
-    if let Some(response) = forward::to_holder(&front, &path, headers, request, &principal).await {
+    if let Some(response) = forward::to_holder(&front, headers, request, &principal).await {
         return response;
     }
     let streams = Streams::new(false);

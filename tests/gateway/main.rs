@@ -39,6 +39,7 @@ mod remote_sdk;
 mod replicas;
 mod replicas_stateless;
 mod routing;
+mod sdk_cells;
 mod stdio_bound;
 mod tenancy;
 mod third_party;

@@ -79,10 +79,11 @@ impl BackendError {
     /// The one place where backend failures become JSON-RPC errors.
     pub fn to_rpc(&self) -> RpcError {
         match self {
-            // A stateless server's -32021 names what the client must declare: its data
-            // stays where the client looks for it.
+            // A stateless server's -32021 names what the client must declare, a -32042 the
+            // URLs the user must open: their data stays where the client looks for it.
             BackendError::Rpc { server, error }
-                if error.code == protocol::modern::MISSING_CLIENT_CAPABILITY =>
+                if error.code == protocol::modern::MISSING_CLIENT_CAPABILITY
+                    || error.code == protocol::URL_ELICITATION_REQUIRED =>
             {
                 let mut data = match error.data.as_deref() {
                     Some(Value::Object(data)) => data.clone(),

@@ -115,6 +115,12 @@ static NOBODY: Principal = Principal {
 const NO_LOG_LEVEL: u8 = u8::MAX;
 
 /// The bit of [`ClientPeer::listed`] for a list request or its change notification.
+/// A capability path as the object that declares it: `elicitation.url` is
+/// `{"elicitation": {"url": {}}}`.
+fn nested(capability: &str) -> Value {
+    (capability.rsplit('.')).fold(json!({}), |inner, part| json!({ part: inner }))
+}
+
 fn list_bit(method: &str) -> Option<u8> {
     match method {
         methods::TOOLS_LIST | methods::TOOLS_LIST_CHANGED => Some(1),
@@ -378,13 +384,18 @@ impl ClientPeer {
         protocol::argument_errors_are_results(&self.client.lock().unwrap().protocol_version)
     }
 
+    /// Whether the client declared `capability`, a path into its capabilities
+    /// (`elicitation.url`).
     pub fn client_has(&self, capability: &str) -> bool {
-        self.client
-            .lock()
-            .unwrap()
-            .capabilities
-            .get(capability)
-            .is_some_and(|c| !c.is_null())
+        let client = self.client.lock().unwrap();
+        let mut declared = &client.capabilities;
+        for part in capability.split('.') {
+            match declared.get(part) {
+                Some(inner) if !inner.is_null() => declared = inner,
+                _ => return false,
+            }
+        }
+        true
     }
 
     /// Sends a request to the client on behalf of `server` and waits for the answer.
@@ -453,8 +464,9 @@ impl ClientPeer {
         }
     }
 
-    /// The error a server's request gets when this client did not declare `capability`.
-    /// A stateless request then ends with -32021 naming it (the era says so).
+    /// The error a server's request gets when this client did not declare `capability`
+    /// (a path: `elicitation.url`). A stateless request then ends with -32021 naming it
+    /// (the era says so).
     pub fn lacks_capability(&self, server: &str, capability: &str) -> RpcError {
         if !self.stateless {
             return RpcError::new(
@@ -466,7 +478,7 @@ impl ClientPeer {
             protocol::modern::MISSING_CLIENT_CAPABILITY,
             format!("Missing required client capability: {capability}"),
         )
-        .with_data(json!({"requiredCapabilities": {capability: {}}}));
+        .with_data(json!({"requiredCapabilities": nested(capability)}));
         *self.missing_capability.lock().unwrap() = Some(error.clone());
         error
     }

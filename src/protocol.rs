@@ -24,6 +24,9 @@ pub const REQUEST_TIMEOUT: i64 = -32001;
 pub const NOT_INITIALIZED: i64 = -32002;
 /// `resources/read` of a URI that no backend serves (the specification's suggestion).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// A 2025-11-25 server's "open these URLs, then retry" (`data.elicitations`); the
+/// 2026-07-28 era says it with an `input_required` result instead.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 
 /// A JSON-RPC error object: data, not a Rust error, so it can travel unchanged.
 #[derive(Debug, Clone, PartialEq)]

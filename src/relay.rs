@@ -14,6 +14,7 @@ pub mod parked;
 pub mod peers;
 pub mod progress;
 pub mod subscriptions;
+pub mod url_elicitation;
 
 pub use exchange::Exchange;
 pub use handle::StateError;

@@ -146,7 +146,8 @@ pub enum HandshakeError {
 /// What the gateway offers to forward to its servers. Servers are shared and start
 /// before any client connects, so this is what the gateway can do, not what a client can.
 pub fn client_capabilities() -> Value {
-    json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
+    let elicitation = json!({"form": {}, "url": {}});
+    json!({"sampling": {}, "elicitation": elicitation, "roots": {"listChanged": true}})
 }
 
 /// `initialize`, `notifications/initialized`, then every list the server's capabilities

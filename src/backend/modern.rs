@@ -41,7 +41,7 @@ pub fn client_meta(capabilities: Value, info: Value, log_level: Option<&str>) ->
 /// a client lacking a capability then still shows it to the catalog.
 pub fn gateway_meta() -> Value {
     client_meta(
-        json!({"sampling": {}, "elicitation": {}, "roots": {}}),
+        json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}}),
         json!({"name": "wasmgate", "version": env!("CARGO_PKG_VERSION")}),
         None,
     )

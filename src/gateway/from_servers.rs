@@ -13,6 +13,7 @@ use crate::catalog::view::View;
 use crate::peer::ClientPeer;
 use crate::protocol::{self, RpcError, methods};
 use crate::relay::calls::CallInFlight;
+use crate::relay::url_elicitation;
 
 impl Gateway {
     /// Whether `peer`'s view includes backend `name` (a server or plugin): only such a
@@ -204,6 +205,10 @@ impl Gateway {
                     "{method} from server `{server}` outside a client's call: no client to ask"
                 ),
             ));
+        };
+        let capability = match url_elicitation::is_url_mode(params.as_ref()) {
+            true if method == methods::ELICITATION_CREATE => url_elicitation::CAPABILITY,
+            _ => capability,
         };
         if !session.client_has(capability) {
             return Err(session.lacks_capability(server, capability));

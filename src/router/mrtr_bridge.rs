@@ -15,7 +15,8 @@ use crate::backend::Backend;
 use crate::backend::mcp_client::Upstream;
 use crate::backend::modern;
 use crate::peer::ClientPeer;
-use crate::protocol::{self, RpcError};
+use crate::protocol::{self, RpcError, methods};
+use crate::relay::url_elicitation;
 
 /// Rounds of questions one call may take before the gateway gives up on it: a server that
 /// always asks again would otherwise hold the client's call open for ever.
@@ -112,6 +113,11 @@ async fn ask_client(
             )
             .with_data(json!({"server": server})));
         };
+        let params = request.get("params").cloned();
+        let capability = match url_elicitation::is_url_mode(params.as_ref()) {
+            true if method == methods::ELICITATION_CREATE => url_elicitation::CAPABILITY,
+            _ => capability,
+        };
         if !context.peer.client_has(capability) {
             return Err(context.peer.lacks_capability(server, capability));
         }
@@ -121,7 +127,7 @@ async fn ask_client(
                 server,
                 json!(format!("input:{key}")),
                 method,
-                request.get("params").cloned(),
+                url_elicitation::with_elicitation_id(params, key),
                 timeout,
                 context.request.as_ref(),
             )

@@ -15,6 +15,7 @@ use super::{Session, stateless};
 use crate::protocol::{self, Reply, RpcError, methods};
 use crate::relay::exchange::{Binding, Exchange};
 use crate::relay::handle::{PREFIX, StateError};
+use crate::relay::url_elicitation;
 use crate::router::{RequestContext, Router};
 
 /// A server that asks several things at once sends them one after the other: they go in
@@ -111,7 +112,8 @@ impl Session {
     }
 
     /// The answer of a call that ended: -32021 if it needed a capability the carrying
-    /// request did not declare, else its result as the stateless era shapes it.
+    /// request did not declare; a session-era server's -32042 as the `input_required`
+    /// round of its URLs; else its result as the stateless era shapes it.
     fn done(
         &self,
         exchange: &Exchange,
@@ -121,6 +123,18 @@ impl Session {
     ) -> Result<Reply, RpcError> {
         if let Some(missing) = exchange.peer.take_missing_capability() {
             return Err(missing);
+        }
+        if let Err(error) = &answer
+            && let Some(mut round) = url_elicitation::as_input_required(error)
+        {
+            if !exchange.peer.client_has(url_elicitation::CAPABILITY) {
+                return Err(url_elicitation::missing_capability());
+            }
+            // No state to carry: the retry is the call again, which the server now lets by.
+            if let Some(result) = round.as_object_mut() {
+                stateless::stamp_server_info(&self.gateway, result);
+            }
+            return Ok(Reply::from(round));
         }
         stateless::finish(&self.gateway, self.peer.principal(), method, uri, answer)
     }

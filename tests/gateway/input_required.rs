@@ -338,3 +338,92 @@ fn a_question_is_never_put_to_another_principals_request() {
         assert!(text.contains("several clients"), "{done}");
     });
 }
+
+/// A session-era server's -32042 ("open these URLs, then retry"; the reference "everything"
+/// server's `trigger-url-elicitation` with `errorPath`) reaches a 2026-07-28 client as an
+/// `input_required` round of URL elicitations; its retry is the call again, which the
+/// server lets by and then asks, mid-call, for its own URL: a round of the gateway's. A
+/// client that did not declare `elicitation.url` gets -32021 naming it.
+#[test]
+fn a_url_elicitation_error_becomes_an_input_required_round() {
+    let Some(everything) = crate::third_party::everything_server() else {
+        return;
+    };
+    let config = crate::harness::config()
+        .gateway(r#"startup_timeout = "30s""#)
+        .server("every", everything.to_str().unwrap(), &["stdio"], &[])
+        .render(std::path::Path::new("{dir}"));
+    let gateway = HttpGateway::start(&config, &[]);
+    let tool = "every__trigger-url-elicitation";
+    let url_call = |id: u64, url: &str, capabilities: Value, extra: Value| {
+        let mut params = json!({"name": tool, "arguments": {"url": url, "errorPath": true},
+            "_meta": declaring(capabilities)});
+        let extra = extra.as_object().cloned().unwrap_or_default();
+        params.as_object_mut().unwrap().extend(extra);
+        request(id, "tools/call", params)
+    };
+    runtime().block_on(async {
+        let mut conn = gateway.connect().await;
+        // The server offers the tool once it saw that the gateway takes URL elicitations.
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let list = request(1, "tools/list", json!({"_meta": meta(json!({}))}));
+            let listed = answer(&mut conn, &list, None).await.to_string();
+            if listed.contains(tool) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{tool} never listed: {listed}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        let caps = json!({"elicitation": {"form": {}, "url": {}}});
+        let first = url_call(2, "https://example.com/a", caps.clone(), json!({}));
+        let round = answer(&mut conn, &first, None).await;
+        let result = &round["result"];
+        assert_eq!(result["resultType"], "input_required", "{round}");
+        assert!(result.get("requestState").is_none(), "{round}");
+        let requests = result["inputRequests"].as_object().unwrap();
+        assert_eq!(requests.len(), 1, "{round}");
+        let (key, asked) = requests.iter().next().unwrap();
+        assert_eq!(asked["method"], "elicitation/create", "{round}");
+        assert_eq!(asked["params"]["mode"], "url", "{round}");
+        assert_eq!(asked["params"]["url"], "https://modelcontextprotocol.io");
+
+        let opened = json!({"inputResponses": {key: {"action": "accept"}}});
+        let retry = url_call(3, "https://example.com/a", caps.clone(), opened);
+        let (asked, state) = input_required(
+            &answer(&mut conn, &retry, None).await,
+            "elicitation-1",
+            "elicitation/create",
+        );
+        assert_eq!(asked["url"], "https://example.com/a", "{asked}");
+        let done = json!({"inputResponses": {"elicitation-1": {"action": "accept"}},
+            "requestState": state});
+        let done = answer(&mut conn, &url_call(4, "https://example.com/a", caps, done), None).await;
+        assert_eq!(done["result"]["resultType"], "complete", "{done}");
+        assert_eq!(done["result"]["isError"], json!(null), "{done}");
+
+        // A client of the session era gets the -32042 itself, its URLs where it looks.
+        let mut legacy = gateway.session("/mcp", &[]).await;
+        let error = legacy
+            .request(
+                "tools/call",
+                json!({"name": tool, "arguments": {"url": "https://example.com/c", "errorPath": true}}),
+            )
+            .await["error"]
+            .clone();
+        assert_eq!(error["code"], -32042, "{error}");
+        let listed = &error["data"]["elicitations"][0];
+        assert_eq!(listed["url"], "https://modelcontextprotocol.io", "{error}");
+
+        let forms_only = json!({"elicitation": {}});
+        let refused = url_call(5, "https://example.com/b", forms_only, json!({}));
+        let reply = post(&mut conn, "/mcp", &refused, &[]).await;
+        let error = reply.answer()["error"].clone();
+        assert_eq!(error["code"], -32021, "{error}");
+        assert_eq!(
+            error["data"]["requiredCapabilities"],
+            json!({"elicitation": {"url": {}}})
+        );
+    });
+}

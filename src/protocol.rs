@@ -4,6 +4,7 @@
 
 mod mcp;
 pub mod modern;
+pub mod param_headers;
 
 pub use mcp::*;
 

@@ -21,6 +21,7 @@ use crate::config::{GatewayConfig, HttpEndpoint, HttpTransport, ServerTransport}
 
 pub mod client;
 mod connection;
+mod param_mirrors;
 mod sse;
 
 use connection::{Closed, Connection};

@@ -2,7 +2,8 @@
 //! (`mcp` 2.x) pinned to 2026-07-28 and to legacy, through both fronts of the gateway
 //! (HTTP and stdio) to three servers at once: the dual-era fixture (Python SDK server)
 //! over stdio and over HTTP, spoken to in 2026-07-28, and the reference "everything"
-//! server, 2025-11-25 only, over stdio. Lists, a plain call, progress, sampling and
+//! server, 2025-11-25 only, over stdio. Lists, a plain call, a call whose argument the
+//! HTTP server wants mirrored in an `Mcp-Param-*` header, progress, sampling and
 //! elicitation answered by the SDK's callbacks (fixtures/dual_era_client.py).
 
 use std::path::Path;
@@ -64,6 +65,7 @@ fn check(seen: &Value) {
         for name in ["dual", "web"] {
             let server = &got[name];
             assert_eq!(server["greet"], "Hello, Cy!", "{mode} {name}: {got}");
+            assert_eq!(server["locate"], "in eu-west", "{mode} {name}: {got}");
             assert_eq!(server["count"], "counted to 2", "{mode} {name}: {got}");
             assert_eq!(
                 server["progress"],

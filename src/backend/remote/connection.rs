@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::CONNECT_TIMEOUT;
 use super::client::{Body, Hold, HttpClient, Lease};
+use super::param_mirrors::ParamMirrors;
 use super::sse::{self, SseError, SseReader};
 use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
 use crate::backend::modern;
@@ -54,6 +55,8 @@ pub(super) struct Connection {
     /// Spoken to in the stateless era: no session, and each POST names its method (and
     /// tool, prompt or resource) in headers.
     modern: AtomicBool,
+    /// The `Mcp-Param-*` headers its tools ask for (stateless era).
+    mirrors: ParamMirrors,
     next_id: AtomicU64,
     in_flight: tokio::sync::Semaphore,
     /// Bytes of the largest message read: a JSON answer, or one event.
@@ -90,6 +93,7 @@ impl Connection {
             token_file: endpoint.bearer_token_file.clone().map(TokenFile::new),
             session: Mutex::new(None),
             version: Mutex::new(None),
+            mirrors: ParamMirrors::default(),
             modern: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             in_flight: tokio::sync::Semaphore::new(endpoint.max_in_flight),
@@ -227,6 +231,10 @@ impl Connection {
         self.notes.flushed().await;
         let params_name = crate::protocol::modern::name_field(method)
             .and_then(|field| params.as_ref()?.get(field)?.as_str().map(str::to_string));
+        let mut mirrored = http::HeaderMap::new();
+        if method == methods::TOOLS_CALL && self.is_modern() {
+            self.mirrors.write(&mut mirrored, params.as_ref());
+        }
         let body = protocol::request(id.into(), method, params).to_string();
         if self.legacy.lock().unwrap().is_some() {
             return self.exchange_legacy(id, body).await;
@@ -234,6 +242,7 @@ impl Connection {
         let mut request = self.build(http::Method::POST, Some(body));
         if self.is_modern() {
             modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
+            request.headers_mut().extend(mirrored);
         }
         let (response, lease) = self.send(request, Hold::Request).await?;
         if method == methods::INITIALIZE
@@ -527,6 +536,7 @@ impl Upstream for Connection {
             cancel.answered();
         }
         let mut closed = self.closed.subscribe();
+        let listing = (method == methods::TOOLS_LIST && self.is_modern()).then(|| params.clone());
         let outcome = tokio::time::timeout(timeout, async {
             let _turn = self.in_flight.acquire().await;
             tokio::select! {
@@ -548,6 +558,9 @@ impl Upstream for Connection {
             }
         };
         let result = mcp_client::checked(&self.server, result)?;
+        if let Some(params) = listing {
+            self.mirrors.learn(params.as_ref(), &result);
+        }
         if method == methods::INITIALIZE
             && let Ok(init) = serde_json::from_str::<Value>(result.get())
             && let Some(version) = init["protocolVersion"].as_str()

@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use super::{RequestContext, Router, required_string};
+use crate::backend::modern;
 use crate::catalog::Target;
 use crate::catalog::view::Kind;
 use crate::protocol::methods;
@@ -85,7 +86,21 @@ impl Router<'_> {
             }
             _ => {}
         }
-        self.forward(context, &target, method, params).await
+        let answer = self.forward(context, &target, method, params).await;
+        match (answer, &target) {
+            // The stateless era says "not found" with -32602; a session-era client expects
+            // the -32002 of its own era.
+            (Err(error), Target::Server(server))
+                if error.code == protocol::INVALID_PARAMS
+                    && method == methods::RESOURCES_READ
+                    && !context.peer.is_stateless()
+                    && modern::is_modern(&server.discovered()) =>
+            {
+                Err(RpcError::new(protocol::RESOURCE_NOT_FOUND, error.message)
+                    .with_data(json!({"uri": uri, "server": server.name()})))
+            }
+            (answer, _) => answer,
+        }
     }
 
     pub(super) async fn complete(

@@ -464,3 +464,26 @@ fn a_server_silent_before_initialize_is_probed_once() {
         assert_eq!(echo["content"][0]["text"], "hi", "{echo}");
     }
 }
+
+/// A resource a stateless server does not have is -32602 in its era; a session-era client
+/// reading it through the gateway gets the -32002 of its own era, and a stateless client
+/// the server's -32602.
+#[test]
+fn a_missing_resource_is_not_found_in_each_clients_era() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let config = fixture.config(&[r#"protocol = "2026-07-28""#]);
+    let mut client = start_2025(&config);
+    let note = client.result("resources/read", json!({"uri": "dual://note"}));
+    assert_eq!(note["contents"][0]["text"], "a note", "{note}");
+    let missing = client.error("resources/read", json!({"uri": "dual://missing"}));
+    assert_eq!(missing["code"], -32002, "{missing}");
+    assert_eq!(missing["data"]["uri"], "dual://missing", "{missing}");
+
+    let missing = client.error(
+        "resources/read",
+        stateless(json!({"uri": "dual://missing"})),
+    );
+    assert_eq!(missing["code"], -32602, "{missing}");
+}

@@ -524,6 +524,24 @@ fn fixture_2025_forms_of_the_2026_tools_end_with_the_reference_texts() {
     assert!(came.contains(&"elicitation/create".to_owned()), "{came:?}");
 }
 
+/// A 2025 client's `resources/subscribe` of a resource of a 2026 server, which has no such
+/// method: the gateway keeps the subscription itself and says so.
+#[test]
+fn a_2025_client_subscribes_to_a_resource_of_a_2026_upstream() {
+    let protocol = format!("protocol = {}", toml_str(SPEC_2026));
+    let mut client = config()
+        .server(
+            "conformance",
+            fixture_server().to_str().unwrap(),
+            &["--eras", "both"],
+            &[r#"namespace = """#, &protocol],
+        )
+        .start_initialized();
+    let uri = json!({"uri": "test://watched-resource"});
+    assert_eq!(client.result("resources/subscribe", uri.clone()), json!({}));
+    assert_eq!(client.result("resources/unsubscribe", uri), json!({}));
+}
+
 /// The fixture started with `--eras both`, spoken to directly in 2026-07-28 over stdio.
 struct Native {
     child: std::process::Child,

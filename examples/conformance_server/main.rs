@@ -17,12 +17,20 @@
 //!   server would (scenarios_2026.rs), so a gateway translating between eras is tested
 //!   against a server of the old era only.
 //!
+//! With `--eras both` it also speaks 2026-07-28 (native.rs): `server/discover`, stateless
+//! requests, `input_required` rounds and `subscriptions/listen`, as the reference does;
+//! `initialize` still begins a 2025-11-25 session. Without it, 2025-11-25 only.
+//!
 //! Newline-delimited JSON-RPC on stdin/stdout, logs on stderr; every request is answered
 //! in its own task, so a call waiting on the client (sampling, elicitation) blocks nothing.
-//! It exits when stdin closes. No flags, no environment variables.
+//! It exits when stdin closes. No environment variables.
 
+mod listen;
+mod native;
 mod peer;
+mod plans;
 mod scenarios_2026;
+mod state;
 
 use std::time::Duration;
 
@@ -46,17 +54,28 @@ const STEP: Duration = Duration::from_millis(50);
 
 struct Fixture {
     peer: Peer,
+    /// `--eras both`: requests of 2026-07-28 are served too.
+    both_eras: bool,
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let both_eras = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] | ["--eras", "2025"] => false,
+        ["--eras", "both"] => true,
+        _ => {
+            eprintln!("usage: conformance_server [--eras 2025|both]");
+            std::process::exit(2);
+        }
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(run());
+    runtime.block_on(run(both_eras));
 }
 
-async fn run() {
+async fn run(both_eras: bool) {
     let (input, mut output) = wasmgate::transport::stdio::std_streams();
     let (out, mut lines) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
@@ -69,6 +88,7 @@ async fn run() {
     });
     let fixture: &'static Fixture = Box::leak(Box::new(Fixture {
         peer: Peer::new(out),
+        both_eras,
     }));
     eprintln!("conformance_server: ready");
     let mut input = BufReader::new(input).lines();
@@ -89,6 +109,19 @@ impl Fixture {
         };
         let id = message.get("id").cloned();
         match (message["method"].as_str(), id) {
+            (Some(method), Some(id))
+                if self.both_eras && native::is_modern(method, &message["params"]) =>
+            {
+                let (method, params) = (method.to_owned(), message["params"].clone());
+                tokio::spawn(async move {
+                    let reply = match native::handle(self, &id, &method, &params).await {
+                        Some(Ok(result)) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                        Some(Err(error)) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                        None => return,
+                    };
+                    self.peer.send(reply);
+                });
+            }
             (Some(method), Some(id)) => {
                 let (method, params) = (method.to_owned(), message["params"].clone());
                 tokio::spawn(async move {
@@ -100,7 +133,11 @@ impl Fixture {
                     self.peer.send(reply);
                 });
             }
-            // Notifications (initialized, cancelled, ...) ask nothing of this server.
+            // A 2026 listen ends with its cancellation; other notifications (initialized,
+            // another cancellation) ask nothing of this server.
+            (Some("notifications/cancelled"), None) => {
+                self.peer.listens.cancel(&message["params"]["requestId"]);
+            }
             (Some(_), None) => {}
             (None, Some(id)) => self.peer.on_response(&id, &message),
             (None, None) => eprintln!("conformance_server: ignored {line}"),
@@ -121,7 +158,7 @@ impl Fixture {
                 tools.extend(scenarios_2026::tools());
                 Ok(json!({ "tools": tools }))
             }
-            "tools/call" => self.call(params).await,
+            "tools/call" => self.call(params, true).await,
             "resources/list" => Ok(json!({ "resources": resources() })),
             "resources/templates/list" => Ok(json!({"resourceTemplates": [{
                 "uriTemplate": "test://template/{id}/data", "name": "template",
@@ -133,7 +170,7 @@ impl Fixture {
                 prompts.extend(scenarios_2026::prompts_listed());
                 Ok(json!({ "prompts": prompts }))
             }
-            "prompts/get" if params["name"] == scenarios_2026::PROMPT => {
+            "prompts/get" if params["name"] == plans::PROMPT => {
                 Ok(scenarios_2026::prompt(&self.peer).await)
             }
             "prompts/get" => prompt(params),
@@ -142,7 +179,8 @@ impl Fixture {
         }
     }
 
-    async fn call(&self, params: &Value) -> Result<Value, Failure> {
+    /// `tools/call`; log messages go out only when `logs`.
+    async fn call(&self, params: &Value, logs: bool) -> Result<Value, Failure> {
         let (name, args) = (
             params["name"].as_str().unwrap_or_default(),
             &params["arguments"],
@@ -177,10 +215,12 @@ impl Fixture {
                         tokio::time::sleep(STEP).await;
                     }
                     let data = format!("Tool execution {step}");
-                    self.peer.notify(
-                        "notifications/message",
-                        json!({"level": "info", "data": data}),
-                    );
+                    if logs {
+                        self.peer.notify(
+                            "notifications/message",
+                            json!({"level": "info", "data": data}),
+                        );
+                    }
                 }
                 vec![text("Tool with logging executed successfully")]
             }
@@ -211,62 +251,17 @@ impl Fixture {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 vec![text("Reconnection test completed successfully.")]
             }
-            "test_sampling" => {
-                let prompt = args["prompt"].as_str().unwrap_or_default();
-                let asked = self
-                    .peer
-                    .ask(
-                        "sampling/createMessage",
-                        json!({"maxTokens": 100, "messages": [
-                            {"role": "user", "content": {"type": "text", "text": prompt}}]}),
-                    )
-                    .await;
-                vec![text(&match asked {
-                    Ok(result) => format!(
-                        "LLM response: {}",
-                        result["content"]["text"].as_str().unwrap_or("No response")
-                    ),
-                    Err(error) => format!("Sampling not supported or error: {}", error["message"]),
-                })]
-            }
-            "test_elicitation" => {
-                let message = args["message"].as_str().unwrap_or_default();
-                let schema = json!({"type": "object", "required": ["response"], "properties": {
-                    "response": {"type": "string", "description": "User's response"}}});
-                vec![self.elicit(message, schema).await]
-            }
-            "test_elicitation_sep1034_defaults" => {
-                let message = "Please review and update the form fields with defaults";
-                vec![self.elicit(message, sep1034_schema()).await]
-            }
-            "test_elicitation_sep1330_enums" => {
-                let message = "Please select options from the enum fields";
-                vec![self.elicit(message, sep1330_schema()).await]
-            }
             "json_schema_2020_12_tool" => vec![text(&format!(
                 "JSON Schema 2020-12 tool called with: {args}"
             ))],
             _ => {
-                return match scenarios_2026::call(&self.peer, name, params).await {
+                return match scenarios_2026::call(&self.peer, name, params, logs).await {
                     Some(result) => result,
                     None => Err((-32602, format!("Unknown tool: {name}"))),
                 };
             }
         };
         Ok(json!({ "content": content }))
-    }
-
-    /// Asks the client to elicit `schema`; its answer, as text content.
-    async fn elicit(&self, message: &str, schema: Value) -> Value {
-        let params = json!({"message": message, "requestedSchema": schema});
-        text(&match self.peer.ask("elicitation/create", params).await {
-            Ok(result) => format!(
-                "Elicitation completed: action={}, content={}",
-                result["action"].as_str().unwrap_or_default(),
-                result.get("content").unwrap_or(&json!({}))
-            ),
-            Err(error) => format!("Elicitation not supported or error: {}", error["message"]),
-        })
     }
 }
 
@@ -321,40 +316,6 @@ fn tools() -> Vec<Value> {
     tools.push(json!({"name": "json_schema_2020_12_tool", "inputSchema": schema,
         "description": "Tool with JSON Schema 2020-12 features (SEP-1613)"}));
     tools
-}
-
-fn sep1034_schema() -> Value {
-    json!({"type": "object", "required": [], "properties": {
-        "name": {"type": "string", "description": "User name", "default": "John Doe"},
-        "age": {"type": "integer", "description": "User age", "default": 30},
-        "score": {"type": "number", "description": "User score", "default": 95.5},
-        "status": {"type": "string", "description": "User status",
-            "enum": ["active", "inactive", "pending"], "default": "active"},
-        "verified": {"type": "boolean", "description": "Verification status", "default": true},
-    }})
-}
-
-/// SEP-1330's five enum shapes: untitled and titled single-select, legacy `enumNames`,
-/// untitled and titled multi-select.
-fn sep1330_schema() -> Value {
-    let titled = |label: &str| -> Vec<Value> {
-        (1..=3)
-            .map(|i| json!({"const": format!("value{i}"), "title": format!("{} {label}", ["First", "Second", "Third"][i - 1])}))
-            .collect()
-    };
-    let options = json!(["option1", "option2", "option3"]);
-    json!({"type": "object", "required": [], "properties": {
-        "untitledSingle": {"type": "string", "description": "Select one option", "enum": options},
-        "titledSingle": {"type": "string", "description": "Select one option with titles",
-            "oneOf": titled("Option")},
-        "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
-            "enum": ["opt1", "opt2", "opt3"],
-            "enumNames": ["Option One", "Option Two", "Option Three"]},
-        "untitledMulti": {"type": "array", "description": "Select multiple options",
-            "minItems": 1, "maxItems": 3, "items": {"type": "string", "enum": options}},
-        "titledMulti": {"type": "array", "description": "Select multiple options with titles",
-            "minItems": 1, "maxItems": 3, "items": {"anyOf": titled("Choice")}},
-    }})
 }
 
 fn resources() -> Vec<Value> {

@@ -1,12 +1,15 @@
 //! The fixture's line to its client: messages out, requests to the client (sampling,
-//! elicitation, roots) matched with their responses, and what the client declared.
+//! elicitation, roots) matched with their responses, what the client declared, and where
+//! list changes go (a 2025 session, 2026 listens).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
+
+use crate::listen::Listens;
 
 /// A JSON-RPC error: code and message.
 pub type Failure = (i64, String);
@@ -19,6 +22,11 @@ pub struct Peer {
     /// The client's `initialize` capabilities: a 2025-11-25 server asks only for what
     /// its client declared there.
     capabilities: Mutex<Value>,
+    /// Whether a client began a 2025-11-25 session (`initialize`): only it is sent list
+    /// changes unasked.
+    session: AtomicBool,
+    /// The 2026-07-28 listens, which get the list changes they asked for.
+    pub listens: Listens,
 }
 
 impl Peer {
@@ -29,6 +37,8 @@ impl Peer {
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             capabilities: Mutex::new(json!({})),
+            session: AtomicBool::new(false),
+            listens: Listens::default(),
         }
     }
 
@@ -68,6 +78,18 @@ impl Peer {
     /// Keeps the capabilities of the client's `initialize`.
     pub fn remember_capabilities(&self, capabilities: &Value) {
         *self.capabilities.lock().unwrap() = capabilities.clone();
+        self.session.store(true, Relaxed);
+    }
+
+    /// Tells the clients that `list` (`tools`, `prompts`, `resources`) changed: a 2025
+    /// session, and each listen that asked for it.
+    pub fn list_changed(&self, list: &str) {
+        let method = format!("notifications/{list}/list_changed");
+        if self.session.load(Relaxed) {
+            self.notify(&method, json!({}));
+        }
+        let flag = format!("{list}ListChanged");
+        self.listens.announce(&flag, &method, &|m| self.send(m));
     }
 
     /// Whether the client declared `capability` (`sampling`, `elicitation`, `roots`).

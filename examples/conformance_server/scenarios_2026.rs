@@ -1,15 +1,18 @@
 //! The diagnostic tools and prompt of the suite's 2026-07-28 scenarios (its reference
-//! server, `everything-server.ts`), in their 2025-11-25 form: where the reference answers
-//! `input_required` and reads `inputResponses` on the retry, these ask the client mid-call
-//! (`elicitation/create`, `sampling/createMessage`, `roots/list`) and end with the same
-//! final text. A gateway that translates between eras is tested against them: the fixture
-//! itself speaks 2025-11-25 only.
+//! server, `everything-server.ts`), and the 2025-11-25 form of every tool that asks the
+//! client: where the reference answers `input_required` and reads `inputResponses` on the
+//! retry, these ask the client mid-call (`elicitation/create`, `sampling/createMessage`,
+//! `roots/list`) the questions of plans.rs and end with the same result. A gateway that
+//! translates between eras is tested against them when the fixture speaks 2025-11-25
+//! only (its default).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures_util::future::join_all;
 use serde_json::{Value, json};
 
 use crate::peer::{Failure, Peer};
+use crate::plans::{self, Answers, Ask, PROMPT, Plan};
 
 /// Where a request's `_meta` names its `inputRequests` key (wasmgate's convention).
 const INPUT_KEY: &str = "dev.wasmgate/inputKey";
@@ -18,9 +21,6 @@ const INPUT_KEY: &str = "dev.wasmgate/inputKey";
 /// trigger toggles its own, so that the list it announces as changed has changed.
 static DYNAMIC_TOOL: AtomicBool = AtomicBool::new(false);
 static DYNAMIC_PROMPT: AtomicBool = AtomicBool::new(false);
-
-/// The MRTR prompt (`input-required-result-non-tool-request`).
-pub const PROMPT: &str = "test_input_required_result_prompt";
 
 /// The tools, as `tools/list` shows them: none takes arguments.
 #[rustfmt::skip] // one tool a line reads as a table
@@ -75,95 +75,32 @@ pub fn prompts_listed() -> Vec<Value> {
 
 /// `prompts/get` of [`PROMPT`]: the context it elicits, in the prompt's one message.
 pub async fn prompt(peer: &Peer) -> Value {
-    let asked = elicit(
-        peer,
-        "user_context",
-        "What context should the prompt use?",
-        "context",
-    )
-    .await;
-    let context = field(&asked, "context");
-    let message = json!({"type": "text", "text": format!("Prompt with context: {context}")});
-    json!({"messages": [{"role": "user", "content": message}]})
+    run(peer, plans::prompt()).await
 }
 
-/// `tools/call` of one of [`tools`]; `None` for another name.
-pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Value, Failure>> {
+/// `tools/call` of a tool that asks the client (the 2025 scenarios' sampling and
+/// elicitation tools too) or of one of [`tools`]; `None` for another name. Log messages
+/// go out only when `logs`.
+pub async fn call(
+    peer: &Peer,
+    name: &str,
+    params: &Value,
+    logs: bool,
+) -> Option<Result<Value, Failure>> {
+    let declared = |capability: &str| peer.declared(capability);
+    if let Some(plan) = plans::tool(name, &params["arguments"], &declared) {
+        if name == "test_streaming_elicitation" {
+            streaming_progress(peer, params);
+        }
+        return Some(Ok(run(peer, plan).await));
+    }
     let text = match name {
-        "test_missing_capability" => {
-            match sample(peer, "sample", "Test tool requiring sampling", 10).await {
-                Ok(_) => "Success".to_owned(),
-                Err(error) => return Some(Ok(failed(&error))),
-            }
-        }
-        "test_input_required_result_elicitation" => {
-            let asked = elicit(peer, "user_name", "What is your name?", "name").await;
-            format!("Hello, {}!", field(&asked, "name"))
-        }
-        "test_input_required_result_sampling" => {
-            let asked = sample(
-                peer,
-                "capital_question",
-                "What is the capital of France?",
-                100,
-            )
-            .await;
-            let text = sampled(&asked).unwrap_or("no response");
-            format!("Sampling result: {text}")
-        }
-        "test_input_required_result_list_roots" => {
-            format!("Found {} root(s)", roots(peer, "client_roots").await)
-        }
-        "test_input_required_result_request_state" => match confirm(peer).await {
-            true => "state-ok: requestState validated".to_owned(),
-            false => return Some(Ok(failed("the client did not confirm"))),
-        },
-        "test_input_required_result_multiple_inputs" => {
-            // All three at once: the 2025 analogue of one result with three inputRequests.
-            let (name, greeting, roots) = tokio::join!(
-                elicit(peer, "user_name", "What is your name?", "name"),
-                sample(peer, "greeting", "Generate a greeting", 50),
-                roots(peer, "client_roots"),
-            );
-            let greeting = sampled(&greeting).unwrap_or("Hello there!");
-            let name = field(&name, "name");
-            format!("Name: {name}; Greeting: {greeting}; Roots: {roots}")
-        }
-        "test_input_required_result_multi_round" => {
-            let name = elicit(peer, "user_name", "Step 1: What is your name?", "name").await;
-            let color = elicit(
-                peer,
-                "favorite_color",
-                "Step 2: What is your favorite color?",
-                "color",
-            )
-            .await;
-            let (name, color) = (field(&name, "name"), field(&color, "color"));
-            format!("Multi-round complete for {name} who likes {color}")
-        }
-        // The 2026 form signs its requestState; here the gateway's handle is what a tamper
-        // must break, so the tool itself only asks.
-        "test_input_required_result_tampered_state" => match confirm(peer).await {
-            true => "integrity-ok: state verified".to_owned(),
-            false => return Some(Ok(failed("the client did not confirm"))),
-        },
-        "test_input_required_result_capabilities" => capabilities(peer).await,
-        "test_streaming_elicitation" => {
-            let token = &params["_meta"]["progressToken"];
-            if !token.is_null() {
-                let progress = json!({"progressToken": token, "progress": 50, "total": 100});
-                peer.notify("notifications/progress", progress);
-            }
-            // A 2026 client must get this as input_required, never as a request on the
-            // call's stream.
-            let _ = elicit(peer, "continue", "Continue streaming?", "continue").await;
-            "Streaming complete".to_owned()
-        }
         "test_logging_tool" => {
-            // Sent whatever the request's log level: the gateway drops it for a 2026
-            // request that set none.
-            let message = json!({"level": "info", "data": "Diagnostic trace logging activated"});
-            peer.notify("notifications/message", message);
+            if logs {
+                let message =
+                    json!({"level": "info", "data": "Diagnostic trace logging activated"});
+                peer.notify("notifications/message", message);
+            }
             "Logging evaluated".to_owned()
         }
         "test_header_params" => {
@@ -179,7 +116,7 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
             };
             // Added, or removed again: either way the list changed before it is announced.
             dynamic.fetch_xor(true, Ordering::Relaxed);
-            peer.notify(&format!("notifications/{list}/list_changed"), json!({}));
+            peer.list_changed(list);
             "Mutation triggered".to_owned()
         }
         _ => return None,
@@ -187,97 +124,42 @@ pub async fn call(peer: &Peer, name: &str, params: &Value) -> Option<Result<Valu
     Some(Ok(json!({"content": [{"type": "text", "text": text}]})))
 }
 
-/// Sampling first, then elicitation, each only if the client declared it; the keys the
-/// reference uses for what was answered.
-async fn capabilities(peer: &Peer) -> String {
-    let mut received = Vec::new();
-    if peer.declared("sampling")
-        && sample(peer, "sample_input", "Sample request", 50)
-            .await
-            .is_ok()
-    {
-        received.push("sample_input");
-    }
-    if peer.declared("elicitation") {
-        let asked = elicit(peer, "elicit_input", "Elicitation input", "value").await;
-        if asked.is_ok() {
-            received.push("elicit_input");
-        }
-    }
-    match received.is_empty() {
-        true => "No supported capabilities declared".to_owned(),
-        false => format!("capabilities-ok: received {}", received.join(",")),
+/// `test_streaming_elicitation` reports progress before it asks (when given a token).
+pub fn streaming_progress(peer: &Peer, params: &Value) {
+    let token = &params["_meta"]["progressToken"];
+    if !token.is_null() {
+        let progress = json!({"progressToken": token, "progress": 50, "total": 100});
+        peer.notify("notifications/progress", progress);
     }
 }
 
-/// A tool result with `isError`: what went wrong asking the client.
-fn failed(why: &str) -> Value {
-    json!({"content": [{"type": "text", "text": why}], "isError": true})
-}
-
-/// Asks the client, if it declared `capability` at `initialize`; the error says why not.
-/// `key` names the request as the reference's `inputRequests` key does: a gateway that
-/// turns the request into an `input_required` result uses it (`_meta`).
-async fn ask(
-    peer: &Peer,
-    capability: &str,
-    key: &str,
-    method: &str,
-    mut params: Value,
-) -> Result<Value, String> {
-    if !peer.declared(capability) {
-        return Err(format!("the client did not declare {capability}"));
+/// Runs `plan` the 2025 way: each round's questions sent to the client at once, inside
+/// the call (so a translating gateway sees them together, as one `input_required`).
+async fn run(peer: &Peer, plan: Plan) -> Value {
+    let mut answers = Answers::new();
+    for round in plan.rounds {
+        let asked = join_all(round.into_iter().map(|ask| async move {
+            let key = ask.key;
+            (key, ask_client(peer, ask).await)
+        }))
+        .await;
+        answers.extend(
+            asked
+                .into_iter()
+                .filter_map(|(k, a)| Some((k.to_owned(), a?))),
+        );
     }
-    params["_meta"] = json!({ INPUT_KEY: key });
-    peer.ask(method, params)
-        .await
-        .map_err(|error| format!("{method} failed: {}", error["message"]))
+    (plan.finish)(&answers)
 }
 
-/// Elicits one string `property`.
-async fn elicit(peer: &Peer, key: &str, message: &str, property: &str) -> Result<Value, String> {
-    let schema = json!({"type": "object", "properties": {property: {"type": "string"}},
-        "required": [property]});
-    let params = json!({"message": message, "requestedSchema": schema});
-    ask(peer, "elicitation", key, "elicitation/create", params).await
-}
-
-/// Elicits a boolean `ok`; whether the client accepted with `ok: true`.
-async fn confirm(peer: &Peer) -> bool {
-    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
-        "required": ["ok"]});
-    let params = json!({"message": "Please confirm", "requestedSchema": schema});
-    let answer = ask(
-        peer,
-        "elicitation",
-        "confirmation",
-        "elicitation/create",
-        params,
-    )
-    .await;
-    answer.is_ok_and(|r| r["action"] == "accept" && r["content"]["ok"] == true)
-}
-
-/// Samples one user message.
-async fn sample(peer: &Peer, key: &str, text: &str, max_tokens: u32) -> Result<Value, String> {
-    let message = json!({"role": "user", "content": {"type": "text", "text": text}});
-    let params = json!({"messages": [message], "maxTokens": max_tokens});
-    ask(peer, "sampling", key, "sampling/createMessage", params).await
-}
-
-/// How many roots the client lists (none when it cannot).
-async fn roots(peer: &Peer, key: &str) -> usize {
-    let listed = ask(peer, "roots", key, "roots/list", json!({})).await;
-    listed.map_or(0, |r| r["roots"].as_array().map_or(0, Vec::len))
-}
-
-/// The text a sampling answered, if it did.
-fn sampled(asked: &Result<Value, String>) -> Option<&str> {
-    asked.as_ref().ok()?["content"]["text"].as_str()
-}
-
-/// The elicited `key`, as the reference reads it: "unknown" unless it is a string.
-fn field(asked: &Result<Value, String>, key: &str) -> String {
-    let value = asked.as_ref().ok().and_then(|r| r["content"][key].as_str());
-    value.unwrap_or("unknown").to_owned()
+/// Sends `ask` to the client if it declared the capability at `initialize`; its answer,
+/// or `None` (undeclared, or an error). The key goes in `_meta`: a gateway that turns the
+/// request into an `input_required` result names it so.
+async fn ask_client(peer: &Peer, ask: Ask) -> Option<Value> {
+    if !peer.declared(ask.capability) {
+        return None;
+    }
+    let mut params = ask.params;
+    params["_meta"] = json!({ INPUT_KEY: ask.key });
+    peer.ask(ask.method, params).await.ok()
 }

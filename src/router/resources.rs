@@ -65,6 +65,16 @@ impl Router<'_> {
                     .with_data(json!({"uri": uri})),
             );
         };
+        // A stateless server has no `resources/subscribe` (a listen names its resources):
+        // the subscription is the gateway's record alone.
+        let stateless = matches!(&target, Target::Server(b) if b.is_modern());
+        if stateless && method != methods::RESOURCES_READ {
+            match method == methods::RESOURCES_SUBSCRIBE {
+                true => self.gateway.subscribe(&context.peer, &uri, target.server()),
+                false => self.gateway.unsubscribe(&context.peer, &uri),
+            };
+            return Ok(json!({}).into());
+        }
         // Not a match guard: `unsubscribe` changes state, and a guard should not.
         #[allow(clippy::collapsible_match)]
         match method {

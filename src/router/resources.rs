@@ -6,7 +6,6 @@
 use serde_json::{Value, json};
 
 use super::{RequestContext, Router, required_string};
-use crate::backend::modern;
 use crate::catalog::Target;
 use crate::catalog::view::Kind;
 use crate::protocol::methods;
@@ -97,19 +96,18 @@ impl Router<'_> {
             _ => {}
         }
         let answer = self.forward(context, &target, method, params).await;
-        match (answer, &target) {
-            // The stateless era says "not found" with -32602; a session-era client expects
-            // the -32002 of its own era.
-            (Err(error), Target::Server(server))
-                if error.code == protocol::INVALID_PARAMS
-                    && method == methods::RESOURCES_READ
-                    && !context.peer.is_stateless()
-                    && modern::is_modern(&server.discovered()) =>
+        match answer {
+            // The stateless era says "not found" with -32602 (only a read gets here); a
+            // session-era client expects the -32002 of its own era.
+            Err(error)
+                if stateless
+                    && error.code == protocol::INVALID_PARAMS
+                    && !context.peer.is_stateless() =>
             {
                 Err(RpcError::new(protocol::RESOURCE_NOT_FOUND, error.message)
-                    .with_data(json!({"uri": uri, "server": server.name()})))
+                    .with_data(json!({"uri": uri, "server": target.server()})))
             }
-            (answer, _) => answer,
+            answer => answer,
         }
     }
 

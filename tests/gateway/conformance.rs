@@ -43,10 +43,12 @@ const SCORED_SCENARIOS_2026: usize = 37;
 const SCORED_PASSES_2026_FLOOR: usize = SCORED_SCENARIOS_2026;
 /// Scenarios of the 2026 run that must pass whole, with at least this many checks: the
 /// listen checks of `server-stateless` run (they are skipped, not failed, without
-/// `subscriptions/listen`), and `Mcp-Param-*` headers are checked (a scenario not scored).
+/// `subscriptions/listen`), and `Mcp-Param-*` headers and SEP-2106's schema keywords are
+/// checked (two scenarios not scored).
 const WHOLE_2026: &[(&str, usize)] = &[
     ("server-stateless", 30),
     ("http-custom-header-server-validation", 10),
+    ("json-schema-2020-12", 8),
 ];
 
 /// The floor through the gateway speaking 2026-07-28 to the fixture in both eras (its
@@ -58,6 +60,7 @@ const SCORED_PASSES_2026_NATIVE_FLOOR: usize = SCORED_SCENARIOS_2026;
 const WHOLE_2026_NATIVE: &[(&str, usize)] = &[
     ("server-stateless", 28),
     ("http-custom-header-server-validation", 10),
+    ("json-schema-2020-12", 8),
 ];
 
 /// One release of the suite, installed in the npm prefix that `var` names.

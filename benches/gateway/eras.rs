@@ -21,6 +21,9 @@ const CLIENTS: usize = 32;
 const TOOL: &str = "ex__echo";
 const LEGACY: &str = "2025-11-25";
 const MODERN: &str = "2026-07-28";
+/// `WASMGATE_BENCH_ERA=2025-11-25` (or `2026-07-28`) runs that era on both sides: a
+/// profile of the gateway under one era alone (the ratios are then of an era to itself).
+const ONE_ERA_VAR: &str = "WASMGATE_BENCH_ERA";
 /// Issue 36: a new-era call costs at most this much of an old one's gateway CPU...
 const CPU_RATIO: f64 = 1.10;
 /// ...and serves at least this share of its calls/s at [`CLIENTS`].
@@ -168,7 +171,11 @@ pub async fn bench(
     let args = ["serve", "--http", "127.0.0.1:0", "--config", config];
     let gateway = HttpTarget::start("eras", TOOL, &paths.gateway, &args, scratch).await?;
     let pid = gateway.pid();
-    let eras = [Era::Legacy, Era::Modern];
+    let eras = match std::env::var(ONE_ERA_VAR).as_deref() {
+        Ok(LEGACY) => [Era::Legacy; 2],
+        Ok(MODERN) => [Era::Modern; 2],
+        _ => [Era::Legacy, Era::Modern],
+    };
     // Per era: one client for the serial rounds, then the clients of the concurrent ones.
     let mut one = Vec::new();
     let mut many = Vec::new();

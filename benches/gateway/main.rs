@@ -46,7 +46,9 @@
 //! Results also go to `target/bench-results.json`. Environment:
 //! `WASMGATE_BENCH_GATEWAY=PATH` measures that gateway binary instead (to compare a change),
 //! `WASMGATE_BENCH_PROFILE=debug` uses the dev binaries (to try the bench itself quickly),
-//! `WASMGATE_BENCH_PLUGIN=PATH` another component exporting `echo` {text} (the `wasm` target).
+//! `WASMGATE_BENCH_PLUGIN=PATH` another component exporting `echo` {text} (the `wasm` target),
+//! `WASMGATE_BENCH_ERA=2025-11-25` or `2026-07-28` runs that era on both sides of `eras`
+//! (to profile the gateway under one era alone).
 
 mod author;
 mod calls;

@@ -149,10 +149,9 @@ pub(super) fn finish(
         modern::CACHEABLE
             .contains(&method)
             .then_some(if private { "private" } else { "public" });
-    let server_info = server_info(gateway);
     // A server's result passed through as text gets the fields written into its text.
     if let Reply::Raw(raw) | Reply::Written { raw, .. } = &mut reply
-        && let Some(text) = stamped(raw, &server_info, cache_scope)
+        && let Some(text) = stamped(raw, &server_info_text(gateway), cache_scope)
     {
         *raw = text;
         return Ok(reply);
@@ -164,7 +163,7 @@ pub(super) fn finish(
     result
         .entry("resultType")
         .or_insert_with(|| Value::String("complete".into()));
-    with_server_info(result, server_info);
+    with_server_info(result, server_info(gateway));
     // An `input_required` result (a stateless server's, relayed) carries no cache hints.
     let complete = result.get("resultType").and_then(Value::as_str) == Some("complete");
     if let Some(scope) = cache_scope.filter(|_| complete) {
@@ -176,10 +175,26 @@ pub(super) fn finish(
 
 /// The gateway's identity, as a stateless result's `_meta` names it.
 fn server_info(gateway: &Gateway) -> Value {
-    json!({
-        "name": gateway.config.load().gateway.name,
-        "version": env!("CARGO_PKG_VERSION"),
-    })
+    identity(&gateway.config.load().gateway.name)
+}
+
+/// [`server_info`] as JSON text.
+fn server_info_text(gateway: &Gateway) -> String {
+    identity_text(&gateway.config.load().gateway.name)
+}
+
+fn identity(name: &str) -> Value {
+    json!({"name": name, "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// [`identity`] written as text without building the tree: the same members in the same
+/// order, escaped as serde_json escapes them (a test holds the two equal).
+fn identity_text(name: &str) -> String {
+    let name = serde_json::to_string(name).unwrap_or_else(|_| "null".into());
+    format!(
+        "{{\"name\":{name},\"version\":\"{}\"}}",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 /// Puts the gateway's identity in a stateless result's `_meta`.
@@ -197,11 +212,26 @@ fn with_server_info(result: &mut Map<String, Value>, server_info: Value) {
 }
 
 /// `raw` with [`finish`]'s fields written in ([`stamp::stamp`]), if its text allows.
-fn stamped(
-    raw: &RawValue,
-    server_info: &Value,
-    cache_scope: Option<&str>,
-) -> Option<Box<RawValue>> {
-    let text = stamp::stamp(raw.get(), &server_info.to_string(), cache_scope)?;
+fn stamped(raw: &RawValue, server_info: &str, cache_scope: Option<&str>) -> Option<Box<RawValue>> {
+    let text = stamp::stamp(raw.get(), server_info, cache_scope)?;
     RawValue::from_string(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{identity, identity_text};
+
+    #[test]
+    fn the_identity_text_is_the_tree_written_out() {
+        for name in [
+            "wasmgate",
+            "",
+            "a \"quoted\" \\ name",
+            "tab\there",
+            "ünï\u{1F600}",
+            "\u{7}",
+        ] {
+            assert_eq!(identity_text(name), identity(name).to_string(), "{name:?}");
+        }
+    }
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, watch};
 
+use super::listen::Listen;
 use super::mcp_client::{self, Upstream};
 use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::ServerConfig;
@@ -29,6 +30,8 @@ pub struct Common {
     pub(super) stopping: watch::Sender<bool>,
     pub(super) events: Arc<EventLog>,
     pub(super) to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    /// The `subscriptions/listen` kept open to a stateless-era server, across its runs.
+    pub(super) listen: Arc<Listen>,
 }
 
 impl Common {
@@ -47,6 +50,7 @@ impl Common {
             stopping: watch::channel(false).0,
             events,
             to_gateway,
+            listen: Arc::default(),
         }
     }
 

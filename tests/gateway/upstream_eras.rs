@@ -500,3 +500,116 @@ fn a_server_silent_before_initialize_is_probed_once() {
         assert_eq!(echo["content"][0]["text"], "hi", "{echo}");
     }
 }
+
+/// The first message of a listen stream, and the `_meta` key of its tag.
+const ACK: &str = "notifications/subscriptions/acknowledged";
+const TAG: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// A 2025 client of a gateway just ready hears of a tool the server adds and lists it;
+/// subscribed to the fixture's note (answered once the server took it on the gateway's
+/// listen upstream), it hears the note's update, without the upstream listen's tag.
+fn hear_changes_as_2025(client: &mut Client) {
+    assert!(client.tool_names().contains(&"dual__greet".to_string()));
+    let added = client.call("dual__add_tool", json!({"name": "extra"}));
+    assert_eq!(added["content"][0]["text"], "added extra", "{added}");
+    client.next_notification("notifications/tools/list_changed", TIMEOUT);
+    let tools = client.tool_names();
+    assert!(tools.contains(&"dual__extra".to_string()), "{tools:?}");
+    let extra = client.call("dual__extra", json!({}));
+    assert_eq!(extra["content"][0]["text"], "I am extra", "{extra}");
+    let subscribed = client.request("resources/subscribe", json!({"uri": "note://a"}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    client.call("dual__touch", json!({"uri": "note://a"}));
+    let updated = client.next_notification("notifications/resources/updated", TIMEOUT);
+    assert_eq!(updated["params"], json!({"uri": "note://a"}), "{updated}");
+    // Unsubscribed, the next update does not come.
+    let gone = client.request("resources/unsubscribe", json!({"uri": "note://a"}));
+    assert!(gone.get("result").is_some(), "{gone}");
+    client.call("dual__touch", json!({"uri": "note://a"}));
+    let probe = client.call("dual__greet", json!({"name": "x"}));
+    assert_eq!(probe["content"][0]["text"], "Hello, x!", "{probe}");
+    assert!(
+        client
+            .drain_notifications("notifications/resources/updated")
+            .is_empty(),
+        "an update after unsubscribing"
+    );
+}
+
+/// A 2026 stdio server sends its changes only on `subscriptions/listen`: the gateway keeps
+/// one open to it, and a 2025 client hears of them as of any server's.
+#[test]
+fn a_2025_client_hears_a_2026_servers_changes() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[]));
+    assert_eq!(era_of(&mut client), MODERN);
+    hear_changes_as_2025(&mut client);
+}
+
+/// The same over HTTP: the upstream listen is a POST whose event stream stays open.
+#[test]
+fn a_2025_client_hears_a_remote_2026_servers_changes() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("eras-http-listen");
+    let (_server, url) = dual_era_over_http(&python, &dir);
+    let mut client = start_2025(&config().remote("dual", &url, &[]));
+    assert_eq!(era_of(&mut client), MODERN);
+    hear_changes_as_2025(&mut client);
+}
+
+/// A 2026 client's own listen on the gateway hears a 2026 server's changes, tagged with
+/// its own id: the URI it names becomes the upstream listen's filter.
+#[test]
+fn a_2026_clients_listen_hears_a_2026_servers_changes() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = fixture.config(&[]).start();
+    eventually(TIMEOUT, "the server's tools", || {
+        let listed = client.result("tools/list", stateless(json!({})));
+        let tools = listed["tools"].as_array()?;
+        tools
+            .iter()
+            .any(|t| t["name"] == "dual__touch")
+            .then_some(())
+    });
+    let filter = json!({"toolsListChanged": true, "resourceSubscriptions": ["note://a"]});
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen",
+        "params": stateless(json!({"notifications": filter}))}),
+    );
+    let ack = client
+        .take(TIMEOUT, |m| m["method"] == ACK)
+        .expect("an acknowledgement");
+    assert_eq!(ack["params"]["notifications"], filter, "{ack}");
+    let added = client.result(
+        "tools/call",
+        stateless(json!({"name": "dual__add_tool", "arguments": {"name": "extra"}})),
+    );
+    assert_eq!(added["content"][0]["text"], "added extra", "{added}");
+    let changed = client
+        .take(TIMEOUT, |m| {
+            m["method"] == "notifications/tools/list_changed"
+        })
+        .expect("a tools change");
+    assert_eq!(changed["params"]["_meta"][TAG], "l1", "{changed}");
+    client.result(
+        "tools/call",
+        stateless(json!({"name": "dual__touch", "arguments": {"uri": "note://a"}})),
+    );
+    let updated = client
+        .take(TIMEOUT, |m| {
+            m["method"] == "notifications/resources/updated"
+        })
+        .expect("an update");
+    assert_eq!(updated["params"]["uri"], "note://a", "{updated}");
+    assert_eq!(
+        updated["params"]["_meta"],
+        json!({ TAG: "l1" }),
+        "{updated}"
+    );
+}

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use super::CONNECT_TIMEOUT;
 use super::client::{Body, Hold, HttpClient, Lease};
 use super::sse::{self, SseError, SseReader};
+use crate::backend::listen::Listen;
 use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
 use crate::backend::modern;
 use crate::backend::supervisor::MAX_BACKOFF;
@@ -59,6 +60,8 @@ pub(super) struct Connection {
     /// Bytes of the largest message read: a JSON answer, or one event.
     max_message: usize,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    /// What the server sends on its listen stream is screened by it first.
+    listen: Arc<Listen>,
     closed: watch::Sender<Option<Closed>>,
     notes: notes::Notes,
 }
@@ -68,6 +71,7 @@ impl Connection {
         server: &str,
         endpoint: &crate::config::HttpEndpoint,
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
+        listen: Arc<Listen>,
     ) -> Result<Arc<Self>, String> {
         let uri: http::Uri = endpoint.url.parse().map_err(|e| format!("{e}"))?;
         let client = HttpClient::new(&uri, endpoint.ca_file.as_deref(), endpoint.max_connections)?;
@@ -95,6 +99,7 @@ impl Connection {
             in_flight: tokio::sync::Semaphore::new(endpoint.max_in_flight),
             max_message: endpoint.max_message,
             to_gateway,
+            listen,
             closed: watch::channel(None).0,
             notes,
         });
@@ -379,6 +384,9 @@ impl Connection {
                     tracing::warn!(server = %self.server, "ignored a message that is not JSON-RPC ({}): {}", err.message, shown(text));
                     continue;
                 }
+            };
+            let Some(message) = self.listen.screen(&self.server, message) else {
+                continue;
             };
             let responder = |id| {
                 let me = self.me.clone();

@@ -613,3 +613,44 @@ fn a_2026_clients_listen_hears_a_2026_servers_changes() {
         "{updated}"
     );
 }
+
+/// `auto` speaks 2026-07-28 to a server that offers both eras (here another wasmgate over
+/// HTTP, fronting the example server), and what the session era gave still crosses both
+/// hops: a sampling request asked of a 2025 client inside its call, and a list change.
+#[test]
+fn auto_speaks_2026_to_a_server_offering_both_eras() {
+    let inner_config = crate::http_front::with_example("");
+    let inner = crate::http_client::HttpGateway::start(&inner_config, &[]);
+    let mut client = start_2025(&config().remote("up", &inner.url("/mcp"), &[]));
+    let up = client.status()["backends"]["up"].clone();
+    assert_eq!(up["protocol_version"], MODERN, "{up}");
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__ex__sample", "arguments": {"prompt": "say hi"}}),
+    );
+    let asked = client.next_client_request(TIMEOUT);
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    client.respond(
+        asked["id"].clone(),
+        json!({"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "m"}),
+    );
+    let sampled = client.wait_response(&id, TIMEOUT);
+    assert_eq!(
+        sampled["result"]["content"][0]["text"], "sampled",
+        "{sampled}"
+    );
+    assert!(
+        !client
+            .tool_names()
+            .contains(&"up__ex__late_tool".to_string())
+    );
+    let changed = client.call("up__ex__notify_changed", json!({}));
+    assert_eq!(changed["content"][0]["text"], "changed", "{changed}");
+    client.next_notification("notifications/tools/list_changed", TIMEOUT);
+    eventually(TIMEOUT, "up__ex__late_tool to be listed", || {
+        let tools = client.tool_names();
+        tools
+            .contains(&"up__ex__late_tool".to_string())
+            .then_some(())
+    });
+}

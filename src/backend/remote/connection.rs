@@ -240,7 +240,7 @@ impl Connection {
         if self.is_modern() {
             modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
         }
-        let (response, lease) = self.send(request, Hold::Request).await?;
+        let (response, lease) = self.send(request, hold(method)).await?;
         if method == methods::INITIALIZE
             && let Some(session) = response.headers().get("mcp-session-id")
             && let Ok(session) = session.to_str()
@@ -536,7 +536,10 @@ impl Upstream for Connection {
         }
         let mut closed = self.closed.subscribe();
         let outcome = tokio::time::timeout(timeout, async {
-            let _turn = self.in_flight.acquire().await;
+            let _turn = match hold(method) {
+                Hold::Request => Some(self.in_flight.acquire().await),
+                Hold::Aside => None,
+            };
             tokio::select! {
                 result = self.exchange(id, method, params) => result,
                 _ = closed.wait_for(Option::is_some) => Err(self.gone()),
@@ -615,6 +618,15 @@ impl TokenFile {
         value.set_sensitive(true);
         *read = Some((modified.ok()?, value.clone()));
         Some(value)
+    }
+}
+
+/// Whether a request counts against `max_connections` and `max_in_flight`: a listen is a
+/// stream held open, as the `GET` stream is, and must not starve the requests.
+fn hold(method: &str) -> Hold {
+    match method {
+        crate::protocol::modern::LISTEN => Hold::Aside,
+        _ => Hold::Request,
     }
 }
 

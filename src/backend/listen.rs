@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -48,6 +49,8 @@ pub struct Listen {
     /// The generation the listen being opened asks for.
     opening: Mutex<u64>,
     acked: watch::Sender<Ack>,
+    /// The server of this run answered a listen with -32601: it serves none.
+    refused: AtomicBool,
 }
 
 impl Default for Listen {
@@ -57,6 +60,7 @@ impl Default for Listen {
             wanted: watch::channel(0).0,
             opening: Mutex::new(0),
             acked: watch::channel(Ack::default()).0,
+            refused: AtomicBool::new(false),
         }
     }
 }
@@ -218,12 +222,14 @@ impl Listen {
         let Some(uri) = params.and_then(|p| p.get("uri")).and_then(Value::as_str) else {
             return Err(refused(format!("{method} needs a string `uri`")));
         };
-        if !Offered::of(discovered).updates {
+        if !Offered::of(discovered).updates || self.refused.load(Ordering::Acquire) {
             return Err(BackendError::Rpc {
                 server: server.to_string(),
                 error: RpcError::new(
                     protocol::METHOD_NOT_FOUND,
-                    format!("server `{server}` offers no resource subscriptions"),
+                    format!(
+                        "server `{server}` offers no resource subscriptions (on subscriptions/listen)"
+                    ),
                 ),
             });
         }
@@ -287,6 +293,7 @@ pub(super) fn start<U: Upstream + Send + 'static>(
     if !super::modern::is_modern(discovered) {
         return None;
     }
+    listen.refused.store(false, Ordering::Release);
     let (settled, settled_rx) = watch::channel(false);
     let keeper = Keeper {
         listen: listen.clone(),
@@ -374,6 +381,7 @@ impl Keeper {
                     && error.code == protocol::METHOD_NOT_FOUND
                 {
                     tracing::info!(server = %self.server, "the server does not serve subscriptions/listen: its changes will not reach clients");
+                    self.listen.refused.store(true, Ordering::Release);
                     return;
                 }
                 failures += 1;

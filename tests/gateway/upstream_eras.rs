@@ -654,3 +654,50 @@ fn auto_speaks_2026_to_a_server_offering_both_eras() {
             .then_some(())
     });
 }
+
+/// A listen the server ends is opened again, and a change made while none was open is not
+/// lost: the lists are fetched again once it is.
+#[test]
+fn a_listen_the_server_ends_is_opened_again() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[]));
+    assert!(client.tool_names().contains(&"dual__greet".to_string()));
+    let ended = client.call("dual__end_listens", json!({}));
+    assert_eq!(
+        ended["content"][0]["text"], "ended the listens of 1 handlers",
+        "{ended}"
+    );
+    client.call("dual__add_tool", json!({"name": "after"}));
+    client.next_notification("notifications/tools/list_changed", TIMEOUT);
+    eventually(TIMEOUT, "dual__after to be listed", || {
+        let tools = client.tool_names();
+        tools.contains(&"dual__after".to_string()).then_some(())
+    });
+}
+
+/// A server that crashed is started again with a listen asking for the URIs clients
+/// subscribed to before: their updates still come.
+#[test]
+fn a_restarted_2026_server_is_listened_to_for_the_same_uris() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[]));
+    let subscribed = client.request("resources/subscribe", json!({"uri": "note://a"}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    let pid = client.status()["backends"]["dual"]["pid"].as_u64().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    eventually(TIMEOUT, "the server to be ready again", || {
+        let dual = client.status()["backends"]["dual"].clone();
+        (dual["restarts"] == 1 && dual["status"] == "ready").then_some(())
+    });
+    client.call("dual__touch", json!({"uri": "note://a"}));
+    let updated = client.next_notification("notifications/resources/updated", TIMEOUT);
+    assert_eq!(updated["params"], json!({"uri": "note://a"}), "{updated}");
+}

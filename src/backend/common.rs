@@ -32,6 +32,9 @@ pub struct Common {
     pub(super) to_gateway: mpsc::UnboundedSender<BackendEvent>,
     /// The `subscriptions/listen` kept open to a stateless-era server, across its runs.
     pub(super) listen: Arc<Listen>,
+    /// Held while a list is fetched again and kept: a refresh asked for later fetches
+    /// later, so an older list is never kept over a newer one.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl Common {
@@ -51,6 +54,7 @@ impl Common {
             events,
             to_gateway,
             listen: Arc::default(),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -141,6 +145,7 @@ impl Common {
         let Some(upstream) = upstream else {
             return Ok(());
         };
+        let _turn = self.refreshing.lock().await;
         let timeout = self.config.load().timeout;
         let current = self.discovered.load_full();
         let next = match super::modern::is_modern(&current) {

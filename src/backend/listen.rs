@@ -415,13 +415,25 @@ impl Keeper {
 
     /// Waits out the backoff after the `failures`th listen in a row that ended.
     async fn pause(&self, failures: u32, when: &str, ended: Result<Answer, JoinError>) {
+        // The run itself ending (stopped, crashed, unreachable) is the supervisor's to say.
+        let run_ends = matches!(
+            ended,
+            Ok(Err(BackendError::Stopped { .. }
+                | BackendError::Crashed { .. }
+                | BackendError::Unreachable { .. }))
+        );
         let why = match ended {
             Ok(Ok(_)) => "the server ended it".to_string(),
             Ok(Err(err)) => err.to_string(),
             Err(err) => err.to_string(),
         };
         let backoff = Duration::from_millis(100 << (failures - 1).min(12)).min(MAX_BACKOFF);
-        tracing::info!(server = %self.server, backoff_ms = backoff.as_millis() as u64, "subscriptions/listen ended {when} ({why}); opening it again");
+        let backoff_ms = backoff.as_millis() as u64;
+        let message = format!("subscriptions/listen ended {when} ({why}); opening it again");
+        match run_ends {
+            true => tracing::debug!(server = %self.server, backoff_ms, "{message}"),
+            false => tracing::info!(server = %self.server, backoff_ms, "{message}"),
+        }
         tokio::time::sleep(backoff).await;
     }
 

@@ -4,6 +4,7 @@
 
 mod common;
 pub mod era;
+mod listen;
 pub mod mcp_client;
 pub mod modern;
 pub mod process;

@@ -11,6 +11,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, watch};
 
+use super::listen::Listen;
 use super::mcp_client::{self, Upstream};
 use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::ServerConfig;
@@ -29,6 +30,11 @@ pub struct Common {
     pub(super) stopping: watch::Sender<bool>,
     pub(super) events: Arc<EventLog>,
     pub(super) to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    /// The `subscriptions/listen` kept open to a stateless-era server, across its runs.
+    pub(super) listen: Arc<Listen>,
+    /// Held while a list is fetched again and kept: a refresh asked for later fetches
+    /// later, so an older list is never kept over a newer one.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl Common {
@@ -47,6 +53,8 @@ impl Common {
             stopping: watch::channel(false).0,
             events,
             to_gateway,
+            listen: Arc::default(),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -137,6 +145,7 @@ impl Common {
         let Some(upstream) = upstream else {
             return Ok(());
         };
+        let _turn = self.refreshing.lock().await;
         let timeout = self.config.load().timeout;
         let current = self.discovered.load_full();
         let next = match super::modern::is_modern(&current) {

@@ -155,12 +155,11 @@ pub fn supports_modern(result: &Value) -> bool {
 }
 
 /// Whether `protocol = "auto"` speaks the stateless era to a server that answered
-/// `server/discover` with `result`: when it names 2026-07-28 and not 2025-11-25. A server
-/// that offers both is spoken to in the session era, which the gateway still carries
-/// further (its list changes, subscriptions, and requests to clients through another
-/// gateway).
+/// `server/discover` with `result`: when it names 2026-07-28, whether or not it offers
+/// 2025-11-25 too (its list changes and resource updates come on the listen the gateway
+/// keeps open, its requests to clients as `input_required` rounds).
 pub fn auto_picks_modern(result: &Value) -> bool {
-    supports_modern(result) && !lists(result, crate::protocol::LATEST_VERSION)
+    supports_modern(result)
 }
 
 fn lists(result: &Value, version: &str) -> bool {

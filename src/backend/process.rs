@@ -170,6 +170,7 @@ impl Supervised for ProcessBackend {
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            listen: self.listen.clone(),
         });
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
@@ -231,7 +232,8 @@ impl Supervised for ProcessBackend {
         }
         self.connection.store(Some(connection.clone()));
         let pid_detail = ("pid", json!(pid));
-        supervisor::ready(self, &*connection, pid_detail, self.init_timeout, begun).await;
+        let _listening =
+            supervisor::ready(self, &connection, pid_detail, self.init_timeout, begun).await;
 
         let mut reader = reader;
         let result = tokio::select! {

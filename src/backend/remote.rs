@@ -154,15 +154,16 @@ impl Supervised for RemoteBackend {
         self.discovered.store(Arc::new(discovered));
         self.connection.store(Some(connection.clone()));
         let url = crate::config::redact_url(&endpoint.url);
-        supervisor::ready(
+        // A stateless server's own messages come on the listen `ready` opens, a session's
+        // on its GET stream.
+        let _listening = supervisor::ready(
             self,
-            &*connection,
+            &connection,
             ("url", json!(url)),
             self.init_timeout,
             begun,
         )
         .await;
-        // A stateless server has no stream of its own to listen to.
         let listener = match connection.is_modern() {
             true => tokio::spawn(async {}),
             false => tokio::spawn(connection.clone().listen()),
@@ -226,8 +227,7 @@ impl RemoteBackend {
         limit: Duration,
         auto: bool,
     ) -> Result<(Arc<Connection>, Discovered), OpenError> {
-        let connection = Connection::new(&self.name, endpoint, self.to_gateway.clone())
-            .map_err(OpenError::Failed)?;
+        let connection = self.connect(endpoint)?;
         connection.speak_modern();
         let stamped = modern::Stamped::gateway(&*connection);
         let found = stamped
@@ -265,6 +265,13 @@ impl RemoteBackend {
         }
     }
 
+    /// A connection that reports to the gateway, its listen's messages screened.
+    fn connect(&self, endpoint: &HttpEndpoint) -> Result<Arc<Connection>, OpenError> {
+        let to_gateway = self.to_gateway.clone();
+        Connection::new(&self.name, endpoint, to_gateway, self.listen.clone())
+            .map_err(OpenError::Failed)
+    }
+
     /// A session-era session, over the transport the entry names.
     async fn open_legacy(
         &self,
@@ -293,8 +300,7 @@ impl RemoteBackend {
         endpoint: &HttpEndpoint,
         legacy: bool,
     ) -> Result<(Arc<Connection>, Discovered), OpenError> {
-        let connection = Connection::new(&self.name, endpoint, self.to_gateway.clone())
-            .map_err(OpenError::Failed)?;
+        let connection = self.connect(endpoint)?;
         if legacy && let Err(err) = connection.open_legacy(self.init_timeout).await {
             connection.close(Closed::Stopped);
             return Err(OpenError::Failed(err.to_string()));

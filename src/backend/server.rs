@@ -15,6 +15,7 @@ use super::remote::RemoteBackend;
 use super::supervisor;
 use super::{BackendError, BackendEvent, BackendState, Discovered, ListKind};
 use crate::config::{GatewayConfig, ServerConfig, ServerTransport};
+use crate::protocol::methods;
 use crate::telemetry::events::EventLog;
 use tokio::sync::mpsc;
 
@@ -128,6 +129,18 @@ impl Upstream for Backend {
     /// A request to a stateless server carries `_meta`: a client's, stamped by the
     /// router, or else the gateway's own.
     async fn request_raw(&self, method: &str, params: Option<Value>, timeout: Duration) -> Answer {
+        // The stateless era has no `resources/subscribe`: the URI goes in the listen's filter.
+        if matches!(
+            method,
+            methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
+        ) && self.is_modern()
+        {
+            let common = self.common();
+            let discovered = common.discovered();
+            return (common.listen)
+                .subscription(common.name(), &discovered, method, params.as_ref(), timeout)
+                .await;
+        }
         let params = match self.is_modern() && !modern::is_stamped(params.as_ref()) {
             true => Some(modern::stamp(params, &modern::gateway_meta())),
             false => params,

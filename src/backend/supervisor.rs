@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::BackendState;
 use super::common::{Common, stop_requested};
+use super::listen::{self, Listening};
 use super::mcp_client::{self, Upstream};
 use crate::telemetry::events::Status;
 
@@ -153,15 +154,16 @@ async fn supervise(server: Arc<impl Supervised>) {
 }
 
 /// A run got through its handshake over `upstream`, and its lists are kept: says so, gives
-/// the server what clients asked of it before, and marks it ready. `(key, value)` says
+/// the server what clients asked of it before, opens its listen (a stateless server's;
+/// kept open while the returned value lives) and marks it ready. `(key, value)` says
 /// which process or URL, first in the event's fields.
-pub(super) async fn ready(
+pub(super) async fn ready<U: Upstream + Send + 'static>(
     server: &impl Supervised,
-    upstream: &impl Upstream,
+    upstream: &Arc<U>,
     (key, value): (&str, Value),
     init_timeout: Duration,
     begun: Instant,
-) {
+) -> Option<Listening> {
     let name = &server.name;
     let discovered = server.discovered();
     let elapsed_ms = begun.elapsed().as_millis() as u64;
@@ -185,9 +187,28 @@ pub(super) async fn ready(
     server
         .events
         .emit(event, name, Status::Success, Value::Object(detail));
-    if let Some(requests) = mcp_client::client_requests(&server.to_gateway, name).await {
-        let timeout = init_timeout.min(Duration::from_secs(10));
-        mcp_client::restore(upstream, name, &discovered, requests, timeout).await;
+    let timeout = init_timeout.min(Duration::from_secs(10));
+    let requests = mcp_client::client_requests(&server.to_gateway, name).await;
+    // A stateless server's subscriptions are its listen's filter.
+    if let Some(requests) = &requests
+        && super::modern::is_modern(&discovered)
+    {
+        server.listen.restore(requests.subscriptions.clone());
+    }
+    let listening = listen::start(
+        &server.listen,
+        upstream.clone(),
+        &discovered,
+        &server.to_gateway,
+    );
+    if let Some(requests) = requests {
+        mcp_client::restore(&**upstream, name, &discovered, requests, timeout).await;
+    }
+    // Ready once the listen is open (or its first try failed): a change the server makes
+    // from then on reaches the clients.
+    if let Some(listening) = &listening {
+        listening.settled(timeout).await;
     }
     server.set_state(BackendState::Ready);
+    listening
 }

@@ -36,6 +36,10 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 pub const DISCOVER: &str = "server/discover";
 /// The stream of list changes and resource updates a client opts in to.
 pub const LISTEN: &str = "subscriptions/listen";
+/// The first message of a listen stream.
+pub const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+/// The `_meta` key that ties a notification to its listen request.
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The client requests of the stateless era that the gateway serves.
 pub const METHODS: &[&str] = &[

@@ -64,16 +64,6 @@ impl Router<'_> {
                     .with_data(json!({"uri": uri})),
             );
         };
-        // A stateless server has no `resources/subscribe` (a listen names its resources):
-        // the subscription is the gateway's record alone.
-        let stateless = matches!(&target, Target::Server(b) if b.is_modern());
-        if stateless && method != methods::RESOURCES_READ {
-            match method == methods::RESOURCES_SUBSCRIBE {
-                true => self.gateway.subscribe(&context.peer, &uri, target.server()),
-                false => self.gateway.unsubscribe(&context.peer, &uri),
-            };
-            return Ok(json!({}).into());
-        }
         // Not a match guard: `unsubscribe` changes state, and a guard should not.
         #[allow(clippy::collapsible_match)]
         match method {
@@ -95,12 +85,14 @@ impl Router<'_> {
             }
             _ => {}
         }
+        let stateless = matches!(&target, Target::Server(b) if b.is_modern());
         let answer = self.forward(context, &target, method, params).await;
         match answer {
-            // The stateless era says "not found" with -32602 (only a read gets here); a
-            // session-era client expects the -32002 of its own era.
+            // The stateless era says "not found" with -32602; a session-era client expects
+            // the -32002 of its own era.
             Err(error)
                 if stateless
+                    && method == methods::RESOURCES_READ
                     && error.code == protocol::INVALID_PARAMS
                     && !context.peer.is_stateless() =>
             {

@@ -23,10 +23,7 @@ use crate::protocol::modern::{self, LISTEN};
 use crate::protocol::{self, Reply, RpcError, methods};
 use crate::router::{RequestContext, Router};
 
-/// The first message of a listen stream.
-pub const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
-/// The `_meta` key that ties a notification to its listen request.
-pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+pub use crate::protocol::modern::{ACKNOWLEDGED, META_SUBSCRIPTION_ID};
 
 /// URIs one listen may name: each is a subscription upstream, made before the acknowledgement.
 const MAX_URIS: usize = 256;

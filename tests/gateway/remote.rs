@@ -175,7 +175,7 @@ fn a_remote_gateway_serves_through_both_hops() {
     assert_eq!(events[0]["token"], "outer", "{events}");
 
     // A list change of the example server crosses both hops (the inner gateway sends it on
-    // its GET stream); the outer gateway fetches the list again.
+    // the outer one's `subscriptions/listen`); the outer gateway fetches the list again.
     assert_eq!(
         text(&client.call("up__ex__notify_changed", json!({}))),
         "changed"

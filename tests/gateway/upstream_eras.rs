@@ -487,3 +487,204 @@ fn a_missing_resource_is_not_found_in_each_clients_era() {
     );
     assert_eq!(missing["code"], -32602, "{missing}");
 }
+
+/// The first message of a listen stream, and the `_meta` key of its tag.
+const ACK: &str = "notifications/subscriptions/acknowledged";
+const TAG: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// A 2025 client of a gateway just ready hears of a tool the server adds and lists it;
+/// subscribed to the fixture's note (answered once the server took it on the gateway's
+/// listen upstream), it hears the note's update, without the upstream listen's tag.
+fn hear_changes_as_2025(client: &mut Client) {
+    assert!(client.tool_names().contains(&"dual__greet".to_string()));
+    let added = client.call("dual__add_tool", json!({"name": "extra"}));
+    assert_eq!(added["content"][0]["text"], "added extra", "{added}");
+    client.next_notification("notifications/tools/list_changed", TIMEOUT);
+    let tools = client.tool_names();
+    assert!(tools.contains(&"dual__extra".to_string()), "{tools:?}");
+    let extra = client.call("dual__extra", json!({}));
+    assert_eq!(extra["content"][0]["text"], "I am extra", "{extra}");
+    let subscribed = client.request("resources/subscribe", json!({"uri": "note://a"}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    client.call("dual__touch", json!({"uri": "note://a"}));
+    let updated = client.next_notification("notifications/resources/updated", TIMEOUT);
+    assert_eq!(updated["params"], json!({"uri": "note://a"}), "{updated}");
+    // Unsubscribed, the next update does not come.
+    let gone = client.request("resources/unsubscribe", json!({"uri": "note://a"}));
+    assert!(gone.get("result").is_some(), "{gone}");
+    client.call("dual__touch", json!({"uri": "note://a"}));
+    let probe = client.call("dual__greet", json!({"name": "x"}));
+    assert_eq!(probe["content"][0]["text"], "Hello, x!", "{probe}");
+    assert!(
+        client
+            .drain_notifications("notifications/resources/updated")
+            .is_empty(),
+        "an update after unsubscribing"
+    );
+}
+
+/// A 2026 stdio server sends its changes only on `subscriptions/listen`: the gateway keeps
+/// one open to it, and a 2025 client hears of them as of any server's.
+#[test]
+fn a_2025_client_hears_a_2026_servers_changes() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[]));
+    assert_eq!(era_of(&mut client), MODERN);
+    hear_changes_as_2025(&mut client);
+}
+
+/// The same over HTTP: the upstream listen is a POST whose event stream stays open.
+#[test]
+fn a_2025_client_hears_a_remote_2026_servers_changes() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("eras-http-listen");
+    let (_server, url) = dual_era_over_http(&python, &dir);
+    let mut client = start_2025(&config().remote("dual", &url, &[]));
+    assert_eq!(era_of(&mut client), MODERN);
+    hear_changes_as_2025(&mut client);
+}
+
+/// A 2026 client's own listen on the gateway hears a 2026 server's changes, tagged with
+/// its own id: the URI it names becomes the upstream listen's filter.
+#[test]
+fn a_2026_clients_listen_hears_a_2026_servers_changes() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = fixture.config(&[]).start();
+    eventually(TIMEOUT, "the server's tools", || {
+        let listed = client.result("tools/list", stateless(json!({})));
+        let tools = listed["tools"].as_array()?;
+        tools
+            .iter()
+            .any(|t| t["name"] == "dual__touch")
+            .then_some(())
+    });
+    let filter = json!({"toolsListChanged": true, "resourceSubscriptions": ["note://a"]});
+    client.send(
+        &json!({"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen",
+        "params": stateless(json!({"notifications": filter}))}),
+    );
+    let ack = client
+        .take(TIMEOUT, |m| m["method"] == ACK)
+        .expect("an acknowledgement");
+    assert_eq!(ack["params"]["notifications"], filter, "{ack}");
+    let added = client.result(
+        "tools/call",
+        stateless(json!({"name": "dual__add_tool", "arguments": {"name": "extra"}})),
+    );
+    assert_eq!(added["content"][0]["text"], "added extra", "{added}");
+    let changed = client
+        .take(TIMEOUT, |m| {
+            m["method"] == "notifications/tools/list_changed"
+        })
+        .expect("a tools change");
+    assert_eq!(changed["params"]["_meta"][TAG], "l1", "{changed}");
+    client.result(
+        "tools/call",
+        stateless(json!({"name": "dual__touch", "arguments": {"uri": "note://a"}})),
+    );
+    let updated = client
+        .take(TIMEOUT, |m| {
+            m["method"] == "notifications/resources/updated"
+        })
+        .expect("an update");
+    assert_eq!(updated["params"]["uri"], "note://a", "{updated}");
+    assert_eq!(
+        updated["params"]["_meta"],
+        json!({ TAG: "l1" }),
+        "{updated}"
+    );
+}
+
+/// `auto` speaks 2026-07-28 to a server that offers both eras (here another wasmgate over
+/// HTTP, fronting the example server), and what the session era gave still crosses both
+/// hops: a sampling request asked of a 2025 client inside its call, and a list change.
+#[test]
+fn auto_speaks_2026_to_a_server_offering_both_eras() {
+    let inner_config = crate::http_front::with_example("");
+    let inner = crate::http_client::HttpGateway::start(&inner_config, &[]);
+    let mut client = start_2025(&config().remote("up", &inner.url("/mcp"), &[]));
+    let up = client.status()["backends"]["up"].clone();
+    assert_eq!(up["protocol_version"], MODERN, "{up}");
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "up__ex__sample", "arguments": {"prompt": "say hi"}}),
+    );
+    let asked = client.next_client_request(TIMEOUT);
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    client.respond(
+        asked["id"].clone(),
+        json!({"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "m"}),
+    );
+    let sampled = client.wait_response(&id, TIMEOUT);
+    assert_eq!(
+        sampled["result"]["content"][0]["text"], "sampled",
+        "{sampled}"
+    );
+    assert!(
+        !client
+            .tool_names()
+            .contains(&"up__ex__late_tool".to_string())
+    );
+    let changed = client.call("up__ex__notify_changed", json!({}));
+    assert_eq!(changed["content"][0]["text"], "changed", "{changed}");
+    client.next_notification("notifications/tools/list_changed", TIMEOUT);
+    eventually(TIMEOUT, "up__ex__late_tool to be listed", || {
+        let tools = client.tool_names();
+        tools
+            .contains(&"up__ex__late_tool".to_string())
+            .then_some(())
+    });
+}
+
+/// A listen the server ends is opened again, and a change made while none was open is not
+/// lost: the lists are fetched again once it is.
+#[test]
+fn a_listen_the_server_ends_is_opened_again() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[]));
+    assert!(client.tool_names().contains(&"dual__greet".to_string()));
+    let ended = client.call("dual__end_listens", json!({}));
+    assert_eq!(
+        ended["content"][0]["text"], "ended the listens of 1 handlers",
+        "{ended}"
+    );
+    client.call("dual__add_tool", json!({"name": "after"}));
+    client.next_notification("notifications/tools/list_changed", TIMEOUT);
+    eventually(TIMEOUT, "dual__after to be listed", || {
+        let tools = client.tool_names();
+        tools.contains(&"dual__after".to_string()).then_some(())
+    });
+}
+
+/// A server that crashed is started again with a listen asking for the URIs clients
+/// subscribed to before: their updates still come.
+#[test]
+fn a_restarted_2026_server_is_listened_to_for_the_same_uris() {
+    let Some(fixture) = Fixture::new() else {
+        return;
+    };
+    let mut client = start_2025(&fixture.config(&[]));
+    let subscribed = client.request("resources/subscribe", json!({"uri": "note://a"}));
+    assert!(subscribed.get("result").is_some(), "{subscribed}");
+    let pid = client.status()["backends"]["dual"]["pid"].as_u64().unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    eventually(TIMEOUT, "the server to be ready again", || {
+        let dual = client.status()["backends"]["dual"].clone();
+        (dual["restarts"] == 1 && dual["status"] == "ready").then_some(())
+    });
+    client.call("dual__touch", json!({"uri": "note://a"}));
+    let updated = client.next_notification("notifications/resources/updated", TIMEOUT);
+    assert_eq!(updated["params"], json!({"uri": "note://a"}), "{updated}");
+}

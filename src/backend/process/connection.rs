@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use tokio::io::BufReader;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::backend::listen::Listen;
 use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
 use crate::backend::{BackendError, BackendEvent, Responder};
 use crate::pipe::lines::{self, Line};
@@ -33,6 +34,8 @@ pub(super) struct Connection {
     pub(super) closed: AtomicBool,
     /// Set before the gateway stops the process, so that requests it cuts short say so.
     pub(super) stopped: AtomicBool,
+    /// What the server sends on its listen stream is screened by it first.
+    pub(super) listen: Arc<Listen>,
 }
 
 impl Connection {
@@ -179,6 +182,9 @@ pub(super) async fn read_lines(
         match message {
             // A line on stdout names no call: the gateway works out who may hear it.
             Ok(message) => {
+                let Some(message) = connection.listen.screen(&server, message) else {
+                    continue;
+                };
                 let answer = mcp_client::dispatch(&to_gateway, &server, None, message, |id| {
                     let to_server = connection.clone();
                     Responder::new(id, move |response| to_server.send(response))

@@ -1,7 +1,8 @@
 //! The stdio era probe: `server/discover` sent to a throw-away process of the server
 //! (servers built on some SDKs exit on any request before `initialize`, so the process
-//! that serves is never the one probed). Any answer but a discover result naming the
-//! stateless version alone means the 2025 era (see `modern::auto_picks_modern`).
+//! that serves is never the one probed). A discover result naming the stateless version
+//! means that era, whether or not the server offers the session era too; any other answer
+//! means the 2025 era (see `modern::auto_picks_modern`).
 
 use std::time::Duration;
 

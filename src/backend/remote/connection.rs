@@ -16,6 +16,7 @@ use super::CONNECT_TIMEOUT;
 use super::client::{Body, Hold, HttpClient, Lease};
 use super::param_mirrors::ParamMirrors;
 use super::sse::{self, SseError, SseReader};
+use crate::backend::listen::Listen;
 use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
 use crate::backend::modern;
 use crate::backend::supervisor::MAX_BACKOFF;
@@ -62,6 +63,8 @@ pub(super) struct Connection {
     /// Bytes of the largest message read: a JSON answer, or one event.
     max_message: usize,
     to_gateway: mpsc::UnboundedSender<BackendEvent>,
+    /// What the server sends on its listen stream is screened by it first.
+    listen: Arc<Listen>,
     closed: watch::Sender<Option<Closed>>,
     notes: notes::Notes,
 }
@@ -71,6 +74,7 @@ impl Connection {
         server: &str,
         endpoint: &crate::config::HttpEndpoint,
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
+        listen: Arc<Listen>,
     ) -> Result<Arc<Self>, String> {
         let uri: http::Uri = endpoint.url.parse().map_err(|e| format!("{e}"))?;
         let client = HttpClient::new(&uri, endpoint.ca_file.as_deref(), endpoint.max_connections)?;
@@ -99,6 +103,7 @@ impl Connection {
             in_flight: tokio::sync::Semaphore::new(endpoint.max_in_flight),
             max_message: endpoint.max_message,
             to_gateway,
+            listen,
             closed: watch::channel(None).0,
             notes,
         });
@@ -244,7 +249,7 @@ impl Connection {
             modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
             request.headers_mut().extend(mirrored);
         }
-        let (response, lease) = self.send(request, Hold::Request).await?;
+        let (response, lease) = self.send(request, hold(method)).await?;
         if method == methods::INITIALIZE
             && let Some(session) = response.headers().get("mcp-session-id")
             && let Ok(session) = session.to_str()
@@ -388,6 +393,9 @@ impl Connection {
                     tracing::warn!(server = %self.server, "ignored a message that is not JSON-RPC ({}): {}", err.message, shown(text));
                     continue;
                 }
+            };
+            let Some(message) = self.listen.screen(&self.server, message) else {
+                continue;
             };
             let responder = |id| {
                 let me = self.me.clone();
@@ -538,7 +546,10 @@ impl Upstream for Connection {
         let mut closed = self.closed.subscribe();
         let listing = (method == methods::TOOLS_LIST && self.is_modern()).then(|| params.clone());
         let outcome = tokio::time::timeout(timeout, async {
-            let _turn = self.in_flight.acquire().await;
+            let _turn = match hold(method) {
+                Hold::Request => Some(self.in_flight.acquire().await),
+                Hold::Aside => None,
+            };
             tokio::select! {
                 result = self.exchange(id, method, params) => result,
                 _ = closed.wait_for(Option::is_some) => Err(self.gone()),
@@ -620,6 +631,15 @@ impl TokenFile {
         value.set_sensitive(true);
         *read = Some((modified.ok()?, value.clone()));
         Some(value)
+    }
+}
+
+/// Whether a request counts against `max_connections` and `max_in_flight`: a listen is a
+/// stream held open, as the `GET` stream is, and must not starve the requests.
+fn hold(method: &str) -> Hold {
+    match method {
+        crate::protocol::modern::LISTEN => Hold::Aside,
+        _ => Hold::Request,
     }
 }
 

@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::pipe::outbox::Outbox;
 use crate::protocol::methods;
 use crate::protocol::{self, RpcError};
-pub use handoff::{Ask, Handoff};
+pub use handoff::{Ask, AskReceiver, AskSender, Handoff, asks};
 
 /// What a client said about itself at `initialize`.
 #[derive(Debug, Clone, Default)]
@@ -76,7 +76,7 @@ pub struct ClientPeer {
     handoff: Option<Handoff>,
     /// Where a server's requests to a stateless client go to become an `input_required`
     /// result; `None` where the request's method cannot have one.
-    asks: Mutex<Option<mpsc::UnboundedSender<Ask>>>,
+    asks: Mutex<Option<AskSender>>,
     /// Its call waits between the rounds of an `input_required` exchange.
     parked: AtomicBool,
 }
@@ -198,7 +198,7 @@ impl ClientPeer {
 
     /// From now on a server's request to this stateless client is sent to `asks`, to be
     /// put to the client in an `input_required` result.
-    pub fn accept_asks(&self, asks: mpsc::UnboundedSender<Ask>) {
+    pub fn accept_asks(&self, asks: AskSender) {
         *self.asks.lock().unwrap() = Some(asks);
     }
 

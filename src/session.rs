@@ -309,7 +309,7 @@ impl Session {
         let uri = stateless
             .then(|| params.as_ref()?.get("uri")?.as_str().map(str::to_string))
             .flatten();
-        if stateless && mrtr::may_need_input(method) {
+        if stateless && let Some(method) = mrtr::may_need_input(method) {
             return self.exchange(key, method, params, uri).await;
         }
         let context = RequestContext::new(&self.gateway, self.peer.clone(), Some(key.clone()));

@@ -3,10 +3,11 @@
 //! what the call sends the client meanwhile goes to whichever request carries it on now
 //! (the [`Handoff`]: the first request, then each retry in turn).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use super::ClientSink;
 use crate::protocol::{RpcError, methods};
@@ -16,7 +17,70 @@ use crate::protocol::{RpcError, methods};
 pub struct Ask {
     pub method: String,
     pub params: Option<Value>,
-    pub reply: oneshot::Sender<Result<Value, RpcError>>,
+    pub reply: oneshot::Sender<AskAnswer>,
+}
+
+/// The client's answer to an [`Ask`].
+pub type AskAnswer = Result<Value, RpcError>;
+
+/// Makes the queue a call's [`Ask`]s wait in for its exchange. Not a channel: most calls
+/// ask nothing, and every stateless request that may need input makes one (a channel
+/// allocates a block of slots up front; this, one small object).
+pub fn asks() -> (AskSender, AskReceiver) {
+    let queue = Arc::new(AskQueue {
+        waiting: Mutex::new(Some(VecDeque::new())),
+        ready: Notify::new(),
+    });
+    (AskSender(queue.clone()), AskReceiver(queue))
+}
+
+struct AskQueue {
+    /// `None` once the receiver is gone: an ask then fails at once.
+    waiting: Mutex<Option<VecDeque<Ask>>>,
+    ready: Notify,
+}
+
+/// The peer's end of [`asks`].
+#[derive(Clone)]
+pub struct AskSender(Arc<AskQueue>);
+
+impl AskSender {
+    /// Queues `ask`; `Err` gives it back when the exchange is gone.
+    pub fn send(&self, ask: Ask) -> Result<(), Ask> {
+        match self.0.waiting.lock().unwrap().as_mut() {
+            Some(waiting) => waiting.push_back(ask),
+            None => return Err(ask),
+        }
+        self.0.ready.notify_one();
+        Ok(())
+    }
+}
+
+/// The exchange's end of [`asks`]; dropping it fails the asks still queued (their
+/// servers hear that the client will not answer).
+pub struct AskReceiver(Arc<AskQueue>);
+
+impl AskReceiver {
+    /// The next ask, once there is one (cancel-safe: an ask is taken only when returned).
+    pub async fn recv(&mut self) -> Option<Ask> {
+        loop {
+            if let Some(ask) =
+                (self.0.waiting.lock().unwrap().as_mut()).and_then(VecDeque::pop_front)
+            {
+                return Some(ask);
+            }
+            // `notify_one` keeps a permit when no one waits, so a send between the check
+            // and this wait is not missed.
+            self.0.ready.notified().await;
+        }
+    }
+}
+
+impl Drop for AskReceiver {
+    fn drop(&mut self) {
+        let waiting = self.0.waiting.lock().unwrap().take();
+        drop(waiting);
+    }
 }
 
 /// Where a stateless call's own messages (progress, log lines) go: the stream of the
@@ -93,7 +157,7 @@ mod tests {
 
     use serde_json::{Value, json};
 
-    use super::{ClientSink, Handoff};
+    use super::{Ask, ClientSink, Handoff, asks};
 
     /// The lines a stream got, with the request each was for.
     #[derive(Default)]
@@ -140,5 +204,46 @@ mod tests {
         call.follow(&Handoff::new(Arc::new(quiet.clone())), Arc::from("3"), None);
         call.deliver(progress("t1"), Some(&first_key), true);
         assert!(quiet.0.lock().unwrap().is_empty());
+    }
+
+    fn ask(method: &str) -> (Ask, tokio::sync::oneshot::Receiver<super::AskAnswer>) {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let ask = Ask {
+            method: method.into(),
+            params: None,
+            reply,
+        };
+        (ask, answer)
+    }
+
+    #[tokio::test]
+    async fn asks_come_in_order_and_fail_once_the_exchange_is_gone() {
+        let (sender, mut receiver) = asks();
+        let (first, _first_answer) = ask("roots/list");
+        let (second, second_answer) = ask("sampling/createMessage");
+        assert!(sender.send(first).is_ok());
+        assert!(sender.send(second).is_ok());
+        assert_eq!(receiver.recv().await.unwrap().method, "roots/list");
+        // A waiting receiver is woken by a send.
+        let late = tokio::spawn({
+            let sender = sender.clone();
+            async move {
+                tokio::task::yield_now().await;
+                let (third, _answer) = ask("elicitation/create");
+                sender.send(third).is_ok()
+            }
+        });
+        assert_eq!(
+            receiver.recv().await.unwrap().method,
+            "sampling/createMessage"
+        );
+        assert_eq!(receiver.recv().await.unwrap().method, "elicitation/create");
+        assert!(late.await.unwrap());
+        let (queued, queued_answer) = ask("roots/list");
+        assert!(sender.send(queued).is_ok());
+        drop(receiver);
+        assert!(queued_answer.await.is_err(), "a queued ask is failed");
+        assert!(sender.send(ask("roots/list").0).is_err());
+        drop(second_answer);
     }
 }

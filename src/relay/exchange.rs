@@ -7,9 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
-use crate::peer::{Ask, ClientPeer};
+use crate::peer::{Ask, AskReceiver, ClientPeer};
 use crate::protocol::{Reply, RpcError, methods};
 
 /// Where a session-era server may name the key of its request in an `input_required`
@@ -25,17 +24,17 @@ pub type Call = Pin<Box<dyn Future<Output = Result<Reply, RpcError>> + Send>>;
 /// What a retry must repeat of the first request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Binding {
-    pub method: String,
+    pub method: &'static str,
     /// `params.name` or `params.uri`.
     pub target: Option<Value>,
     pub arguments: Option<Value>,
 }
 
 impl Binding {
-    pub fn of(method: &str, params: Option<&Value>) -> Binding {
+    pub fn of(method: &'static str, params: Option<&Value>) -> Binding {
         let field = |name: &str| params.and_then(|p| p.get(name)).cloned();
         Binding {
-            method: method.to_string(),
+            method,
             target: field("name").or_else(|| field("uri")),
             arguments: field("arguments"),
         }
@@ -47,7 +46,7 @@ pub struct Exchange {
     /// The peer the call runs for: the first request's.
     pub peer: Arc<ClientPeer>,
     pub call: Call,
-    pub asks: mpsc::UnboundedReceiver<Ask>,
+    pub asks: AskReceiver,
     pub binding: Binding,
     /// Put to the client, by key, not answered yet.
     pending: Vec<(String, Ask)>,
@@ -56,12 +55,7 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn new(
-        peer: Arc<ClientPeer>,
-        call: Call,
-        asks: mpsc::UnboundedReceiver<Ask>,
-        binding: Binding,
-    ) -> Exchange {
+    pub fn new(peer: Arc<ClientPeer>, call: Call, asks: AskReceiver, binding: Binding) -> Exchange {
         Exchange {
             peer,
             call,

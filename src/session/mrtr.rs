@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 
 use super::{Session, stateless};
 use crate::protocol::{self, Reply, RpcError, methods};
@@ -24,13 +23,16 @@ const GATHER_QUIET: Duration = Duration::from_millis(15);
 /// ... but no request waits longer than this for the rest.
 const GATHER_MAX: Duration = Duration::from_millis(200);
 
-/// Whether `method`'s result may be `input_required` (the specification allows it on
-/// these only).
-pub(super) fn may_need_input(method: &str) -> bool {
-    matches!(
-        method,
-        methods::TOOLS_CALL | methods::PROMPTS_GET | methods::RESOURCES_READ
-    )
+/// `method`, if its result may be `input_required` (the specification allows it on
+/// these only), as the constant it equals: the call and its binding name it without a copy.
+pub(super) fn may_need_input(method: &str) -> Option<&'static str> {
+    [
+        methods::TOOLS_CALL,
+        methods::PROMPTS_GET,
+        methods::RESOURCES_READ,
+    ]
+    .into_iter()
+    .find(|m| *m == method)
 }
 
 impl Session {
@@ -39,7 +41,7 @@ impl Session {
     pub(super) async fn exchange(
         self: &Arc<Self>,
         key: &Arc<str>,
-        method: &str,
+        method: &'static str,
         params: Option<Value>,
         uri: Option<String>,
     ) -> Result<Reply, RpcError> {
@@ -94,18 +96,17 @@ impl Session {
     fn start(
         self: &Arc<Self>,
         key: &Arc<str>,
-        method: &str,
+        method: &'static str,
         params: Option<Value>,
         binding: Binding,
     ) -> Exchange {
-        let (asks, asked) = mpsc::unbounded_channel();
+        let (asks, asked) = crate::peer::asks();
         self.peer.accept_asks(asks);
         let context = RequestContext::new(&self.gateway, self.peer.clone(), Some(key.clone()));
         let gateway = self.gateway.clone();
-        let method = method.to_string();
         let call = Box::pin(async move {
             Router::new(&gateway)
-                .dispatch(&context, &method, params)
+                .dispatch(&context, method, params)
                 .await
         });
         Exchange::new(self.peer.clone(), call, asked, binding)

@@ -3,19 +3,20 @@
 //! param_headers.rs), and one transient session per request whose answer (and its own
 //! progress and log lines) is the response.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 use super::forward;
 use super::param_headers;
 use super::respond::{self, VERSION_HEADER};
 use super::streamable::answer_request;
-use super::streams::Streams;
+use super::streams::{Event, LIVE_QUEUE, RequestStreams, event_id};
 use super::{Caller, Front};
-use crate::peer::Principal;
+use crate::peer::{ClientSink, Principal};
 use crate::protocol::modern;
 use crate::protocol::{self, Incoming, Message, RpcError, methods};
 use crate::session::{Handled, Session, stateless};
@@ -109,10 +110,10 @@ pub async fn post(
     if let Some(response) = forward::to_holder(&front, headers, request, &principal).await {
         return response;
     }
-    let streams = Streams::new(false);
+    let stream = Arc::new(OneStream::default());
     let session = Session::stateless(
         front.gateway.clone(),
-        streams.clone(),
+        stream.clone(),
         principal,
         meta,
         Some(front.sessions.requests()),
@@ -120,7 +121,7 @@ pub async fn post(
     let closer = CloseOnDrop(session.clone());
     match session.handle(Message::Request { id, method, params }) {
         Handled::Running(running) => {
-            answer_request(&front, &streams, running, closer, answer_status).await
+            answer_request(&front, &stream, running, closer, answer_status).await
         }
         Handled::Answer(line) => respond::json(line, None),
         Handled::Refused(line) => (
@@ -163,6 +164,76 @@ struct CloseOnDrop(Arc<Session>);
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
         self.0.close();
+    }
+}
+
+/// A stateless request's one stream: its own lines (progress, log lines), then its
+/// answer, on the connection that sent it. A session's `Streams` keep other streams and
+/// events for a resume; this era has neither, so a request needs no more than this.
+#[derive(Default)]
+struct OneStream(Mutex<Lines>);
+
+#[derive(Default)]
+struct Lines {
+    /// The request's key, once its stream is open: the lines of other requests (none
+    /// come) and of none would go to a session's own stream, which no one reads here.
+    key: Option<Arc<str>>,
+    /// Events pushed, sent or not (numbered as a session's first request stream's are).
+    pushed: u64,
+    /// The connection, until the answer is in or it stops reading.
+    live: Option<mpsc::Sender<Event>>,
+}
+
+/// The stream's id in its events' ids: a session's first request stream's.
+const STREAM_ID: u64 = 1;
+
+impl Lines {
+    fn push(&mut self, line: String) {
+        self.pushed += 1;
+        if let Some(live) = &self.live
+            && live
+                .try_send((event_id(STREAM_ID, self.pushed), line.into()))
+                .is_err()
+        {
+            // A connection that does not read (or left) is ended; nothing waits for a resume.
+            self.live = None;
+        }
+    }
+}
+
+impl RequestStreams for OneStream {
+    fn open_request(&self, key: &Arc<str>) -> mpsc::Receiver<Event> {
+        let (live, events) = mpsc::channel(LIVE_QUEUE);
+        let mut lines = self.0.lock().unwrap();
+        lines.key = Some(key.clone());
+        lines.live = Some(live);
+        events
+    }
+
+    fn finish_request(&self, _key: &Arc<str>, answer: Option<String>) {
+        let mut lines = self.0.lock().unwrap();
+        if let Some(answer) = answer {
+            lines.push(answer);
+        }
+        lines.live = None;
+    }
+
+    fn close_request_if_empty(&self, _key: &Arc<str>) -> bool {
+        let mut lines = self.0.lock().unwrap();
+        if lines.pushed > 0 {
+            return false;
+        }
+        lines.live = None;
+        true
+    }
+}
+
+impl ClientSink for Arc<OneStream> {
+    fn deliver(&self, line: String, related: Option<&Arc<str>>, _droppable: bool) {
+        let mut lines = self.0.lock().unwrap();
+        if related.is_some() && related == lines.key.as_ref() {
+            lines.push(line);
+        }
     }
 }
 
@@ -211,4 +282,39 @@ fn check_mirrors(
 fn refuse(status: StatusCode, id: Value, error: &RpcError) -> Response {
     let body = protocol::error_response(id, error).to_string();
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{ClientSink, OneStream, RequestStreams};
+
+    /// The request's lines, then its answer, in order on its connection; lines of no
+    /// request go nowhere; the stream ends with the answer.
+    #[tokio::test]
+    async fn one_stream_carries_the_requests_lines_then_its_answer() {
+        let stream = Arc::new(OneStream::default());
+        let key: Arc<str> = Arc::from("7");
+        let mut events = stream.open_request(&key);
+        stream.deliver("progress".into(), Some(&key), true);
+        stream.deliver("unrelated".into(), None, true);
+        stream.deliver("other".into(), Some(&Arc::from("8")), true);
+        assert!(!stream.close_request_if_empty(&key), "it holds a line");
+        stream.finish_request(&key, Some("answer".into()));
+        let (id, line) = events.recv().await.unwrap();
+        assert_eq!((id.as_str(), &*line), ("1-1", "progress"));
+        let (id, line) = events.recv().await.unwrap();
+        assert_eq!((id.as_str(), &*line), ("1-2", "answer"));
+        assert!(events.recv().await.is_none());
+    }
+
+    /// Nothing sent before the answer: the answer goes out as plain JSON.
+    #[test]
+    fn a_quiet_request_is_answered_as_json() {
+        let stream = OneStream::default();
+        let key: Arc<str> = Arc::from("1");
+        let _events = stream.open_request(&key);
+        assert!(stream.close_request_if_empty(&key));
+    }
 }

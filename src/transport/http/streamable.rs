@@ -10,7 +10,7 @@ use futures_util::FutureExt as _;
 
 use super::respond::{self, SESSION_HEADER, VERSION_HEADER, rpc_error};
 use super::sessions::HttpSession;
-use super::streams::{Refused, Streams, parse_event_id};
+use super::streams::{Refused, RequestStreams, parse_event_id};
 use super::{Caller, Front};
 use crate::protocol::{self, Incoming, Message, methods};
 use crate::session::{Handled, Running};
@@ -172,9 +172,9 @@ fn check_version(headers: &HeaderMap) -> Result<(), Response> {
 /// request (the specification says so); its events wait for a resume. `guard` lives as
 /// long as the response (a stateless request's cancels it when dropped); `status` is that
 /// of a plain JSON answer (an event stream's is 200).
-pub(super) async fn answer_request<G: Send + 'static>(
+pub(super) async fn answer_request<G: Send + 'static, S: RequestStreams>(
     front: &Arc<Front>,
-    streams: &Arc<Streams>,
+    streams: &Arc<S>,
     answer: Running,
     guard: G,
     status: fn(&str) -> StatusCode,
@@ -184,7 +184,7 @@ pub(super) async fn answer_request<G: Send + 'static>(
     let mut answer = answer;
     // Most requests end here (a ready plugin, a list): no task to spawn.
     if let Some(line) = (&mut answer).now_or_never() {
-        return finished(front, streams, &key, line, events, (guard, status));
+        return finished(front, streams.as_ref(), &key, line, events, (guard, status));
     }
     let (done_tx, mut done) = tokio::sync::oneshot::channel();
     let (task_streams, task_key) = (streams.clone(), key.clone());
@@ -198,7 +198,7 @@ pub(super) async fn answer_request<G: Send + 'static>(
     tokio::select! {
         biased;
         line = &mut done => {
-            finished(front, streams, &key, line.ok().flatten(), events, (guard, status))
+            finished(front, streams.as_ref(), &key, line.ok().flatten(), events, (guard, status))
         }
         first = events.recv() => {
             let Some(first) = first else {
@@ -215,9 +215,9 @@ pub(super) async fn answer_request<G: Send + 'static>(
     }
 }
 
-fn finished<G: Send + 'static>(
+fn finished<G: Send + 'static, S: RequestStreams>(
     front: &Front,
-    streams: &Streams,
+    streams: &S,
     key: &Arc<str>,
     line: Option<String>,
     events: tokio::sync::mpsc::Receiver<super::streams::Event>,

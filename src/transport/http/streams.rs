@@ -18,7 +18,7 @@ const REPLAY: usize = 256;
 const REPLAY_BYTES: usize = 4 << 20;
 /// Events a connection may have unwritten before it counts as a client that does not
 /// read: that connection is closed (its events stay for a resume) and the session goes on.
-const LIVE_QUEUE: usize = 512;
+pub(super) const LIVE_QUEUE: usize = 512;
 /// Finished request streams kept for a client that lost one and resumes.
 const FINISHED_KEPT: usize = 16;
 /// Bytes a session keeps over all its streams: past it, finished streams go first (oldest
@@ -95,7 +95,7 @@ impl Stream {
     }
 }
 
-fn event_id(stream: u64, seq: u64) -> String {
+pub(super) fn event_id(stream: u64, seq: u64) -> String {
     format!("{stream}-{seq}")
 }
 
@@ -151,6 +151,32 @@ impl Inner {
             kept -= before - stream.bytes;
         }
         dropped
+    }
+}
+
+/// What a request answered over HTTP writes to: a session's [`Streams`], or a stateless
+/// request's own single stream.
+pub trait RequestStreams: Send + Sync + 'static {
+    /// A stream for request `key`, read by the connection returned.
+    fn open_request(&self, key: &Arc<str>) -> mpsc::Receiver<Event>;
+    /// The request `key` is answered (`answer`, else it got none): the answer ends its stream.
+    fn finish_request(&self, key: &Arc<str>, answer: Option<String>);
+    /// Drops request `key`'s stream, whose answer went out as plain JSON; `true` when it
+    /// held nothing.
+    fn close_request_if_empty(&self, key: &Arc<str>) -> bool;
+}
+
+impl RequestStreams for Streams {
+    fn open_request(&self, key: &Arc<str>) -> mpsc::Receiver<Event> {
+        Streams::open_request(self, key)
+    }
+
+    fn finish_request(&self, key: &Arc<str>, answer: Option<String>) {
+        Streams::finish_request(self, key, answer);
+    }
+
+    fn close_request_if_empty(&self, key: &Arc<str>) -> bool {
+        Streams::close_request_if_empty(self, key)
     }
 }
 

@@ -20,7 +20,7 @@ use super::mcp_client::{Answer, Upstream};
 use super::modern::Stamped;
 use super::supervisor::{HEALTHY_RUN, MAX_BACKOFF};
 use super::{BackendError, BackendEvent, Discovered};
-use crate::protocol::modern::{ACKNOWLEDGED, LISTEN, META_SUBSCRIPTION_ID};
+use crate::protocol::modern::{ACKNOWLEDGED, LISTEN, META_SUBSCRIPTION_ID, listen_filter};
 use crate::protocol::{self, Message, RpcError, methods};
 
 /// How long a listen may stay open: in effect for ever (the server or the run ends it).
@@ -87,19 +87,9 @@ impl Offered {
 
     /// `params.notifications` of a listen for `uris`; `None` when it would ask for nothing.
     fn filter(self, uris: &BTreeSet<String>) -> Option<Value> {
-        let mut filter = json!({});
-        for (key, on) in [
-            ("toolsListChanged", self.tools),
-            ("promptsListChanged", self.prompts),
-            ("resourcesListChanged", self.resources),
-        ] {
-            if on {
-                filter[key] = Value::Bool(true);
-            }
-        }
-        if self.updates && !uris.is_empty() {
-            filter["resourceSubscriptions"] = json!(uris);
-        }
+        let uris: Vec<String> = uris.iter().cloned().collect();
+        let uris = (self.updates && !uris.is_empty()).then_some(uris.as_slice());
+        let filter = listen_filter(self.tools, self.prompts, self.resources, uris);
         (filter.as_object().is_some_and(|f| !f.is_empty())).then_some(filter)
     }
 

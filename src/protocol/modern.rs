@@ -36,6 +36,30 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 pub const DISCOVER: &str = "server/discover";
 /// The stream of list changes and resource updates a client opts in to.
 pub const LISTEN: &str = "subscriptions/listen";
+
+/// A listen's `notifications` filter (what a request asks, what an acknowledgement
+/// honours): the list changes that are on, and the resource URIs when there are some.
+pub fn listen_filter(
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: Option<&[String]>,
+) -> Value {
+    let mut filter = json!({});
+    for (key, on) in [
+        ("toolsListChanged", tools),
+        ("promptsListChanged", prompts),
+        ("resourcesListChanged", resources),
+    ] {
+        if on {
+            filter[key] = Value::Bool(true);
+        }
+    }
+    if let Some(uris) = uris {
+        filter["resourceSubscriptions"] = json!(uris);
+    }
+    filter
+}
 /// The first message of a listen stream.
 pub const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 /// The `_meta` key that ties a notification to its listen request.

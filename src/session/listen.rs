@@ -88,20 +88,8 @@ impl Filter {
 
     /// As the acknowledgement carries it: only what is on.
     fn to_value(&self) -> Value {
-        let mut value = json!({});
-        for (key, on) in [
-            ("toolsListChanged", self.tools),
-            ("promptsListChanged", self.prompts),
-            ("resourcesListChanged", self.resources),
-        ] {
-            if on {
-                value[key] = Value::Bool(true);
-            }
-        }
-        if let Some(uris) = &self.uris {
-            value["resourceSubscriptions"] = json!(uris);
-        }
-        value
+        let uris = self.uris.as_deref();
+        modern::listen_filter(self.tools, self.prompts, self.resources, uris)
     }
 
     /// Whether a notification `method` is one the filter lets through.

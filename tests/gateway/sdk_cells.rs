@@ -30,21 +30,9 @@ fn servers(python: &Path, dir: &TestDir) -> Option<(String, HttpFixture)> {
 }
 
 fn run_client(python: &Path, gateway: &str) -> Value {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/dual_era_client.py");
-    let output = std::process::Command::new(python)
-        .arg(&script)
-        .args([gateway, SERVERS])
-        .args(MODES.iter().map(|(mode, _)| mode))
-        .output()
-        .expect("run the SDK client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).expect("one JSON list")
+    let mut args = vec![gateway, SERVERS];
+    args.extend(MODES.iter().map(|(mode, _)| *mode));
+    crate::third_party::run_fixture_script(python, "dual_era_client.py", &args, &[])
 }
 
 fn check(seen: &Value) {

@@ -243,7 +243,14 @@ pub(crate) fn sdk_python() -> Option<PathBuf> {
 
 /// tests/gateway/fixtures/sdk_client.py with `args`, not yet started.
 pub(crate) fn sdk_client(python: &Path, args: &[&str]) -> std::process::Command {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gateway/fixtures/sdk_client.py");
+    fixture_script(python, "sdk_client.py", args)
+}
+
+/// The Python script `name` of tests/gateway/fixtures with `args`, not yet started.
+fn fixture_script(python: &Path, name: &str, args: &[&str]) -> std::process::Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/gateway/fixtures")
+        .join(name);
     let mut command = std::process::Command::new(python);
     command
         .arg(&script)
@@ -254,7 +261,18 @@ pub(crate) fn sdk_client(python: &Path, args: &[&str]) -> std::process::Command 
 
 /// Runs tests/gateway/fixtures/sdk_client.py with `args` and `env`; what it saw.
 pub(crate) fn run_sdk_client(python: &Path, args: &[&str], env: &[(&str, &str)]) -> Value {
-    let output = sdk_client(python, args)
+    run_fixture_script(python, "sdk_client.py", args, env)
+}
+
+/// Runs the Python script `name` of tests/gateway/fixtures with `args` and `env`; the
+/// JSON it printed.
+pub(crate) fn run_fixture_script(
+    python: &Path,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Value {
+    let output = fixture_script(python, name, args)
         .envs(env.iter().copied())
         .output()
         .expect("run the SDK client");
@@ -264,7 +282,7 @@ pub(crate) fn run_sdk_client(python: &Path, args: &[&str], env: &[(&str, &str)])
         "{args:?}: {stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_str(stdout.trim()).expect("one JSON object")
+    serde_json::from_str(stdout.trim()).expect("one JSON value")
 }
 
 /// The official Python SDK's client through the gateway: the handshake, lists, a call

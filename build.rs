@@ -21,6 +21,9 @@ use std::process::Command;
 const TARGET: &str = "wasm32-wasip2";
 /// The shipped plugins embedded in the binary, by crate (and file) name.
 const BUNDLED: &[&str] = &["hash", "json", "files", "fetch"];
+/// The shipped middleware (the `wasmgate:middleware` world), embedded the same way but
+/// loaded only when a `[[middleware]]` entry uses one.
+const BUNDLED_MIDDLEWARE: &[&str] = &[];
 const SKIP_VAR: &str = "WASMGATE_SKIP_PLUGIN_BUILD";
 
 fn main() {
@@ -45,15 +48,20 @@ fn main() {
         println!("cargo:rustc-env={var}={}", wasm_dir(workspace).display());
     }
 
-    let bundled = match build_all(&[&plugins, &fixtures]) {
-        Ok(()) => bundled_components(&plugins),
+    let (bundled, middleware) = match build_all(&[&plugins, &fixtures]) {
+        Ok(()) => (
+            bundled_components(&plugins, BUNDLED),
+            bundled_components(&plugins, BUNDLED_MIDDLEWARE),
+        ),
         Err(why) => {
             warn(&why);
             warn("wasmgate is built without its bundled plugins");
-            Vec::new()
+            (Vec::new(), Vec::new())
         }
     };
-    write_bundle(&out_dir.join("bundled_plugins.rs"), &bundled);
+    let mut code = bundle("BUNDLED_PLUGINS", "plugins", &bundled);
+    code.push_str(&bundle("BUNDLED_MIDDLEWARE", "middleware", &middleware));
+    fs::write(out_dir.join("bundled_plugins.rs"), code).expect("OUT_DIR is writable");
 }
 
 fn warn(text: &str) {
@@ -64,9 +72,9 @@ fn warn(text: &str) {
 
 /// The built components of `BUNDLED`; one that is missing is left out with a
 /// warning rather than breaking `include_bytes!`.
-fn bundled_components(plugins: &Path) -> Vec<(&'static str, PathBuf)> {
+fn bundled_components(plugins: &Path, names: &[&'static str]) -> Vec<(&'static str, PathBuf)> {
     let mut found = Vec::new();
-    for name in BUNDLED {
+    for name in names {
         let wasm = wasm_dir(plugins).join(format!("{name}.wasm"));
         if wasm.is_file() {
             found.push((*name, wasm));
@@ -233,10 +241,10 @@ fn scrub_env(command: &mut Command) {
 }
 
 /// Writes `BUNDLED_PLUGINS`, each component embedded with `include_bytes!`.
-fn write_bundle(path: &Path, plugins: &[(&str, PathBuf)]) {
-    let mut code = String::from(
-        "/// The shipped plugins built into the binary: (name, component bytes).\n\
-         pub static BUNDLED_PLUGINS: &[(&str, &[u8])] = &[\n",
+fn bundle(constant: &str, what: &str, plugins: &[(&str, PathBuf)]) -> String {
+    let mut code = format!(
+        "/// The shipped {what} built into the binary: (name, component bytes).\n\
+         pub static {constant}: &[(&str, &[u8])] = &[\n"
     );
     for (name, wasm) in plugins {
         // `{:?}` quotes and escapes the path as a Rust string literal.
@@ -247,5 +255,5 @@ fn write_bundle(path: &Path, plugins: &[(&str, PathBuf)]) {
         );
     }
     code.push_str("];\n");
-    fs::write(path, code).expect("OUT_DIR is writable");
+    code
 }

@@ -464,6 +464,11 @@ pub struct PluginConfig {
     pub instances: InstancePolicy,
     /// Calls it runs at once; `None`: 32, or 8 for a component with an interpreter inside.
     pub calls_at_once: Option<usize>,
+    /// Made from a `[[middleware]]` entry: its component must export the
+    /// `wasmgate:middleware` world (and a plugin's must not).
+    pub middleware: bool,
+    /// The bundled middleware it runs (`use` in `[[middleware]]`), when it has no `path`.
+    pub uses_bundled: Option<String>,
 }
 
 /// The most `calls_at_once` a plugin may have: a quarter of the instance slots, so that one
@@ -537,6 +542,8 @@ impl PluginConfig {
             disabled: false,
             instances: InstancePolicy::default(),
             calls_at_once: None,
+            middleware: false,
+            uses_bundled: None,
         }
     }
 }

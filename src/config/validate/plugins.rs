@@ -210,6 +210,8 @@ impl Ctx<'_> {
             disabled: raw.disabled,
             instances,
             calls_at_once,
+            middleware: false,
+            uses_bundled: None,
         })
     }
 

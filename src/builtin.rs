@@ -221,6 +221,8 @@ pub fn status(gateway: &Gateway) -> Value {
             "resource_count": catalog.resources.len(),
         },
         "backends": backends,
+        // In order; the operator's (a scope names servers a profile may not see).
+        "middleware": gateway.middleware_status(),
         // Over all principals: the operator's.
         "relay": {"calls_waiting_for_input": gateway.relay.parked.len()},
     });
@@ -257,6 +259,7 @@ fn status_for(gateway: &Gateway, viewer: &ClientPeer) -> Value {
     if let Some(object) = status.as_object_mut() {
         object.remove("http");
         object.remove("relay");
+        object.remove("middleware");
     }
     if let Some(config) = status["gateway"]["config"].as_object_mut() {
         config.remove("file");

@@ -162,6 +162,7 @@ impl Gateway {
         }
         let tool_count = next.tools.len();
         self.catalog.store(Arc::new(next));
+        self.rebuild_chain();
         *built = Built {
             config: Some(config.clone()),
             servers: (discovered.iter().cloned())

@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, OnError};
 use crate::plugin::{HookError, Middleware, PluginHost};
-pub use lists::Edited;
+use crate::protocol::{self, RpcError};
+pub use lists::{Edited, Gone};
 pub use onion::{Facts, Route};
 use scope::Scope;
 
@@ -33,16 +34,21 @@ pub struct Link {
 
 impl Link {
     /// The error a request gets when this link refuses it because it failed.
-    fn failed(&self, reason: &str) -> crate::protocol::RpcError {
-        crate::protocol::RpcError::new(
-            crate::protocol::MIDDLEWARE_DENIED,
-            format!(
-                "middleware `{}` failed, so the request is refused (on_error = \"deny\"): {reason}",
-                self.name
-            ),
-        )
-        .with_data(json!({"middleware": self.name, "reason": reason}))
+    fn failed(&self, reason: &str) -> RpcError {
+        refused_by_failure(&self.name, reason)
     }
+}
+
+/// The error of a request that middleware `name` refused because it failed (`on_error =
+/// "deny"`): its trap, limit, bad answer, or why it is not loaded.
+pub fn refused_by_failure(name: &str, reason: &str) -> RpcError {
+    RpcError::new(
+        protocol::MIDDLEWARE_DENIED,
+        format!(
+            "middleware `{name}` failed, so the request is refused (on_error = \"deny\"): {reason}"
+        ),
+    )
+    .with_data(json!({"middleware": name, "reason": reason}))
 }
 
 /// The chain in force: what requests and lists go through.

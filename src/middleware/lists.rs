@@ -3,7 +3,7 @@
 //! the list the client reads, and the names it may call: a renamed entry answers to its new
 //! name only, a hidden one to none.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,18 +22,30 @@ pub struct Edited {
     pub listing: Catalog,
     /// Client name → gateway name, for renamed entries.
     renamed_to: HashMap<String, String>,
-    /// Gateway names a client may not call by: hidden, or renamed away.
-    gone: HashSet<String>,
+    /// Gateway names a client may not call by: hidden, or renamed away; with the link
+    /// and its failure when a failed link hid it.
+    gone: HashMap<String, Option<(String, String)>>,
+}
+
+/// Why a client may not call a name.
+pub enum Gone<'e> {
+    /// Hidden or renamed by a link: as if unknown.
+    Unknown,
+    /// Hidden because a link failed on the list (under `on_error = "deny"`): the link and why.
+    Failed(&'e str, &'e str),
 }
 
 impl Edited {
-    /// The gateway's name for what a client calls `name`; `None` when the chain hid it or
-    /// renamed it away.
-    pub fn resolve<'n>(&'n self, name: &'n str) -> Option<&'n str> {
+    /// The gateway's name for what a client calls `name`, or why it may not call it.
+    pub fn resolve<'n>(&'n self, name: &'n str) -> Result<&'n str, Gone<'n>> {
         if let Some(original) = self.renamed_to.get(name) {
-            return Some(original);
+            return Ok(original);
         }
-        (!self.gone.contains(name)).then_some(name)
+        match self.gone.get(name) {
+            None => Ok(name),
+            Some(None) => Err(Gone::Unknown),
+            Some(Some((link, why))) => Err(Gone::Failed(link, why)),
+        }
     }
 }
 
@@ -102,15 +114,12 @@ async fn edit(
     let method = method_of(kind);
     let mut items: Vec<Value> = view.items(catalog, kind).into_iter().cloned().collect();
     let mut renamed: HashMap<String, String> = HashMap::new();
-    let mut hidden: HashSet<String> = HashSet::new();
+    let mut hidden: HashMap<String, Option<(String, String)>> = HashMap::new();
     for link in editors {
-        let Ok(middleware) = &link.state else {
-            continue;
-        };
         let in_scope: Vec<usize> = (0..items.len())
             .filter(|&i| {
                 let name = item_name(kind, &items[i]);
-                !hidden.contains(name)
+                !hidden.contains_key(name)
                     && link
                         .scope
                         .covers(&route_of(catalog, kind, name), Some(name), profile)
@@ -138,14 +147,21 @@ async fn edit(
             session: None,
             log: None,
         };
-        let edits = match middleware.on_list(&context, &entries, call).await {
+        let answer = match &link.state {
+            Ok(middleware) => {
+                (middleware.on_list(&context, &entries, call).await).map_err(|e| e.to_string())
+            }
+            Err(why) => Err(why.clone()),
+        };
+        let edits = match answer {
             Ok(edits) => edits,
             Err(error) => {
                 match link.on_error {
                     // Fails closed: what it would have judged is not shown.
                     OnError::Deny => {
                         tracing::warn!(middleware = %link.name, "middleware {} failed on {method}; the {} entries in its scope are hidden: {error}", link.name, entries.len());
-                        hidden.extend(entries.into_iter().map(|e| e.name));
+                        let why = || Some((link.name.clone(), error.clone()));
+                        hidden.extend(entries.into_iter().map(|e| (e.name, why())));
                     }
                     OnError::Pass => {
                         tracing::warn!(middleware = %link.name, "middleware {} failed on {method}; passed over: {error}", link.name);
@@ -163,7 +179,7 @@ async fn edit(
             };
             apply(&mut items[i], &edit, kind);
             if edit.hide {
-                hidden.insert(edit.name.clone());
+                hidden.insert(edit.name.clone(), None);
             }
             if let Some(new) = edit
                 .rename
@@ -178,13 +194,13 @@ async fn edit(
     let mut shown = Vec::with_capacity(items.len());
     for mut item in items {
         let name = item_name(kind, &item).to_string();
-        if hidden.contains(&name) {
+        if hidden.contains_key(&name) {
             continue;
         }
         if let Some(new) = renamed.get(&name) {
             item["name"] = json!(new);
             renamed_to.insert(new.clone(), name.clone());
-            gone.insert(name);
+            gone.insert(name, None);
         }
         shown.push(item);
     }

@@ -12,8 +12,7 @@ use super::{Chain, Link};
 use crate::catalog::Target;
 use crate::config::OnError;
 use crate::plugin::{
-    Denial, Direction, HookCall, HookContext, HookError, LogSink, Outcome, RequestAction,
-    ResultAction,
+    Denial, Direction, HookCall, HookContext, LogSink, Outcome, RequestAction, ResultAction,
 };
 use crate::protocol::{self, Reply, RpcError};
 
@@ -133,7 +132,7 @@ impl Chain {
                         }
                     },
                     Err(error) => {
-                        if let Some(refused) = failure(step.link, &error.to_string()) {
+                        if let Some(refused) = failure(step.link, &error) {
                             stopped = Some(Err(refused));
                         }
                     }
@@ -182,19 +181,18 @@ impl Chain {
     }
 }
 
+/// The link's request hook; `Err` is why it failed, or why it is not loaded.
 async fn run_request(
     link: &Link,
     context: &HookContext,
     params: &str,
     facts: &Facts<'_>,
-) -> Result<RequestAction, HookError> {
+) -> Result<RequestAction, String> {
     match &link.state {
-        Ok(middleware) => {
-            middleware
-                .on_request(context, params, hook_call(facts))
-                .await
-        }
-        Err(why) => Err(HookError::NotLoaded(why.clone())),
+        Ok(middleware) => (middleware.on_request(context, params, hook_call(facts)))
+            .await
+            .map_err(|e| e.to_string()),
+        Err(why) => Err(why.clone()),
     }
 }
 

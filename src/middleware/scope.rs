@@ -8,6 +8,14 @@ use super::onion::Route;
 use crate::config::MiddlewareEntry;
 use crate::plugin::Interest;
 
+/// The lists a list hook may edit.
+const LIST_METHODS: [&str; 4] = [
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+];
+
 /// A set of MCP methods, or all of them.
 #[derive(Default)]
 struct Methods {
@@ -47,10 +55,12 @@ pub(super) struct Scope {
 
 impl Scope {
     pub(super) fn new(entry: &MiddlewareEntry, interest: Option<&Interest>) -> Scope {
+        // Not loaded: every request it could see is refused, every list it could edit
+        // loses the entries in its scope (or, under `pass`, neither).
         let every = ["*".to_string()];
         let (requests, results, lists, names) = match interest {
             Some(i) => (&i.requests[..], &i.results[..], &i.lists[..], &i.names[..]),
-            None => (&every[..], &every[..], &[][..], &[][..]),
+            None => (&every[..], &[][..], &every[..], &[][..]),
         };
         Scope {
             servers: globs(entry.servers.as_deref()),
@@ -75,6 +85,10 @@ impl Scope {
         target: Option<&str>,
         profile: Option<&str>,
     ) -> (bool, bool) {
+        // An unloaded link judges lists through their entries, not the list request.
+        if self.unknown && LIST_METHODS.contains(&method) {
+            return (false, false);
+        }
         let (request, result) = (self.requests.has(method), self.results.has(method));
         if !(request || result) || !self.covers(route, target, profile) {
             return (false, false);
@@ -97,27 +111,24 @@ impl Scope {
                 Route::Gateway => false,
             },
         };
-        let profiled = match (&self.profiles, profile) {
-            (None, _) => true,
-            (Some(globs), Some(profile)) => globs.is_match(profile),
-            (Some(_), None) => false,
-        };
         let named = target.is_none_or(|target| {
             self.targets.as_ref().is_none_or(|g| g.is_match(target))
                 && self.names.as_ref().is_none_or(|g| g.is_match(target))
         });
-        routed && profiled && named
+        routed && self.profiled(profile) && named
     }
 
-    /// Whether it edits the list of `method` (and is loaded: an unloaded link edits nothing).
+    /// Whether it edits the list of `method` for `profile`.
     pub(super) fn edits(&self, method: &str, profile: Option<&str>) -> bool {
-        !self.unknown
-            && self.lists.has(method)
-            && match (&self.profiles, profile) {
-                (None, _) => true,
-                (Some(globs), Some(profile)) => globs.is_match(profile),
-                (Some(_), None) => false,
-            }
+        self.lists.has(method) && self.profiled(profile)
+    }
+
+    fn profiled(&self, profile: Option<&str>) -> bool {
+        match (&self.profiles, profile) {
+            (None, _) => true,
+            (Some(globs), Some(profile)) => globs.is_match(profile),
+            (Some(_), None) => false,
+        }
     }
 
     /// The config's scope, as `gateway_status` shows it.

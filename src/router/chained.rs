@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{RequestContext, Router};
 use crate::catalog::view::Kind;
-use crate::middleware::{Chain, Edited, Facts, Route};
+use crate::middleware::{Chain, Edited, Facts, Gone, Route, refused_by_failure};
 use crate::plugin::Direction;
 use crate::protocol::methods;
 use crate::protocol::{Reply, RpcError};
@@ -29,8 +29,10 @@ impl Router<'_> {
             if let Some(name) = name
                 && let Some(edited) = self.edited(chain, context, kind).await
             {
-                let Some(original) = edited.resolve(&name) else {
-                    return Err(unknown(kind, &name));
+                let original = match edited.resolve(&name) {
+                    Ok(original) => original,
+                    Err(Gone::Unknown) => return Err(unknown(kind, &name)),
+                    Err(Gone::Failed(link, why)) => return Err(refused_by_failure(link, why)),
                 };
                 if original != name
                     && let Some(slot) = params.as_mut().and_then(|p| p.pointer_mut(key))

@@ -13,6 +13,7 @@ use crate::config::{Config, ServerTransport};
 use crate::gateway::Gateway;
 use crate::names;
 use crate::peer::ClientPeer;
+use crate::plugin::PluginKind;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
 
@@ -138,10 +139,14 @@ pub fn status(gateway: &Gateway) -> Value {
         }
         for plugin in host.plugins() {
             let loaded_at: chrono::DateTime<chrono::Utc> = plugin.loaded_at.into();
+            let kind = match plugin.kind {
+                PluginKind::Tools => "wasm",
+                PluginKind::Middleware => "middleware",
+            };
             plugins.push((
                 plugin.name.clone(),
                 json!({
-                    "kind": "wasm",
+                    "kind": kind,
                     "status": "ready",
                     "namespace": plugin.namespace,
                     "tool_count": tools_of(true, &plugin.name),

@@ -327,3 +327,47 @@ fn twenty_reloads_under_calls_lose_no_call() {
     }
     assert_eq!(answered, 200);
 }
+
+/// A 2026-07-28 client's stateless requests (here as lines over stdio, beside the session)
+/// go through the same chain: denials, renames both ways, hidden tools.
+#[test]
+fn stateless_requests_of_the_2026_era_go_through_the_chain() {
+    let meta = || crate::modern_front::meta(json!({}));
+    let rename = link(
+        "rename",
+        &[r#"config = { "interest.lists" = "tools/list", list = "rename:ex__echo=speak" }"#],
+    );
+    let guard = link(
+        "guard",
+        &[
+            "tools = [\"ex__add\"]",
+            r#"config = { "interest.requests" = "tools/call", request = "deny", deny_message = "no sums" }"#,
+        ],
+    );
+    let mut client = start(&[rename, guard]);
+    let list = client.result("tools/list", json!({"_meta": meta()}));
+    let names: Vec<&str> = (list["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"speak") && !names.contains(&"ex__echo"),
+        "{names:?}"
+    );
+    let call = client.result(
+        "tools/call",
+        json!({"name": "speak", "arguments": {"text": "new era"}, "_meta": meta()}),
+    );
+    assert_eq!(call["content"][0]["text"], "new era", "{call}");
+    assert_eq!(call["resultType"], "complete", "{call}");
+    let old = client.request(
+        "tools/call",
+        json!({"name": "ex__echo", "arguments": {"text": "x"}, "_meta": meta()}),
+    );
+    assert_eq!(old["error"]["code"], -32602, "{old}");
+    let denied = client.request(
+        "tools/call",
+        json!({"name": "ex__add", "arguments": {"a": 1, "b": 2}, "_meta": meta()}),
+    );
+    assert_eq!(denied["error"]["message"], "no sums", "{denied}");
+    assert_eq!(denied["error"]["data"]["middleware"], "guard", "{denied}");
+}

@@ -1,11 +1,12 @@
-//! `plugin new NAME`: a project from the templates in `templates/plugin/`, with the WIT
+//! `plugin new NAME`: a project from the templates in `templates/plugin/` (or, with
+//! `--kind middleware`, `templates/middleware/`, Rust only), with the WIT
 //! this binary loads vendored in (for Rust, inside the plugin SDK `sdk/rust/`, vendored
 //! whole), so that it builds as it is, offline but for crates.io, and loads here.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::Lang;
+use super::{Kind, Lang};
 
 /// The componentize-py the repository's Python plugin is built with (its build.sh).
 pub const COMPONENTIZE_PY: &str = "0.25.1";
@@ -31,10 +32,30 @@ const RUST: &[(&str, &str)] = &[
     ),
 ];
 
+const RUST_MIDDLEWARE: &[(&str, &str)] = &[
+    (
+        "Cargo.toml",
+        include_str!("../../templates/middleware/rust/Cargo.toml"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../../templates/middleware/rust/lib.rs"),
+    ),
+    (
+        "README.md",
+        include_str!("../../templates/middleware/rust/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../templates/middleware/rust/gitignore"),
+    ),
+];
+
 /// Where a Rust project gets its copy of the SDK crate, which its Cargo.toml names by path.
 const SDK_DIR: &str = "wasmgate-plugin";
 
-/// The SDK crate's files, but its WIT (`PLUGIN_WIT`, the same text by a test below).
+/// The SDK crate's files, but its WITs (`PLUGIN_WIT` and `MIDDLEWARE_WIT`, the same text
+/// by tests below).
 const SDK: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("../../sdk/rust/Cargo.toml")),
     ("README.md", include_str!("../../sdk/rust/README.md")),
@@ -60,6 +81,30 @@ const SDK: &[(&str, &str)] = &[
     ),
     ("src/tool.rs", include_str!("../../sdk/rust/src/tool.rs")),
     ("src/wit.rs", include_str!("../../sdk/rust/src/wit.rs")),
+    (
+        "src/middleware/mod.rs",
+        include_str!("../../sdk/rust/src/middleware/mod.rs"),
+    ),
+    (
+        "src/middleware/interest.rs",
+        include_str!("../../sdk/rust/src/middleware/interest.rs"),
+    ),
+    (
+        "src/middleware/list.rs",
+        include_str!("../../sdk/rust/src/middleware/list.rs"),
+    ),
+    (
+        "src/middleware/request.rs",
+        include_str!("../../sdk/rust/src/middleware/request.rs"),
+    ),
+    (
+        "src/middleware/response.rs",
+        include_str!("../../sdk/rust/src/middleware/response.rs"),
+    ),
+    (
+        "src/middleware/wit.rs",
+        include_str!("../../sdk/rust/src/middleware/wit.rs"),
+    ),
 ];
 
 /// The SDK's version, as its manifest says, for the line that replaces the vendored copy
@@ -72,6 +117,9 @@ fn sdk_version() -> &'static str {
         .and_then(|rest| rest.strip_suffix('"'))
         .expect("sdk/rust/Cargo.toml has a version")
 }
+
+/// The middleware world, which the SDK carries beside the plugin one.
+const MIDDLEWARE_WIT: &str = include_str!("../../wit/middleware/middleware.wit");
 
 const PYTHON: &[(&str, &str)] = &[
     (
@@ -104,11 +152,12 @@ const JS: &[(&str, &str)] = &[
     ),
 ];
 
-pub fn run(name: &str, lang: Lang, dir: Option<PathBuf>) -> ExitCode {
+pub fn run(name: &str, lang: Lang, kind: Kind, dir: Option<PathBuf>) -> ExitCode {
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
-    match create(name, lang, &dir) {
+    match create(name, lang, kind, &dir) {
         Ok(()) => {
-            println!("created {} ({lang:?} plugin `{name}`)", dir.display());
+            let what = format!("{kind:?}").to_lowercase();
+            println!("created {} ({lang:?} {what} `{name}`)", dir.display());
             println!("next: cd {} && wasmgate plugin build", dir.display());
             ExitCode::SUCCESS
         }
@@ -133,8 +182,28 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
+/// `my-guard_2` → `MyGuard2`: the middleware's type in the template.
+fn type_name(name: &str) -> String {
+    name.split(['-', '_'])
+        .flat_map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase())
+                .into_iter()
+                .chain(chars)
+        })
+        .collect()
+}
+
+pub fn create(name: &str, lang: Lang, kind: Kind, dir: &Path) -> Result<(), String> {
     check_name(name)?;
+    if kind == Kind::Middleware && lang != Lang::Rust {
+        return Err(format!(
+            "a middleware project is not yet available for {lang:?}: use --lang rust \
+             (the SDK's `middleware` module)"
+        ));
+    }
     if dir.exists() && std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_some()) {
         return Err(format!(
             "{} already exists and is not empty (choose another NAME or --dir)",
@@ -142,6 +211,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
         ));
     }
     let files = match lang {
+        Lang::Rust if kind == Kind::Middleware => RUST_MIDDLEWARE,
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
         Lang::Js => JS,
@@ -149,6 +219,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
     let fill = |text: &str| {
         text.replace("{{name}}", name)
             .replace("{{crate}}", &name.replace('-', "_"))
+            .replace("{{type}}", &type_name(name))
             .replace("{{sdk_version}}", sdk_version())
             .replace("{{componentize_py}}", COMPONENTIZE_PY)
             .replace("{{componentize_js}}", COMPONENTIZE_JS)
@@ -169,7 +240,11 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
             for (path, text) in SDK {
                 write(&format!("{SDK_DIR}/{path}"), text)?;
             }
-            write(&format!("{SDK_DIR}/wit/plugin.wit"), super::PLUGIN_WIT)
+            write(&format!("{SDK_DIR}/wit/plugin.wit"), super::PLUGIN_WIT)?;
+            write(
+                &format!("{SDK_DIR}/wit/middleware/middleware.wit"),
+                MIDDLEWARE_WIT,
+            )
         }
         Lang::Python | Lang::Js => write("wit/plugin.wit", super::PLUGIN_WIT),
     }
@@ -184,6 +259,35 @@ mod tests {
         assert!(check_name("my-tool_2").is_ok());
         for bad in ["", "2x", "a b", "a/b", "../x"] {
             assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_middleware_project_is_rust_with_both_wits_and_its_type_named() {
+        assert_eq!(type_name("my-guard_2"), "MyGuard2");
+        let dir = std::env::temp_dir().join(format!("wasmgate-new-mw-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        create("my-guard", Lang::Rust, Kind::Middleware, &dir).unwrap();
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("impl Middleware for MyGuard {"), "{lib}");
+        assert!(lib.contains("export_middleware!(MyGuard)") && !lib.contains("{{"));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("wasmgate-plugin/wit/middleware/middleware.wit"))
+                .unwrap(),
+            MIDDLEWARE_WIT
+        );
+        assert!(
+            dir.join("wasmgate-plugin/src/middleware/request.rs")
+                .is_file()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        for lang in [Lang::Python, Lang::Js] {
+            let err = create("my-guard", lang, Kind::Middleware, &dir).unwrap_err();
+            assert!(
+                err.contains("not yet available") && err.contains("--lang rust"),
+                "{err}"
+            );
+            assert!(!dir.exists());
         }
     }
 
@@ -203,14 +307,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_sdk_carries_the_middleware_wit_this_binary_loads() {
+        assert!(
+            include_str!("../../sdk/rust/wit/middleware/middleware.wit") == MIDDLEWARE_WIT,
+            "sdk/rust/wit/middleware/middleware.wit differs from wit/middleware/middleware.wit: \
+             cp wit/middleware/middleware.wit sdk/rust/wit/middleware/"
+        );
+    }
+
+    /// The `.rs` files under `dir`, as paths from `root` with `/`.
+    fn sources(root: &Path, dir: &Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(root, &path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path.strip_prefix(root).unwrap();
+                let parts: Vec<_> = relative.iter().map(|p| p.to_string_lossy()).collect();
+                found.push(parts.join("/"));
+            }
+        }
+    }
+
     /// A file added to the SDK and not to `SDK` would be missing from new projects.
     #[test]
     fn every_source_file_of_the_sdk_is_vendored() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/rust/src");
-        let mut on_disk: Vec<String> = std::fs::read_dir(src)
-            .unwrap()
-            .map(|e| format!("src/{}", e.unwrap().file_name().to_string_lossy()))
-            .collect();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/rust");
+        let mut on_disk = Vec::new();
+        sources(&root, &root.join("src"), &mut on_disk);
         on_disk.sort();
         let mut vendored: Vec<String> = SDK
             .iter()
@@ -228,7 +353,7 @@ mod tests {
         assert!(script.contains(&format!("componentize_js_version={COMPONENTIZE_JS}")));
         let dir = std::env::temp_dir().join(format!("wasmgate-new-js-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        create("my-tool", Lang::Js, &dir).unwrap();
+        create("my-tool", Lang::Js, Kind::Plugin, &dir).unwrap();
         let package: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).unwrap())
                 .unwrap();
@@ -254,7 +379,7 @@ mod tests {
     fn a_project_is_written_with_the_wit_and_no_placeholder_left() {
         let dir = std::env::temp_dir().join(format!("wasmgate-new-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        create("my-tool", Lang::Rust, &dir).unwrap();
+        create("my-tool", Lang::Rust, Kind::Plugin, &dir).unwrap();
         let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(cargo.contains("name = \"my-tool\"") && !cargo.contains("{{"));
         assert!(cargo.contains(&format!("wasmgate-plugin = \"{}\"", sdk_version())));
@@ -266,7 +391,7 @@ mod tests {
         );
         assert!(dir.join("wasmgate-plugin/src/tool.rs").is_file());
         assert!(
-            create("my-tool", Lang::Rust, &dir)
+            create("my-tool", Lang::Rust, Kind::Plugin, &dir)
                 .unwrap_err()
                 .contains("not empty")
         );

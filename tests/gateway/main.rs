@@ -24,6 +24,7 @@ mod input_required;
 mod instances;
 mod lifecycle;
 mod listen;
+mod middleware_sdk;
 mod modern_front;
 mod notifications;
 mod param_headers;

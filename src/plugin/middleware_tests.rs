@@ -482,3 +482,63 @@ fn uses_bundled_loads_the_bundled_middleware() {
         [("missing".to_string(), "nope".to_string())]
     );
 }
+
+/// CPU time of the calling thread (the gateway's I/O thread runs a hook's first poll)
+/// and of the whole process.
+fn cpu_times() -> (Duration, Duration) {
+    let clock = |id| {
+        // SAFETY: clock_gettime writes the timespec it is given.
+        let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+        unsafe { libc::clock_gettime(id, &mut t) };
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    };
+    (
+        clock(libc::CLOCK_THREAD_CPUTIME_ID),
+        clock(libc::CLOCK_PROCESS_CPUTIME_ID),
+    )
+}
+
+/// Per hook on a shared instance, pass-through: wall time, the calling thread's CPU and
+/// the process's. `cargo test --release --lib measure_hooks -- --ignored --nocapture`.
+#[tokio::test(flavor = "current_thread")]
+#[ignore]
+async fn measure_hooks() {
+    const N: u32 = 20_000;
+    let host = start_mw(&[("quiet", "true")]).await;
+    let ctx = request_ctx("github_search");
+    let outcome = Outcome::Success(r#"{"content":[{"type":"text","text":"ok"}]}"#.into());
+    let mw = host.middleware("mw").unwrap();
+    for _ in 0..1000 {
+        request(&mw).await.unwrap();
+    }
+    let report = |what: &str,
+                  started: std::time::Instant,
+                  (thread, process): (Duration, Duration)| {
+        let (thread_now, process_now) = cpu_times();
+        println!(
+            "{what}: {:.2} µs wall, {:.2} µs CPU of the calling thread, {:.2} µs CPU of the process",
+            started.elapsed().as_secs_f64() * 1e6 / N as f64,
+            (thread_now - thread).as_secs_f64() * 1e6 / N as f64,
+            (process_now - process).as_secs_f64() * 1e6 / N as f64,
+        );
+    };
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        let action = mw.on_request(&ctx, PARAMS, call()).await.unwrap();
+        assert_eq!(action, RequestAction::Pass);
+    }
+    report("on-request (pass)", started, cpu);
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        let action = mw.on_result(&ctx, PARAMS, &outcome, 10, call()).await;
+        assert_eq!(action.unwrap(), ResultAction::Pass);
+    }
+    report("on-result (pass)", started, cpu);
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        let mw = host.middleware("mw").unwrap();
+        mw.on_request(&ctx, PARAMS, call()).await.unwrap();
+    }
+    report("handle + on-request (pass)", started, cpu);
+    host.shutdown().await;
+}

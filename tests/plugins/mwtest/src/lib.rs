@@ -10,8 +10,8 @@
 //! - `replace_with`: the text `replace` and `answer` return as it is (default: the params
 //!   with `"replaced": N` added, or a one-text result).
 //!
-//! Every hook counts its calls in the instance and logs `mwtest HOOK call N` at info: a
-//! test sees whether a shared instance kept its state.
+//! Every hook counts its calls in the instance and logs `mwtest HOOK call N` at info (not
+//! with `quiet` set): a test sees whether a shared instance kept its state.
 
 wit_bindgen::generate!({
     path: ["../../../wit", "../../../wit/middleware"],
@@ -49,10 +49,12 @@ fn list(key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Counts the call and logs it; the count.
+/// Counts the call and logs it (unless `quiet` is set: the measurements); the count.
 fn count(hook: &str) -> u64 {
     let n = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
-    host::log(Level::Info, &format!("mwtest {hook} call {n}"));
+    if config("quiet").is_none() {
+        host::log(Level::Info, &format!("mwtest {hook} call {n}"));
+    }
     n
 }
 

@@ -387,6 +387,38 @@ async fn a_trap_fails_and_the_next_hook_runs_on_a_new_instance() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_call_gives_each_hook_a_fresh_instance() {
+    let mut entry = middleware("mw", MWTEST, &[]);
+    entry.instances.mode = InstanceMode::Call;
+    let (host, _rx) = start(&config(vec![entry])).await;
+    let mw = host.middleware("mw").unwrap();
+    let (log, lines) = logged();
+    for _ in 0..3 {
+        let action = mw.on_request(&request_ctx("x"), PARAMS, log.clone()).await;
+        assert_eq!(action.unwrap(), RequestAction::Pass);
+    }
+    assert_eq!(counts(&lines), [1, 1, 1]);
+    assert_eq!(host.plugins()[0].instances, 0);
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundled_middleware_this_build_lacks_fails_to_load_saying_so() {
+    let mut entry = PluginConfig::plain("secrets", None, "secrets".into(), PluginLimits::default());
+    entry.middleware = true;
+    entry.uses_bundled = Some("no-such-middleware".into());
+    let (host, mut rx) = start(&config(vec![entry])).await;
+    let reasons = load_failures(&mut rx);
+    assert!(
+        reasons["secrets"].starts_with("middleware `secrets` (bundled `no-such-middleware`): this build bundles no middleware `no-such-middleware`"),
+        "{reasons:?}"
+    );
+    assert!(host.plugins().is_empty());
+    assert_eq!(host.failed_plugins()[0].name, "secrets");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loop_or_a_hog_fails_with_its_limit() {
     let mut entry = middleware("mw", MWTEST, &[("request", "loop")]);
     entry.limits.timeout = Duration::from_millis(300);

@@ -165,6 +165,35 @@ async fn kinds_must_match_their_config() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_a_plugin_to_the_middleware_chain_is_refused_on_reload() {
+    let plugin = PluginConfig::plain("x", Some(ECHO.into()), "x".into(), PluginLimits::default());
+    let (host, mut rx) = start(&config(vec![plugin.clone()])).await;
+    assert!(matches!(rx.try_recv(), Ok(PluginEvent::Loaded { .. })));
+    // The same file, now a [[middleware]] entry: only the settings changed.
+    let moved = PluginConfig {
+        middleware: true,
+        ..plugin
+    };
+    host.reconfigure(&config(vec![moved])).await;
+    match tokio::time::timeout(EVENT_WAIT, rx.recv()).await.unwrap() {
+        Some(PluginEvent::ReloadFailed { name, reason }) => {
+            assert_eq!(name, "x");
+            assert!(
+                reason.starts_with("middleware `x` (")
+                    && reason.contains("is a tool plugin, not a middleware"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected ReloadFailed, got {other:?}"),
+    }
+    // The tool plugin keeps serving, and says why its new settings were refused.
+    let info = &host.plugins()[0];
+    assert_eq!(info.kind, PluginKind::Tools);
+    assert!(info.reload_error.is_some());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_is_bounded() {
     let many = vec!["tools/call"; 65].join(",");
     let long = "x".repeat(257);

@@ -432,6 +432,30 @@ async fn instance_call_gives_each_hook_a_fresh_instance() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_middleware_instance_is_warmed_with_describe() {
+    let host = start_mw(&[]).await;
+    let version = host.calls.slots.load()["mw"].current.load_full();
+    let mut store = host.calls.new_store(&version).unwrap();
+    limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+    let instance = version
+        .code
+        .pre
+        .instantiate_async(&mut store)
+        .await
+        .unwrap();
+    instance.warm_up(&mut store).await.unwrap();
+    // The warmed instance serves its hooks, and is no tool plugin.
+    let hooks = instance.middleware().unwrap().wasmgate_middleware_hooks();
+    let action = hooks
+        .call_on_request(&mut store, &request_ctx("x").to_wit(), "{}")
+        .await
+        .unwrap();
+    assert!(matches!(action, middleware_bindings::RequestAction::Pass));
+    assert!(instance.tools().is_err());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bundled_middleware_this_build_lacks_fails_to_load_saying_so() {
     let mut entry = PluginConfig::plain("secrets", None, "secrets".into(), PluginLimits::default());
     entry.middleware = true;
@@ -601,5 +625,35 @@ async fn measure_hooks() {
         mw.on_request(&ctx, PARAMS, call()).await.unwrap();
     }
     report("handle + on-request (pass)", started, cpu);
+    host.shutdown().await;
+    // For comparison: a tool call (echo's `echo`) on a shared instance.
+    let mut echo = PluginConfig::plain(
+        "echo",
+        Some(ECHO.into()),
+        "echo".into(),
+        PluginLimits::default(),
+    );
+    echo.instances.mode = InstanceMode::Shared;
+    let (host, _rx) = start(&config(vec![echo])).await;
+    let ctx = CallContext {
+        timeout: Duration::from_secs(30),
+        progress: None,
+        log: None,
+        trace_id: "t".into(),
+        session: None,
+    };
+    let arguments = serde_json::json!({"text": "x"});
+    for _ in 0..1000 {
+        host.call("echo", "echo", arguments.clone(), ctx.clone())
+            .await
+            .unwrap();
+    }
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        host.call("echo", "echo", arguments.clone(), ctx.clone())
+            .await
+            .unwrap();
+    }
+    report("tool call, shared instance (echo)", started, cpu);
     host.shutdown().await;
 }

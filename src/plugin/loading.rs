@@ -405,15 +405,7 @@ impl Loader {
         self.load_code_inner(name, source, settings, existing)
             .await
             .map_err(|why| LoadError {
-                what: format!(
-                    "{} `{name}` ({})",
-                    if settings.middleware {
-                        "middleware"
-                    } else {
-                        "plugin"
-                    },
-                    source.describe()
-                ),
+                what: format!("{} `{name}` ({})", kind_word(settings), source.describe()),
                 why,
             })
     }

@@ -202,9 +202,13 @@ pub async fn report(file: &Path) -> Report {
         .iter()
         .map(|(grant, how)| json!({"grant": grant, "how": how}))
         .collect();
-    let found = match middleware_world(&shape) {
-        Some(version) => version.map(|v| ("middleware", format!("middleware/middleware@{v}"))),
-        None => world(&shape).map(|v| ("tools", format!("plugin/plugin@{v}"))),
+    // As the loader does: a tool plugin first, then a middleware.
+    let found = match (world(&shape), middleware_world(&shape)) {
+        (Ok(v), _) => Ok(("tools", format!("plugin/plugin@{v}"))),
+        (Err(_), Some(version)) => {
+            version.map(|v| ("middleware", format!("middleware/middleware@{v}")))
+        }
+        (Err(e), None) => Err(e),
     };
     let is_middleware = match found {
         Ok((kind, world)) => {

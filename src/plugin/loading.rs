@@ -266,6 +266,21 @@ impl Loader {
         settings: Arc<Settings>,
         started: Instant,
     ) {
+        // A config that moved the name between [plugins] and [[middleware]]: the code is
+        // what it was, and may not be what the entry wants now.
+        if let Some(why) = kind_mismatch(old.code.pre.kind(), &settings) {
+            let reason = format!(
+                "{} `{name}` ({}): {why}",
+                kind_word(&settings),
+                source.describe()
+            );
+            tracing::error!(plugin = %name, "{reason}");
+            if let Some(slot) = self.calls.slots.load().get(&name) {
+                slot.stats.set_reload_error(Some(reason.clone()));
+            }
+            self.emit(PluginEvent::ReloadFailed { name, reason });
+            return;
+        }
         let version = Version::new(name_arc, source, old.code.clone(), settings);
         let tools = version.tools.len();
         self.install(&name, version);
@@ -390,15 +405,7 @@ impl Loader {
         self.load_code_inner(name, source, settings, existing)
             .await
             .map_err(|why| LoadError {
-                what: format!(
-                    "{} `{name}` ({})",
-                    if settings.middleware {
-                        "middleware"
-                    } else {
-                        "plugin"
-                    },
-                    source.describe()
-                ),
+                what: format!("{} `{name}` ({})", kind_word(settings), source.describe()),
                 why,
             })
     }
@@ -507,19 +514,8 @@ impl Loader {
                 format!("does not implement the world wasmgate:plugin/plugin@0.1.0: {as_tools}")
             }
         })?;
-        match (pre.kind(), settings.middleware) {
-            (PluginKind::Middleware, false) => {
-                return Err(format!(
-                    "is a middleware (exports {HOOKS_EXPORT}); use it in a [[middleware]] entry"
-                ));
-            }
-            (PluginKind::Tools, true) => {
-                return Err(format!(
-                    "is a tool plugin, not a middleware (it exports {TOOL_EXPORT}, not \
-                     {HOOKS_EXPORT}); serve it under [plugins]"
-                ));
-            }
-            _ => {}
+        if let Some(why) = kind_mismatch(pre.kind(), settings) {
+            return Err(why);
         }
 
         let probe = Arc::new(Version::new(
@@ -729,6 +725,28 @@ pub fn check_plugin_files(config: &PluginsConfig) -> Vec<(String, PathBuf, Strin
             Some((name, path, problem))
         })
         .collect()
+}
+
+/// Why code of `kind` cannot serve an entry with `settings`, if it cannot.
+fn kind_mismatch(kind: PluginKind, settings: &Settings) -> Option<String> {
+    match (kind, settings.middleware) {
+        (PluginKind::Middleware, false) => Some(format!(
+            "is a middleware (exports {HOOKS_EXPORT}); use it in a [[middleware]] entry"
+        )),
+        (PluginKind::Tools, true) => Some(format!(
+            "is a tool plugin, not a middleware (it exports {TOOL_EXPORT}, not \
+             {HOOKS_EXPORT}); serve it under [plugins]"
+        )),
+        _ => None,
+    }
+}
+
+/// What an entry is called in messages: "plugin" or "middleware".
+fn kind_word(settings: &Settings) -> &'static str {
+    match settings.middleware {
+        true => "middleware",
+        false => "plugin",
+    }
 }
 
 /// The names of a bundle, for a message: "a, b", or "none".

@@ -165,6 +165,35 @@ async fn kinds_must_match_their_config() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_a_plugin_to_the_middleware_chain_is_refused_on_reload() {
+    let plugin = PluginConfig::plain("x", Some(ECHO.into()), "x".into(), PluginLimits::default());
+    let (host, mut rx) = start(&config(vec![plugin.clone()])).await;
+    assert!(matches!(rx.try_recv(), Ok(PluginEvent::Loaded { .. })));
+    // The same file, now a [[middleware]] entry: only the settings changed.
+    let moved = PluginConfig {
+        middleware: true,
+        ..plugin
+    };
+    host.reconfigure(&config(vec![moved])).await;
+    match tokio::time::timeout(EVENT_WAIT, rx.recv()).await.unwrap() {
+        Some(PluginEvent::ReloadFailed { name, reason }) => {
+            assert_eq!(name, "x");
+            assert!(
+                reason.starts_with("middleware `x` (")
+                    && reason.contains("is a tool plugin, not a middleware"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected ReloadFailed, got {other:?}"),
+    }
+    // The tool plugin keeps serving, and says why its new settings were refused.
+    let info = &host.plugins()[0];
+    assert_eq!(info.kind, PluginKind::Tools);
+    assert!(info.reload_error.is_some());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_is_bounded() {
     let many = vec!["tools/call"; 65].join(",");
     let long = "x".repeat(257);
@@ -387,6 +416,62 @@ async fn a_trap_fails_and_the_next_hook_runs_on_a_new_instance() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_call_gives_each_hook_a_fresh_instance() {
+    let mut entry = middleware("mw", MWTEST, &[]);
+    entry.instances.mode = InstanceMode::Call;
+    let (host, _rx) = start(&config(vec![entry])).await;
+    let mw = host.middleware("mw").unwrap();
+    let (log, lines) = logged();
+    for _ in 0..3 {
+        let action = mw.on_request(&request_ctx("x"), PARAMS, log.clone()).await;
+        assert_eq!(action.unwrap(), RequestAction::Pass);
+    }
+    assert_eq!(counts(&lines), [1, 1, 1]);
+    assert_eq!(host.plugins()[0].instances, 0);
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_middleware_instance_is_warmed_with_describe() {
+    let host = start_mw(&[]).await;
+    let version = host.calls.slots.load()["mw"].current.load_full();
+    let mut store = host.calls.new_store(&version).unwrap();
+    limits::arm(&mut store, Duration::from_secs(10), false, None).unwrap();
+    let instance = version
+        .code
+        .pre
+        .instantiate_async(&mut store)
+        .await
+        .unwrap();
+    instance.warm_up(&mut store).await.unwrap();
+    // The warmed instance serves its hooks, and is no tool plugin.
+    let hooks = instance.middleware().unwrap().wasmgate_middleware_hooks();
+    let action = hooks
+        .call_on_request(&mut store, &request_ctx("x").to_wit(), "{}")
+        .await
+        .unwrap();
+    assert!(matches!(action, middleware_bindings::RequestAction::Pass));
+    assert!(instance.tools().is_err());
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundled_middleware_this_build_lacks_fails_to_load_saying_so() {
+    let mut entry = PluginConfig::plain("secrets", None, "secrets".into(), PluginLimits::default());
+    entry.middleware = true;
+    entry.uses_bundled = Some("no-such-middleware".into());
+    let (host, mut rx) = start(&config(vec![entry])).await;
+    let reasons = load_failures(&mut rx);
+    assert!(
+        reasons["secrets"].starts_with("middleware `secrets` (bundled `no-such-middleware`): this build bundles no middleware `no-such-middleware`"),
+        "{reasons:?}"
+    );
+    assert!(host.plugins().is_empty());
+    assert_eq!(host.failed_plugins()[0].name, "secrets");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loop_or_a_hog_fails_with_its_limit() {
     let mut entry = middleware("mw", MWTEST, &[("request", "loop")]);
     entry.limits.timeout = Duration::from_millis(300);
@@ -481,4 +566,94 @@ fn uses_bundled_loads_the_bundled_middleware() {
         missing_bundled(&cfg, MIDDLEWARE),
         [("missing".to_string(), "nope".to_string())]
     );
+}
+
+/// CPU time of the calling thread (the gateway's I/O thread runs a hook's first poll)
+/// and of the whole process.
+fn cpu_times() -> (Duration, Duration) {
+    let clock = |id| {
+        // SAFETY: clock_gettime writes the timespec it is given.
+        let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+        unsafe { libc::clock_gettime(id, &mut t) };
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    };
+    (
+        clock(libc::CLOCK_THREAD_CPUTIME_ID),
+        clock(libc::CLOCK_PROCESS_CPUTIME_ID),
+    )
+}
+
+/// Per hook on a shared instance, pass-through: wall time, the calling thread's CPU and
+/// the process's. `cargo test --release --lib measure_hooks -- --ignored --nocapture`.
+#[tokio::test(flavor = "current_thread")]
+#[ignore]
+async fn measure_hooks() {
+    const N: u32 = 20_000;
+    let host = start_mw(&[("quiet", "true")]).await;
+    let ctx = request_ctx("github_search");
+    let outcome = Outcome::Success(r#"{"content":[{"type":"text","text":"ok"}]}"#.into());
+    let mw = host.middleware("mw").unwrap();
+    for _ in 0..1000 {
+        request(&mw).await.unwrap();
+    }
+    let report = |what: &str,
+                  started: std::time::Instant,
+                  (thread, process): (Duration, Duration)| {
+        let (thread_now, process_now) = cpu_times();
+        println!(
+            "{what}: {:.2} µs wall, {:.2} µs CPU of the calling thread, {:.2} µs CPU of the process",
+            started.elapsed().as_secs_f64() * 1e6 / N as f64,
+            (thread_now - thread).as_secs_f64() * 1e6 / N as f64,
+            (process_now - process).as_secs_f64() * 1e6 / N as f64,
+        );
+    };
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        let action = mw.on_request(&ctx, PARAMS, call()).await.unwrap();
+        assert_eq!(action, RequestAction::Pass);
+    }
+    report("on-request (pass)", started, cpu);
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        let action = mw.on_result(&ctx, PARAMS, &outcome, 10, call()).await;
+        assert_eq!(action.unwrap(), ResultAction::Pass);
+    }
+    report("on-result (pass)", started, cpu);
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        let mw = host.middleware("mw").unwrap();
+        mw.on_request(&ctx, PARAMS, call()).await.unwrap();
+    }
+    report("handle + on-request (pass)", started, cpu);
+    host.shutdown().await;
+    // For comparison: a tool call (echo's `echo`) on a shared instance.
+    let mut echo = PluginConfig::plain(
+        "echo",
+        Some(ECHO.into()),
+        "echo".into(),
+        PluginLimits::default(),
+    );
+    echo.instances.mode = InstanceMode::Shared;
+    let (host, _rx) = start(&config(vec![echo])).await;
+    let ctx = CallContext {
+        timeout: Duration::from_secs(30),
+        progress: None,
+        log: None,
+        trace_id: "t".into(),
+        session: None,
+    };
+    let arguments = serde_json::json!({"text": "x"});
+    for _ in 0..1000 {
+        host.call("echo", "echo", arguments.clone(), ctx.clone())
+            .await
+            .unwrap();
+    }
+    let (started, cpu) = (std::time::Instant::now(), cpu_times());
+    for _ in 0..N {
+        host.call("echo", "echo", arguments.clone(), ctx.clone())
+            .await
+            .unwrap();
+    }
+    report("tool call, shared instance (echo)", started, cpu);
+    host.shutdown().await;
 }

@@ -1,4 +1,4 @@
-//! `plugin call FILE TOOL [JSON]`: one call through the gateway's own call path (catalog,
+//! `plugin call FILE TOOL [JSON]` (a middleware's hook: `--hook`, see `call_hook`): one call through the gateway's own call path (catalog,
 //! argument checks, sandbox, limits) for a config of this one plugin. Also what it shares
 //! with `wasmgate call`: the one-shot call outside any client session, and its printing.
 
@@ -22,10 +22,15 @@ pub struct CallArgs {
     /// The component (.wasm).
     file: PathBuf,
     /// The tool's name as the plugin lists it (without the gateway's prefix).
-    tool: String,
+    #[arg(required_unless_present = "hook", conflicts_with = "hook")]
+    tool: Option<String>,
     /// Arguments as a JSON object.
     #[arg(default_value = "{}")]
     arguments: String,
+    /// A middleware: run this hook against a sample instead of a tool, and print its
+    /// action as JSON.
+    #[command(flatten)]
+    pub(super) hook: super::call_hook::HookArgs,
     /// A directory the plugin may open, as HOST:GUEST[:ro|rw] (read-only by default; repeatable).
     #[arg(long = "allow-dir", value_name = "HOST:GUEST[:ro|rw]")]
     allow_dirs: Vec<String>,
@@ -44,6 +49,9 @@ pub struct CallArgs {
 }
 
 pub async fn run(args: CallArgs) -> ExitCode {
+    let (Some(tool), None) = (&args.tool, args.hook.hook) else {
+        return super::call_hook::run(&args.file, args.grants(), &args.hook).await;
+    };
     let arguments: Value = match serde_json::from_str(&args.arguments) {
         Ok(arguments) => arguments,
         Err(e) => {
@@ -51,14 +59,7 @@ pub async fn run(args: CallArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let grants = Grants {
-        dirs: args.allow_dirs,
-        hosts: args.allow_hosts,
-        env: args.allow_env,
-        memory: args.memory,
-        timeout: args.timeout,
-    };
-    let (name, config) = match setup::config_for(&args.file, &grants) {
+    let (name, config) = match setup::config_for(&args.file, &args.grants()) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("{e}");
@@ -66,7 +67,8 @@ pub async fn run(args: CallArgs) -> ExitCode {
         }
     };
     let namespace = config.plugins.plugins[&name].namespace.clone();
-    let tool = format!("{namespace}{}{}", config.gateway.separator, args.tool);
+    let tool_name = tool;
+    let tool = format!("{namespace}{}{tool_name}", config.gateway.separator);
     let loading = Instant::now();
     let gateway = Gateway::start(config);
     gateway.wait_for_plugins().await;
@@ -88,9 +90,8 @@ pub async fn run(args: CallArgs) -> ExitCode {
             .filter_map(|t| t["name"].as_str().map(str::to_owned))
             .collect();
         eprintln!(
-            "{}: no tool `{}`; it has: {}",
+            "{}: no tool `{tool_name}`; it has: {}",
             args.file.display(),
-            args.tool,
             tools.join(", ")
         );
         gateway.shutdown().await;
@@ -130,6 +131,19 @@ pub async fn run(args: CallArgs) -> ExitCode {
         call_us as f64 / 1000.0
     );
     print_outcome(outcome)
+}
+
+impl CallArgs {
+    /// The grants and limits of the command line.
+    fn grants(&self) -> Grants {
+        Grants {
+            dirs: self.allow_dirs.clone(),
+            hosts: self.allow_hosts.clone(),
+            env: self.allow_env.clone(),
+            memory: self.memory.clone(),
+            timeout: self.timeout.clone(),
+        }
+    }
 }
 
 /// Prints a call's result (stdout) or JSON-RPC error (stderr): exit 0 for a result, 1 for

@@ -1,5 +1,6 @@
-//! `plugin inspect FILE`: what a file is as a plugin. Its imports and exports are read
-//! from the binary (no compile), its tools by loading it as the gateway does.
+//! `plugin inspect FILE`: what a file is as a plugin or middleware. Its imports and
+//! exports are read from the binary (no compile), its tools (a middleware's interest) by
+//! loading it as the gateway does.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -11,6 +12,38 @@ use super::setup::{self, Grants};
 
 /// The interface a plugin exports, without its version.
 const TOOL_EXPORT: &str = "wasmgate:plugin/tool";
+
+/// The interface a middleware exports, without its version.
+const HOOKS_EXPORT: &str = "wasmgate:middleware/hooks";
+
+/// The middleware contract this binary was built with.
+const MIDDLEWARE_WIT: &str = include_str!("../../wit/middleware/middleware.wit");
+
+/// The middleware WIT version this binary loads, from its `package` line.
+pub fn middleware_wit_version() -> &'static str {
+    MIDDLEWARE_WIT
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("package wasmgate:middleware@"))
+        .map_or("?", |rest| rest.trim_end_matches(';'))
+}
+
+/// Whether `shape` is a middleware: `Some` with the version of the world it implements
+/// (or why this gateway cannot load it) when it exports `wasmgate:middleware/hooks`.
+pub fn middleware_world(shape: &Shape) -> Option<Result<String, String>> {
+    let ours = middleware_wit_version();
+    let version = shape.exports.iter().find_map(|export| {
+        let (interface, version) = export.split_once('@').unwrap_or((export, ""));
+        (interface == HOOKS_EXPORT).then_some(version)
+    })?;
+    Some(if version == ours {
+        Ok(version.to_owned())
+    } else {
+        Err(format!(
+            "is a middleware of wasmgate:middleware@{version}, not the @{ours} this gateway \
+             loads: rebuild it against wit/middleware/middleware.wit"
+        ))
+    })
+}
 
 /// The WIT version this binary loads, from its `package wasmgate:plugin@X;` line.
 pub fn wit_version() -> &'static str {
@@ -169,14 +202,29 @@ pub async fn report(file: &Path) -> Report {
         .iter()
         .map(|(grant, how)| json!({"grant": grant, "how": how}))
         .collect();
-    match world(&shape) {
-        Ok(version) => out["world"] = json!(format!("wasmgate:plugin/plugin@{version}")),
+    // As the loader does: a tool plugin first, then a middleware.
+    let found = match (world(&shape), middleware_world(&shape)) {
+        (Ok(v), _) => Ok(("tools", format!("plugin/plugin@{v}"))),
+        (Err(_), Some(version)) => {
+            version.map(|v| ("middleware", format!("middleware/middleware@{v}")))
+        }
+        (Err(e), None) => Err(e),
+    };
+    let is_middleware = match found {
+        Ok((kind, world)) => {
+            out["kind"] = json!(kind);
+            out["world"] = json!(format!("wasmgate:{world}"));
+            kind == "middleware"
+        }
         Err(e) => return fail(out, e),
-    }
+    };
     // No cache: the compile time reported is this machine's, not a cache read's.
     let loaded = match setup::config_for(file, &Grants::default()) {
-        Ok((_, mut config)) => {
+        Ok((name, mut config)) => {
             config.plugins.cache_dir = None;
+            if is_middleware {
+                setup::as_middleware(&mut config, &name);
+            }
             setup::load(&config).await
         }
         Err(e) => Err(e),
@@ -184,7 +232,18 @@ pub async fn report(file: &Path) -> Report {
     match loaded {
         Ok(loaded) => {
             out["compile_ms"] = json!(loaded.compile_ms);
-            out["tools"] = json!(loaded.tools);
+            match loaded.interest {
+                Some(interest) => {
+                    out["interest"] = json!({
+                        "requests": interest.requests,
+                        "results": interest.results,
+                        "lists": interest.lists,
+                        "names": interest.names,
+                    });
+                    out["instance"] = json!(loaded.instance.as_str());
+                }
+                None => out["tools"] = json!(loaded.tools),
+            }
             Report {
                 json: out,
                 error: None,
@@ -234,6 +293,13 @@ pub fn render(report: &Value) -> String {
     if let Some(world) = report["world"].as_str() {
         let _ = writeln!(out, "world:   {world}");
     }
+    if report["kind"] == "middleware" {
+        let _ = writeln!(
+            out,
+            "kind:    middleware (use it in a [[middleware]] entry; instance: {})",
+            report["instance"].as_str().unwrap_or("shared")
+        );
+    }
     if let Some(ms) = report["compile_ms"].as_u64() {
         let _ = writeln!(out, "compile: {ms} ms");
     }
@@ -267,6 +333,25 @@ pub fn render(report: &Value) -> String {
                     grant["how"].as_str().unwrap_or_default()
                 );
             }
+        }
+    }
+    if let Some(interest) = report["interest"].as_object() {
+        let _ = writeln!(out, "interest:");
+        for (what, of) in [
+            ("requests", "on-request for"),
+            ("results", "on-result for"),
+            ("lists", "on-list for"),
+            ("names", "targets"),
+        ] {
+            let listed: Vec<&str> = (interest.get(what).and_then(Value::as_array))
+                .map(|v| v.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let shown = match (listed.is_empty(), what) {
+                (true, "names") => "every target".to_string(),
+                (true, _) => "nothing".to_string(),
+                (false, _) => listed.join(", "),
+            };
+            let _ = writeln!(out, "  {what:<9} {of}: {shown}");
         }
     }
     if let Some(tools) = report["tools"].as_array() {
@@ -316,6 +401,21 @@ mod tests {
                 .unwrap_err()
                 .contains("exports nothing")
         );
+    }
+
+    #[test]
+    fn a_middleware_is_told_by_its_hooks_export() {
+        assert_eq!(middleware_wit_version(), "0.1.0");
+        let hooks = with_exports(&["wasmgate:middleware/hooks@0.1.0"]);
+        assert_eq!(middleware_world(&hooks), Some(Ok("0.1.0".into())));
+        let other = middleware_world(&with_exports(&["wasmgate:middleware/hooks@0.2.0"]));
+        assert!(
+            other
+                .unwrap()
+                .unwrap_err()
+                .contains("@0.2.0, not the @0.1.0")
+        );
+        assert!(middleware_world(&with_exports(&["wasmgate:plugin/tool@0.1.0"])).is_none());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod build;
 mod call;
+mod call_hook;
 pub mod dev;
 mod inspect;
 mod new;
@@ -49,9 +50,10 @@ pub enum PluginCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Call one tool of a component, with no config, in the gateway's sandbox and limits.
-    /// Exit 0 on success, 1 on an error result, 2 when the call could not be made.
-    Call(call::CallArgs),
+    /// Call one tool of a component (or run one hook of a middleware: --hook), with no
+    /// config, in the gateway's sandbox and limits. Exit 0 on success, 1 on an error result
+    /// (a failed hook), 2 when the call could not be made.
+    Call(Box<call::CallArgs>),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +81,7 @@ pub fn run(command: PluginCommand) -> ExitCode {
         } => new::run(&name, lang, kind, dir),
         PluginCommand::Build { dir } => block_on(build::run(dir.unwrap_or_else(|| ".".into()))),
         PluginCommand::Inspect { file, json } => block_on(inspect::run(&file, json)),
-        PluginCommand::Call(args) => block_on(call::run(args)),
+        PluginCommand::Call(args) => block_on(call::run(*args)),
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::config::{self, Config};
-use crate::plugin::{PluginEvent, PluginHost};
+use crate::plugin::{Interest, PluginEvent, PluginHost};
 
 /// Grants and limits from the command line.
 #[derive(Default)]
@@ -98,10 +98,22 @@ fn dir_grant(text: &str) -> Result<toml::Table, String> {
     Ok(table)
 }
 
-/// A plugin as the gateway loaded it: its MCP tools and how long compiling took.
+/// Makes the config's one plugin a middleware, as a `[[middleware]]` entry makes it: its
+/// code must be one, and it runs in shared instances (the default for middleware).
+pub fn as_middleware(config: &mut Config, name: &str) {
+    if let Some(entry) = config.plugins.plugins.get_mut(name) {
+        entry.middleware = true;
+        entry.instances.mode = config::InstanceMode::Shared;
+    }
+}
+
+/// A plugin as the gateway loaded it: its MCP tools (a middleware: its interest and
+/// instance mode) and how long compiling took.
 pub struct Loaded {
     pub tools: Vec<Value>,
     pub compile_ms: Option<u64>,
+    pub interest: Option<Interest>,
+    pub instance: config::InstanceMode,
 }
 
 /// Loads the config's one plugin in a plugin host of its own; `Err` is why it was refused,
@@ -124,6 +136,8 @@ pub async fn load(config: &Config) -> Result<Loaded, String> {
         (Some(info), _) => Ok(Loaded {
             tools: info.tools,
             compile_ms,
+            interest: info.interest,
+            instance: info.instance,
         }),
         (None, Some(failed)) => Err(failed.reason()),
         (None, None) => Err("was not loaded (no such file?)".into()),

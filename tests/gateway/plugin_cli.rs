@@ -736,3 +736,155 @@ fn echo_text(client: &mut crate::harness::Client) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+#[test]
+fn inspect_says_middleware_and_shows_its_interest() {
+    let dir = TestDir::new("inspect-middleware");
+    let out = run_cli(
+        &["plugin", "inspect", &fixture_arg("mwtest"), "--json"],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(0);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["kind"], "middleware", "{report:#}");
+    assert_eq!(report["world"], "wasmgate:middleware/middleware@0.1.0");
+    assert_eq!(report["instance"], "shared");
+    // Without config, mwtest's describe asks for nothing.
+    for list in ["requests", "results", "lists", "names"] {
+        assert_eq!(
+            report["interest"][list],
+            serde_json::json!([]),
+            "{report:#}"
+        );
+    }
+    assert!(report.get("tools").is_none(), "{report:#}");
+
+    let text = run_cli(
+        &["plugin", "inspect", &fixture_arg("mwtest")],
+        &dir.path,
+        LIMIT,
+    );
+    text.assert_exit(0);
+    for line in [
+        "world:   wasmgate:middleware/middleware@0.1.0",
+        "kind:    middleware (use it in a [[middleware]] entry; instance: shared)",
+        "  names     targets: every target",
+    ] {
+        assert!(text.stdout.contains(line), "{line} in:\n{}", text.stdout);
+    }
+}
+
+/// `plugin call mwtest --hook ...` with these extra arguments: its stdout as JSON.
+fn hook(dir: &TestDir, args: &[&str], exit: i32) -> (Value, String) {
+    let mwtest = fixture_arg("mwtest");
+    let mut all = vec!["plugin", "call", mwtest.as_str()];
+    all.extend_from_slice(args);
+    let out = run_cli(&all, &dir.path, LIMIT);
+    out.assert_exit(exit);
+    let json = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
+    (json, out.stderr)
+}
+
+#[test]
+fn call_runs_one_hook_of_a_middleware_and_prints_its_action() {
+    let dir = TestDir::new("call-hook");
+    let (action, stderr) = hook(&dir, &["--hook", "request", "--target", "github_search"], 0);
+    assert_eq!(action, serde_json::json!({"action": "pass"}));
+    assert!(
+        stderr.contains("log info: mwtest on-request call 1"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("time: hook"), "{stderr}");
+
+    let (action, _) = hook(
+        &dir,
+        &[
+            "--hook",
+            "request",
+            "--target",
+            "github_search",
+            "--set",
+            "request=replace",
+        ],
+        0,
+    );
+    assert_eq!(action["action"], "replace");
+    assert_eq!(action["params"]["name"], "github_search");
+    assert_eq!(action["params"]["target"], "github_search");
+
+    let (action, _) = hook(
+        &dir,
+        &[
+            "--hook",
+            "request",
+            "--params",
+            "{}",
+            "--set",
+            "request=deny",
+            "--set",
+            "deny_message=not today",
+        ],
+        0,
+    );
+    assert_eq!(action["action"], "deny");
+    assert_eq!(action["message"], "not today");
+    assert_eq!(action["data"]["middleware"], "mwtest");
+
+    let (action, _) = hook(
+        &dir,
+        &[
+            "--hook",
+            "result",
+            "--error",
+            r#"{"code": -32603, "message": "boom"}"#,
+            "--set",
+            "result=replace",
+        ],
+        0,
+    );
+    assert_eq!(action["action"], "replace");
+    let text = action["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("replaced by mwtest: failure"), "{text}");
+
+    let (action, _) = hook(
+        &dir,
+        &[
+            "--hook",
+            "list",
+            "--entries",
+            r#"[{"name": "a"}, {"name": "b"}]"#,
+            "--set",
+            "list=rename:b=bee",
+        ],
+        0,
+    );
+    assert_eq!(
+        action,
+        serde_json::json!({"edits": [{"name": "b", "rename": "bee"}]})
+    );
+
+    // A trap is the hook's failure (exit 1); bad input and a tool plugin are refused (2).
+    let (_, stderr) = hook(&dir, &["--hook", "request", "--set", "request=trap"], 1);
+    assert!(
+        stderr.contains("middleware `mwtest` trapped") && stderr.contains("(in on-request)"),
+        "{stderr}"
+    );
+    let (_, stderr) = hook(&dir, &["--hook", "request", "--params", "[1]"], 2);
+    assert!(
+        stderr.contains("--params must be a JSON object"),
+        "{stderr}"
+    );
+    let echo = fixture_arg("echo");
+    let out = run_cli(
+        &["plugin", "call", &echo, "--hook", "request"],
+        &dir.path,
+        LIMIT,
+    );
+    out.assert_exit(2);
+    assert!(
+        out.stderr.contains("is a tool plugin, not a middleware"),
+        "{}",
+        out.stderr
+    );
+}

@@ -222,6 +222,18 @@ fn a_rename_holds_both_ways_and_a_hidden_tool_cannot_be_called() {
     );
     let mut client = start(&[rename, hide]);
     let names = client.tool_names();
+    // Once per catalog snapshot and profile, not per list.
+    let hooked = |client: &Client| client.stderr().matches("mwtest on-list call").count();
+    let before = hooked(&client);
+    assert!(before > 0, "no list hook ran");
+    for _ in 0..3 {
+        client.tool_names();
+    }
+    assert_eq!(
+        hooked(&client),
+        before,
+        "the list hooks ran again for the same catalog"
+    );
     assert!(names.iter().any(|n| n == "speak"), "{names:?}");
     assert!(
         !names.iter().any(|n| n == "ex__echo" || n == "echo__echo"),

@@ -46,6 +46,7 @@ pub mod memory;
 pub mod names;
 pub mod nesting;
 pub mod peer;
+pub mod pins;
 pub mod pipe;
 pub mod plugin;
 pub mod plugin_cli;

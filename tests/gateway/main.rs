@@ -23,6 +23,7 @@ mod input_required;
 mod instances;
 mod lifecycle;
 mod listen;
+mod middleware_pins;
 mod modern_front;
 mod notifications;
 mod param_headers;

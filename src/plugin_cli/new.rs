@@ -34,7 +34,8 @@ const RUST: &[(&str, &str)] = &[
 /// Where a Rust project gets its copy of the SDK crate, which its Cargo.toml names by path.
 const SDK_DIR: &str = "wasmgate-plugin";
 
-/// The SDK crate's files, but its WIT (`PLUGIN_WIT`, the same text by a test below).
+/// The SDK crate's files, but its WITs (`PLUGIN_WIT` and `MIDDLEWARE_WIT`, the same text
+/// by tests below).
 const SDK: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("../../sdk/rust/Cargo.toml")),
     ("README.md", include_str!("../../sdk/rust/README.md")),
@@ -60,6 +61,30 @@ const SDK: &[(&str, &str)] = &[
     ),
     ("src/tool.rs", include_str!("../../sdk/rust/src/tool.rs")),
     ("src/wit.rs", include_str!("../../sdk/rust/src/wit.rs")),
+    (
+        "src/middleware/mod.rs",
+        include_str!("../../sdk/rust/src/middleware/mod.rs"),
+    ),
+    (
+        "src/middleware/interest.rs",
+        include_str!("../../sdk/rust/src/middleware/interest.rs"),
+    ),
+    (
+        "src/middleware/list.rs",
+        include_str!("../../sdk/rust/src/middleware/list.rs"),
+    ),
+    (
+        "src/middleware/request.rs",
+        include_str!("../../sdk/rust/src/middleware/request.rs"),
+    ),
+    (
+        "src/middleware/response.rs",
+        include_str!("../../sdk/rust/src/middleware/response.rs"),
+    ),
+    (
+        "src/middleware/wit.rs",
+        include_str!("../../sdk/rust/src/middleware/wit.rs"),
+    ),
 ];
 
 /// The SDK's version, as its manifest says, for the line that replaces the vendored copy
@@ -72,6 +97,9 @@ fn sdk_version() -> &'static str {
         .and_then(|rest| rest.strip_suffix('"'))
         .expect("sdk/rust/Cargo.toml has a version")
 }
+
+/// The middleware world, which the SDK carries beside the plugin one.
+const MIDDLEWARE_WIT: &str = include_str!("../../wit/middleware/middleware.wit");
 
 const PYTHON: &[(&str, &str)] = &[
     (
@@ -169,7 +197,11 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
             for (path, text) in SDK {
                 write(&format!("{SDK_DIR}/{path}"), text)?;
             }
-            write(&format!("{SDK_DIR}/wit/plugin.wit"), super::PLUGIN_WIT)
+            write(&format!("{SDK_DIR}/wit/plugin.wit"), super::PLUGIN_WIT)?;
+            write(
+                &format!("{SDK_DIR}/wit/middleware/middleware.wit"),
+                MIDDLEWARE_WIT,
+            )
         }
         Lang::Python | Lang::Js => write("wit/plugin.wit", super::PLUGIN_WIT),
     }
@@ -203,14 +235,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_sdk_carries_the_middleware_wit_this_binary_loads() {
+        assert!(
+            include_str!("../../sdk/rust/wit/middleware/middleware.wit") == MIDDLEWARE_WIT,
+            "sdk/rust/wit/middleware/middleware.wit differs from wit/middleware/middleware.wit: \
+             cp wit/middleware/middleware.wit sdk/rust/wit/middleware/"
+        );
+    }
+
+    /// The `.rs` files under `dir`, as paths from `root` with `/`.
+    fn sources(root: &Path, dir: &Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(root, &path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path.strip_prefix(root).unwrap();
+                let parts: Vec<_> = relative.iter().map(|p| p.to_string_lossy()).collect();
+                found.push(parts.join("/"));
+            }
+        }
+    }
+
     /// A file added to the SDK and not to `SDK` would be missing from new projects.
     #[test]
     fn every_source_file_of_the_sdk_is_vendored() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/rust/src");
-        let mut on_disk: Vec<String> = std::fs::read_dir(src)
-            .unwrap()
-            .map(|e| format!("src/{}", e.unwrap().file_name().to_string_lossy()))
-            .collect();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("sdk/rust");
+        let mut on_disk = Vec::new();
+        sources(&root, &root.join("src"), &mut on_disk);
         on_disk.sort();
         let mut vendored: Vec<String> = SDK
             .iter()

@@ -1,4 +1,5 @@
-//! Write [wasmgate](https://github.com/wasmgate/wasmgate) plugins as typed Rust functions.
+//! Write [wasmgate](https://github.com/wasmgate/wasmgate) plugins as typed Rust functions,
+//! and middleware as typed hooks ([`middleware`]).
 //!
 //! A plugin is a WASI 0.2 component of the `wasmgate:plugin` world (its WIT travels in
 //! this crate, `wit/plugin.wit`). With this crate each tool is a function from an
@@ -53,11 +54,14 @@
 //! - [`log`], [`progress`], [`config`] (`host.rs`): the gateway's `host` interface;
 //!   [`testing`] stands in for it under `cargo test`.
 //! - [`http`] (feature `http`): an outbound GET through `wasi:http`.
+//! - [`middleware`]: components of the `wasmgate:middleware` world (`wit/middleware/`),
+//!   which see, change or refuse requests, results and lists; [`export_middleware!`].
 //! - [`wit`]: the raw bindings of the world, for what the rest does not cover, with
 //!   [`schema`] and [`parse_arguments`] to use beside them.
 
 mod error;
 mod host;
+pub mod middleware;
 mod output;
 mod plugin;
 pub mod schema;

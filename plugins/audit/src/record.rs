@@ -19,17 +19,17 @@ pub struct Call {
     pub trace_id: String,
 }
 
-/// How it ended: the result or the JSON-RPC error object, as JSON text.
+/// How it ended: the result or the JSON-RPC error object.
 pub enum Ended<'a> {
-    Success(&'a str),
-    Failure(&'a str),
+    Success(&'a Value),
+    Failure(&'a Value),
 }
 
 /// The JSON line (without its newline) for `call`, ended as `ended` after `elapsed_us`,
 /// at `now`; with `params`' `arguments` when `arguments` is on.
 pub fn line(
     call: &Call,
-    params: &str,
+    params: &Value,
     ended: Ended,
     elapsed_us: u64,
     now: SystemTime,
@@ -62,7 +62,6 @@ pub fn line(
     line.insert("duration_ms".into(), json!(elapsed_us as f64 / 1000.0));
     line.insert("trace_id".into(), json!(call.trace_id));
     if arguments {
-        let params: Value = serde_json::from_str(params).unwrap_or(Value::Null);
         line.insert("arguments".into(), params.get("arguments").cloned().into());
     }
     Value::Object(line).to_string()
@@ -73,7 +72,6 @@ pub fn line(
 fn outcome(ended: Ended) -> (&'static str, Option<Value>) {
     match ended {
         Ended::Success(result) => {
-            let result: Value = serde_json::from_str(result).unwrap_or(Value::Null);
             if result.get("isError") == Some(&Value::Bool(true)) {
                 ("error", None)
             } else {
@@ -81,7 +79,6 @@ fn outcome(ended: Ended) -> (&'static str, Option<Value>) {
             }
         }
         Ended::Failure(error) => {
-            let error: Value = serde_json::from_str(error).unwrap_or(Value::Null);
             let code = error.get("code").cloned();
             let by_middleware = error
                 .get("data")
@@ -109,23 +106,17 @@ mod tests {
         }
     }
 
-    fn parse(line: &str) -> Value {
-        serde_json::from_str(line).unwrap()
+    /// The line for a call with arguments `{"text": "hi"}` that ended with `ended`.
+    fn logged(ended: Ended, elapsed_us: u64, now: SystemTime, arguments: bool) -> Value {
+        let params = json!({"name": "mw__echo", "arguments": {"text": "hi"}});
+        let text = line(&call(), &params, ended, elapsed_us, now, arguments);
+        serde_json::from_str(&text).unwrap()
     }
-
-    const PARAMS: &str = r#"{"name":"mw__echo","arguments":{"text":"hi"}}"#;
 
     #[test]
     fn a_success_is_ok_with_time_duration_and_context() {
         let now = UNIX_EPOCH + Duration::from_millis(1_790_000_000_123);
-        let ok = parse(&line(
-            &call(),
-            PARAMS,
-            Ended::Success("{}"),
-            1500,
-            now,
-            false,
-        ));
+        let ok = logged(Ended::Success(&json!({})), 1500, now, false);
         assert_eq!(ok["time"], "2026-09-21T14:13:20.123Z");
         assert_eq!(ok["outcome"], "ok");
         assert_eq!(ok["duration_ms"], 1.5);
@@ -134,38 +125,26 @@ mod tests {
         assert_eq!(ok["client"], "mcp");
         assert_eq!(ok["principal"], Value::Null);
         assert!(ok.get("arguments").is_none() && ok.get("code").is_none());
-        let with = parse(&line(&call(), PARAMS, Ended::Success("{}"), 1, now, true));
+        let with = logged(Ended::Success(&json!({})), 1, now, true);
         assert_eq!(with["arguments"], json!({"text": "hi"}));
     }
 
     #[test]
     fn errors_carry_their_code_and_a_middleware_error_is_a_denial() {
         let now = SystemTime::now();
-        let error = r#"{"code":-32602,"message":"Unknown tool"}"#;
-        let failed = parse(&line(&call(), PARAMS, Ended::Failure(error), 1, now, false));
+        let error = json!({"code": -32602, "message": "Unknown tool"});
+        let failed = logged(Ended::Failure(&error), 1, now, false);
+        assert_eq!(failed["outcome"], "error");
+        assert_eq!(failed["code"], -32602);
+        let denial = json!({"code": -32001, "message": "no", "data": {"middleware": "guard"}});
         assert_eq!(
-            (&failed["outcome"], &failed["code"]),
-            (&json!("error"), &json!(-32602))
+            logged(Ended::Failure(&denial), 1, now, false)["outcome"],
+            "denied"
         );
-        let denial = r#"{"code":-32001,"message":"no","data":{"middleware":"guard"}}"#;
-        let denied = parse(&line(
-            &call(),
-            PARAMS,
-            Ended::Failure(denial),
-            1,
-            now,
-            false,
-        ));
-        assert_eq!(denied["outcome"], "denied");
-        let tool_error = r#"{"content":[],"isError":true}"#;
-        let errored = parse(&line(
-            &call(),
-            PARAMS,
-            Ended::Success(tool_error),
-            1,
-            now,
-            false,
-        ));
-        assert_eq!(errored["outcome"], "error");
+        let tool_error = json!({"content": [], "isError": true});
+        assert_eq!(
+            logged(Ended::Success(&tool_error), 1, now, false)["outcome"],
+            "error"
+        );
     }
 }

@@ -24,12 +24,16 @@ pub const PLUGIN_WIT: &str = include_str!("../../wit/plugin.wit");
 
 #[derive(Subcommand, Debug)]
 pub enum PluginCommand {
-    /// Write a new plugin project that builds as it is (one example tool, WIT vendored in).
+    /// Write a new plugin project that builds as it is (one example tool, WIT vendored in),
+    /// or with `--kind middleware` a pass-through middleware.
     New {
         /// The plugin's name: its crate, its file (NAME.wasm) and its tools' prefix.
         name: String,
         #[arg(long, value_enum, default_value_t = Lang::Rust)]
         lang: Lang,
+        /// A plugin (tools) or a middleware (hooks on requests, results and lists).
+        #[arg(long, value_enum, default_value_t = Kind::Plugin)]
+        kind: Kind,
         /// Where to create the project (default: ./NAME).
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
@@ -58,9 +62,21 @@ pub enum Lang {
     Js,
 }
 
+/// What `plugin new` writes: a component of which world.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Plugin,
+    Middleware,
+}
+
 pub fn run(command: PluginCommand) -> ExitCode {
     match command {
-        PluginCommand::New { name, lang, dir } => new::run(&name, lang, dir),
+        PluginCommand::New {
+            name,
+            lang,
+            kind,
+            dir,
+        } => new::run(&name, lang, kind, dir),
         PluginCommand::Build { dir } => block_on(build::run(dir.unwrap_or_else(|| ".".into()))),
         PluginCommand::Inspect { file, json } => block_on(inspect::run(&file, json)),
         PluginCommand::Call(args) => block_on(call::run(args)),

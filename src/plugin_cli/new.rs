@@ -1,11 +1,12 @@
-//! `plugin new NAME`: a project from the templates in `templates/plugin/`, with the WIT
+//! `plugin new NAME`: a project from the templates in `templates/plugin/` (or, with
+//! `--kind middleware`, `templates/middleware/`, Rust only), with the WIT
 //! this binary loads vendored in (for Rust, inside the plugin SDK `sdk/rust/`, vendored
 //! whole), so that it builds as it is, offline but for crates.io, and loads here.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::Lang;
+use super::{Kind, Lang};
 
 /// The componentize-py the repository's Python plugin is built with (its build.sh).
 pub const COMPONENTIZE_PY: &str = "0.25.1";
@@ -28,6 +29,25 @@ const RUST: &[(&str, &str)] = &[
     (
         ".gitignore",
         include_str!("../../templates/plugin/rust/gitignore"),
+    ),
+];
+
+const RUST_MIDDLEWARE: &[(&str, &str)] = &[
+    (
+        "Cargo.toml",
+        include_str!("../../templates/middleware/rust/Cargo.toml"),
+    ),
+    (
+        "src/lib.rs",
+        include_str!("../../templates/middleware/rust/lib.rs"),
+    ),
+    (
+        "README.md",
+        include_str!("../../templates/middleware/rust/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../templates/middleware/rust/gitignore"),
     ),
 ];
 
@@ -132,11 +152,12 @@ const JS: &[(&str, &str)] = &[
     ),
 ];
 
-pub fn run(name: &str, lang: Lang, dir: Option<PathBuf>) -> ExitCode {
+pub fn run(name: &str, lang: Lang, kind: Kind, dir: Option<PathBuf>) -> ExitCode {
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
-    match create(name, lang, &dir) {
+    match create(name, lang, kind, &dir) {
         Ok(()) => {
-            println!("created {} ({lang:?} plugin `{name}`)", dir.display());
+            let what = format!("{kind:?}").to_lowercase();
+            println!("created {} ({lang:?} {what} `{name}`)", dir.display());
             println!("next: cd {} && wasmgate plugin build", dir.display());
             ExitCode::SUCCESS
         }
@@ -161,8 +182,28 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
+/// `my-guard_2` → `MyGuard2`: the middleware's type in the template.
+fn type_name(name: &str) -> String {
+    name.split(['-', '_'])
+        .flat_map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase())
+                .into_iter()
+                .chain(chars)
+        })
+        .collect()
+}
+
+pub fn create(name: &str, lang: Lang, kind: Kind, dir: &Path) -> Result<(), String> {
     check_name(name)?;
+    if kind == Kind::Middleware && lang != Lang::Rust {
+        return Err(format!(
+            "a middleware project is not yet available for {lang:?}: use --lang rust \
+             (the SDK's `middleware` module)"
+        ));
+    }
     if dir.exists() && std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_some()) {
         return Err(format!(
             "{} already exists and is not empty (choose another NAME or --dir)",
@@ -170,6 +211,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
         ));
     }
     let files = match lang {
+        Lang::Rust if kind == Kind::Middleware => RUST_MIDDLEWARE,
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
         Lang::Js => JS,
@@ -177,6 +219,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path) -> Result<(), String> {
     let fill = |text: &str| {
         text.replace("{{name}}", name)
             .replace("{{crate}}", &name.replace('-', "_"))
+            .replace("{{type}}", &type_name(name))
             .replace("{{sdk_version}}", sdk_version())
             .replace("{{componentize_py}}", COMPONENTIZE_PY)
             .replace("{{componentize_js}}", COMPONENTIZE_JS)
@@ -216,6 +259,35 @@ mod tests {
         assert!(check_name("my-tool_2").is_ok());
         for bad in ["", "2x", "a b", "a/b", "../x"] {
             assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_middleware_project_is_rust_with_both_wits_and_its_type_named() {
+        assert_eq!(type_name("my-guard_2"), "MyGuard2");
+        let dir = std::env::temp_dir().join(format!("wasmgate-new-mw-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        create("my-guard", Lang::Rust, Kind::Middleware, &dir).unwrap();
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("impl Middleware for MyGuard {"), "{lib}");
+        assert!(lib.contains("export_middleware!(MyGuard)") && !lib.contains("{{"));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("wasmgate-plugin/wit/middleware/middleware.wit"))
+                .unwrap(),
+            MIDDLEWARE_WIT
+        );
+        assert!(
+            dir.join("wasmgate-plugin/src/middleware/request.rs")
+                .is_file()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        for lang in [Lang::Python, Lang::Js] {
+            let err = create("my-guard", lang, Kind::Middleware, &dir).unwrap_err();
+            assert!(
+                err.contains("not yet available") && err.contains("--lang rust"),
+                "{err}"
+            );
+            assert!(!dir.exists());
         }
     }
 
@@ -281,7 +353,7 @@ mod tests {
         assert!(script.contains(&format!("componentize_js_version={COMPONENTIZE_JS}")));
         let dir = std::env::temp_dir().join(format!("wasmgate-new-js-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        create("my-tool", Lang::Js, &dir).unwrap();
+        create("my-tool", Lang::Js, Kind::Plugin, &dir).unwrap();
         let package: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("package.json")).unwrap())
                 .unwrap();
@@ -307,7 +379,7 @@ mod tests {
     fn a_project_is_written_with_the_wit_and_no_placeholder_left() {
         let dir = std::env::temp_dir().join(format!("wasmgate-new-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        create("my-tool", Lang::Rust, &dir).unwrap();
+        create("my-tool", Lang::Rust, Kind::Plugin, &dir).unwrap();
         let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(cargo.contains("name = \"my-tool\"") && !cargo.contains("{{"));
         assert!(cargo.contains(&format!("wasmgate-plugin = \"{}\"", sdk_version())));
@@ -319,7 +391,7 @@ mod tests {
         );
         assert!(dir.join("wasmgate-plugin/src/tool.rs").is_file());
         assert!(
-            create("my-tool", Lang::Rust, &dir)
+            create("my-tool", Lang::Rust, Kind::Plugin, &dir)
                 .unwrap_err()
                 .contains("not empty")
         );

@@ -24,6 +24,7 @@ mod instances;
 mod lifecycle;
 mod listen;
 mod middleware_pins;
+mod middleware_template;
 mod modern_front;
 mod notifications;
 mod param_headers;

@@ -310,7 +310,7 @@ fn call_runs_in_the_sandbox_with_only_the_grants_given() {
 
 /// A target folder shared by every run of the template tests (under the one cargo uses),
 /// so that wit-bindgen and its dependencies are compiled once, not at each run.
-fn shared_target() -> PathBuf {
+pub(crate) fn shared_target() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     // target/debug/deps/gateway-HASH
     let target = exe.ancestors().nth(3).unwrap().to_path_buf();

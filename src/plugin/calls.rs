@@ -14,6 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::{Engine, Store};
 
 use super::bindings::{self, CallError};
+use super::kind::Bound;
 use super::sandbox::StoreState;
 use super::version::{Slot, TimeLimit, Version};
 use super::{CallContext, PluginError, convert, engine, host_impl, kept, limits, pool, workers};
@@ -28,6 +29,18 @@ pub(super) enum Instance {
     Ready(pool::Ready),
     Make(Arc<Semaphore>),
     Kept(kept::Lease, Option<kept::Held>),
+}
+
+/// What a call holds once it may run (see [`Calls::enter`]).
+pub(super) struct Entered {
+    pub(super) instance: Instance,
+    /// Whether its first poll runs on the caller's thread.
+    pub(super) inline: bool,
+    /// Its instance is kept between calls: it took nothing from the ready pool, and
+    /// leaves nothing there to refill.
+    pub(super) keeps: bool,
+    pub(super) turn: OwnedSemaphorePermit,
+    pub(super) time: TimeLimit,
 }
 
 /// What calls need, shared with loading (which installs versions in the catalog and runs
@@ -79,52 +92,24 @@ impl Calls {
         let arguments = arguments.to_string();
         let limit = ctx.timeout.min(version.settings.limits.timeout);
         let started = Instant::now();
-        // A session's calls wait for its kept instance before they take a turn: one
-        // session's calls queued behind each other hold no turns that others could use.
-        let mut evicted = Vec::new();
-        let lease = version
-            .kept
-            .lease(ctx.session.as_ref(), limit, &mut evicted)
-            .await;
-        self.drop_kept(evicted);
-        let Ok(lease) = lease else {
-            let reason = limits::session_busy_message(plugin, limit);
-            tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
-            slot.stats.failed(&reason);
-            return Ok(convert::error_result(reason).into());
-        };
-        // The waits for the instance and a turn count against the call's time; no timer
-        // when a turn is free.
-        let turn = match slot.turns.clone().try_acquire_owned() {
-            Ok(turn) => Ok(turn),
-            Err(_) => permits_within(&slot.turns, 1, limit.saturating_sub(started.elapsed())).await,
-        };
-        let Ok(turn) = turn else {
-            let turns = slot.turn_limit.load(Ordering::Relaxed);
-            let reason = limits::no_turn_message(plugin, limit, turns);
-            tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
-            slot.stats.failed(&reason);
-            return Ok(convert::error_result(reason).into());
-        };
-        let time = TimeLimit {
-            limit,
-            since: started,
-        };
-        let keeps = lease.is_some();
-        let (instance, inline) = match lease {
-            Some(mut lease) => {
-                let held = lease.take();
-                let inline = version.may_run_inline(held.is_some());
-                (Instance::Kept(lease, held), inline)
-            }
-            None => {
-                let ready = version.pool.take();
-                let inline = version.may_run_inline(ready.is_some());
-                let instance =
-                    ready.map_or_else(|| Instance::Make(self.instances.clone()), Instance::Ready);
-                (instance, inline)
+        let entered = match self
+            .enter(&slot, &version, ctx.session.as_ref(), limit, started)
+            .await
+        {
+            Ok(entered) => entered,
+            Err(reason) => {
+                tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, "{reason}");
+                slot.stats.failed(&reason);
+                return Ok(convert::error_result(reason).into());
             }
         };
+        let Entered {
+            instance,
+            inline,
+            keeps,
+            turn,
+            time,
+        } = entered;
         let task_tool = tool.to_string();
         let outcome = self
             .run(
@@ -136,9 +121,10 @@ impl Calls {
                 },
                 instance,
                 inline,
-                |store, plugin| {
+                |store, bound| {
                     Box::pin(async move {
-                        plugin
+                        bound
+                            .tools()?
                             .wasmgate_plugin_tool()
                             .call_call_tool(store, &task_tool, &arguments)
                             .await
@@ -190,6 +176,64 @@ impl Calls {
         }
     }
 
+    /// Takes what a call of `version` needs before it runs, within `limit` from `started`:
+    /// its kept instance's lease (per the `instance` mode), a turn, and an instance (kept,
+    /// ready, or one to make). `Err` is why not, in words for the client.
+    pub(super) async fn enter(
+        &self,
+        slot: &Slot,
+        version: &Arc<Version>,
+        session: Option<&Arc<str>>,
+        limit: Duration,
+        started: Instant,
+    ) -> Result<Entered, String> {
+        let name = &*version.name;
+        // A session's calls wait for its kept instance before they take a turn: one
+        // session's calls queued behind each other hold no turns that others could use.
+        let mut evicted = Vec::new();
+        let lease = version.kept.lease(session, limit, &mut evicted).await;
+        self.drop_kept(evicted);
+        let Ok(lease) = lease else {
+            return Err(limits::session_busy_message(name, limit));
+        };
+        // The waits for the instance and a turn count against the call's time; no timer
+        // when a turn is free.
+        let turn = match slot.turns.clone().try_acquire_owned() {
+            Ok(turn) => Ok(turn),
+            Err(_) => permits_within(&slot.turns, 1, limit.saturating_sub(started.elapsed())).await,
+        };
+        let Ok(turn) = turn else {
+            let turns = slot.turn_limit.load(Ordering::Relaxed);
+            return Err(limits::no_turn_message(name, limit, turns));
+        };
+        let time = TimeLimit {
+            limit,
+            since: started,
+        };
+        let keeps = lease.is_some();
+        let (instance, inline) = match lease {
+            Some(mut lease) => {
+                let held = lease.take();
+                let inline = version.may_run_inline(held.is_some());
+                (Instance::Kept(lease, held), inline)
+            }
+            None => {
+                let ready = version.pool.take();
+                let inline = version.may_run_inline(ready.is_some());
+                let instance =
+                    ready.map_or_else(|| Instance::Make(self.instances.clone()), Instance::Ready);
+                (instance, inline)
+            }
+        };
+        Ok(Entered {
+            instance,
+            inline,
+            keeps,
+            turn,
+            time,
+        })
+    }
+
     /// Runs `f` on an instance of `version` — `ready` if given, else one made
     /// now in a fresh store — armed with the call's limits. With `inline`, its first
     /// poll happens here, on the caller's (I/O) thread, and what is left after it runs
@@ -204,7 +248,7 @@ impl Calls {
         inline: bool,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
-            &'a bindings::Plugin,
+            &'a Bound,
         ) -> std::pin::Pin<
             Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
         > + Send
@@ -249,7 +293,7 @@ impl Calls {
         instance: Instance,
         f: impl for<'a> FnOnce(
             &'a mut Store<StoreState>,
-            &'a bindings::Plugin,
+            &'a Bound,
         ) -> std::pin::Pin<
             Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
         >,

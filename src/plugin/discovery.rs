@@ -241,9 +241,20 @@ pub(super) struct Desired {
     pub(super) passed_over: Vec<(PathBuf, String)>,
 }
 
+/// [`desired_plugins_with`] the middleware bundled into this binary.
 pub(super) fn desired_plugins(
     config: &PluginsConfig,
     bundled: &'static [(&'static str, &'static [u8])],
+) -> Desired {
+    desired_plugins_with(config, bundled, crate::bundled::BUNDLED_MIDDLEWARE)
+}
+
+/// What `config` asks for, with `bundled` as the bundled plugins (`bundled = true`) and
+/// `middleware` as the bundled middleware that `use` in a `[[middleware]]` entry names.
+pub(super) fn desired_plugins_with(
+    config: &PluginsConfig,
+    bundled: &'static [(&'static str, &'static [u8])],
+    middleware: &'static [(&'static str, &'static [u8])],
 ) -> Desired {
     let mut out = BTreeMap::new();
     let mut passed_over = Vec::new();
@@ -254,6 +265,11 @@ pub(super) fn desired_plugins(
             && path.is_file()
         {
             out.insert(name.clone(), (Source::File(path.clone()), settings(name)));
+        }
+        if let (None, Some(uses), false) = (&entry.path, &entry.uses_bundled, entry.disabled)
+            && let Some((_, bytes)) = middleware.iter().find(|(bundled, _)| bundled == uses)
+        {
+            out.insert(name.clone(), (Source::Bundled(bytes), settings(name)));
         }
     }
     if let Some(dir) = &config.dir {
@@ -271,7 +287,19 @@ pub(super) fn desired_plugins(
                         continue;
                     };
                     match config.plugins.get(&name) {
-                        // Its name is configured: off, or served from its `path`.
+                        // Its name is configured: off, or served from its `path` or a
+                        // bundled middleware.
+                        Some(entry) if entry.uses_bundled.is_some() && entry.path.is_none() => {
+                            if let (false, Some(uses)) = (entry.disabled, &entry.uses_bundled)
+                                && path.is_file()
+                            {
+                                let why = format!(
+                                    "middleware `{name}` runs the bundled `{uses}`; rename this \
+                                     file to serve it as well"
+                                );
+                                passed_over.push((path, why));
+                            }
+                        }
                         Some(entry) if entry.disabled || entry.path.is_some() => {
                             if let Some(other) = entry.path.as_deref()
                                 && !entry.disabled
@@ -316,6 +344,20 @@ pub(super) fn desired_plugins(
         plugins: out,
         passed_over,
     }
+}
+
+/// The middleware entries of `config` whose `use` names none of the bundled `middleware`,
+/// as (entry, what it uses).
+pub(super) fn missing_bundled(
+    config: &PluginsConfig,
+    middleware: &[(&str, &[u8])],
+) -> Vec<(String, String)> {
+    (config.plugins.values())
+        .filter(|entry| entry.path.is_none() && !entry.disabled)
+        .filter_map(|entry| Some((entry, entry.uses_bundled.as_ref()?)))
+        .filter(|(_, uses)| !middleware.iter().any(|(bundled, _)| bundled == uses))
+        .map(|(entry, uses)| (entry.name.clone(), uses.clone()))
+        .collect()
 }
 
 /// A folder file that takes a configured plugin's grants, or a bundled plugin's place, by its

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard, OwnedSemaphorePermit};
 use wasmtime::Store;
 
-use super::bindings::Plugin;
 use super::calls::Calls;
+use super::kind::Bound;
 use super::lock;
 use super::sandbox::StoreState;
 use crate::config::{InstanceMode, InstancePolicy, MAX_CALLS_AT_ONCE};
@@ -28,7 +28,7 @@ pub const MAX_SESSION_INSTANCES: usize = MAX_CALLS_AT_ONCE;
 /// An instance between calls: its store, its slot, and its tag.
 pub struct Held {
     pub store: Store<StoreState>,
-    pub instance: Plugin,
+    pub instance: Bound,
     pub permit: OwnedSemaphorePermit,
     pub tag: Tag,
 }

@@ -12,10 +12,11 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 use wasmtime::component::{Component, Linker};
 
-use super::bindings::PluginPre;
 use super::cache::{self, Cache};
 use super::calls::{Calls, Instance, cut_error};
-use super::discovery::{Desired, desired_plugins};
+use super::discovery::{Desired, desired_plugins, missing_bundled};
+use super::hooks::{self, Interest, PluginKind};
+use super::kind::{Bound, HOOKS_EXPORT, Pre, TOOL_EXPORT};
 use super::sandbox::StoreState;
 use super::version::{Code, Settings, Slot, Source, TimeLimit, Version, turn_limit};
 use super::{
@@ -29,6 +30,12 @@ const MAX_TOOLS: usize = 1000;
 
 /// How long `list-tools` may take when a version is validated, at most.
 const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A tool plugin's checked tools, and the output schemas of those that declare one.
+type ToolListing = (
+    Vec<serde_json::Value>,
+    HashMap<String, Arc<convert::OutputSchema>>,
+);
 
 /// The largest component file read, well above an interpreter's (CPython's).
 const MAX_COMPONENT_BYTES: u64 = 256 << 20;
@@ -202,6 +209,17 @@ impl Loader {
         self.warn_passed_over(passed_over);
         let current = self.calls.slots.load_full();
         lock(&self.failed).retain(|name, _| desired.contains_key(name));
+        let bundled_middleware = crate::bundled::BUNDLED_MIDDLEWARE;
+        for (name, uses) in missing_bundled(&control.config, bundled_middleware) {
+            let error = LoadError {
+                what: format!("middleware `{name}` (bundled `{uses}`)"),
+                why: format!(
+                    "this build bundles no middleware `{uses}` (it bundles: {})",
+                    bundled_names(bundled_middleware)
+                ),
+            };
+            self.load_failed(name, None, error);
+        }
         for (name, entry) in &control.config.plugins {
             if let (Some(path), false, false) =
                 (&entry.path, entry.disabled, desired.contains_key(name))
@@ -372,7 +390,15 @@ impl Loader {
         self.load_code_inner(name, source, settings, existing)
             .await
             .map_err(|why| LoadError {
-                what: format!("plugin `{name}` ({})", source.describe()),
+                what: format!(
+                    "{} `{name}` ({})",
+                    if settings.middleware {
+                        "middleware"
+                    } else {
+                        "plugin"
+                    },
+                    source.describe()
+                ),
                 why,
             })
     }
@@ -473,46 +499,108 @@ impl Loader {
                 limits::chain(&e)
             )
         })?;
-        let pre = PluginPre::new(pre).map_err(|e| {
-            format!(
-                "does not implement the world wasmgate:plugin/plugin@0.1.0: {}",
-                limits::chain(&e)
-            )
+        let pre = Pre::new(pre).map_err(|(as_tools, as_middleware)| match settings.middleware {
+            true => format!(
+                "does not implement the world wasmgate:middleware/middleware@0.1.0: {as_middleware}"
+            ),
+            false => {
+                format!("does not implement the world wasmgate:plugin/plugin@0.1.0: {as_tools}")
+            }
         })?;
+        match (pre.kind(), settings.middleware) {
+            (PluginKind::Middleware, false) => {
+                return Err(format!(
+                    "is a middleware (exports {HOOKS_EXPORT}); use it in a [[middleware]] entry"
+                ));
+            }
+            (PluginKind::Tools, true) => {
+                return Err(format!(
+                    "is a tool plugin, not a middleware (it exports {TOOL_EXPORT}, not \
+                     {HOOKS_EXPORT}); serve it under [plugins]"
+                ));
+            }
+            _ => {}
+        }
 
-        let probe = Version::new(
+        let probe = Arc::new(Version::new(
             name.clone(),
             source.clone(),
             Arc::new(Code {
                 digest: digest.clone(),
                 pre: pre.clone(),
+                interest: None,
                 tools: Vec::new(),
                 output_schemas: HashMap::new(),
                 big_runtime: false,
                 units,
             }),
             settings.clone(),
-        );
+        ));
         let time = TimeLimit {
             limit: settings.limits.timeout.min(LIST_TOOLS_TIMEOUT),
             since: Instant::now(),
         };
+        let (tools, output_schemas, interest) = match pre.kind() {
+            PluginKind::Tools => {
+                let (tools, schemas) = self.probe_tools(probe, time).await?;
+                (tools, schemas, None)
+            }
+            PluginKind::Middleware => {
+                let interest = self.probe_middleware(probe, time).await?;
+                (Vec::new(), HashMap::new(), Some(Arc::new(interest)))
+            }
+        };
+        Ok(Some((
+            Arc::new(Code {
+                digest,
+                pre,
+                interest,
+                tools,
+                output_schemas,
+                big_runtime,
+                units,
+            }),
+            compile_ms,
+        )))
+    }
+
+    /// Runs `f` on a fresh instance of `probe`, with probe slots of its own: a reload
+    /// validates even while calls hold every other slot.
+    async fn probe<R: Send + 'static>(
+        &self,
+        probe: Arc<Version>,
+        time: TimeLimit,
+        f: impl for<'a> FnOnce(
+            &'a mut wasmtime::Store<StoreState>,
+            &'a Bound,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>,
+        > + Send
+        + 'static,
+    ) -> Result<R, String> {
+        let probes = Instance::Make(self.probes.clone());
+        (self.calls)
+            .run(probe, time, host_impl::Sinks::default(), probes, false, f)
+            .await
+    }
+
+    /// A tool plugin's tools, from `list-tools`, checked: their number, size, names and
+    /// schemas; with the output schemas compiled.
+    async fn probe_tools(
+        &self,
+        probe: Arc<Version>,
+        time: TimeLimit,
+    ) -> Result<ToolListing, String> {
         let infos = self
-            .calls
-            .run(
-                Arc::new(probe),
-                time,
-                host_impl::Sinks::default(),
-                // Probes have slots of their own: a reload validates even while calls
-                // hold every other slot.
-                Instance::Make(self.probes.clone()),
-                false,
-                |store, plugin| {
-                    Box::pin(
-                        async move { plugin.wasmgate_plugin_tool().call_list_tools(store).await },
-                    )
-                },
-            )
+            .probe(probe, time, |store, bound| {
+                Box::pin(async move {
+                    bound
+                        .tools()?
+                        .wasmgate_plugin_tool()
+                        .call_list_tools(store)
+                        .await
+                })
+            })
             .await
             .map_err(|e| format!("list-tools failed: {e}"))?;
         if infos.len() > MAX_TOOLS {
@@ -530,7 +618,7 @@ impl Loader {
             ));
         }
         // Compiling schemas takes time and memory: off the I/O thread.
-        let checked = tokio::task::spawn_blocking({
+        tokio::task::spawn_blocking({
             move || {
                 let mut tools = Vec::with_capacity(infos.len());
                 let mut output_schemas = HashMap::new();
@@ -557,19 +645,28 @@ impl Loader {
             }
         })
         .await
-        .map_err(|e| format!("checking its tools failed: {e}"))?;
-        let (tools, output_schemas) = checked?;
-        Ok(Some((
-            Arc::new(Code {
-                digest,
-                pre,
-                tools,
-                output_schemas,
-                big_runtime,
-                units,
-            }),
-            compile_ms,
-        )))
+        .map_err(|e| format!("checking its tools failed: {e}"))?
+    }
+
+    /// A middleware's interest, from `describe`, bounded.
+    async fn probe_middleware(
+        &self,
+        probe: Arc<Version>,
+        time: TimeLimit,
+    ) -> Result<Interest, String> {
+        let interest = self
+            .probe(probe, time, |store, bound| {
+                Box::pin(async move {
+                    bound
+                        .middleware()?
+                        .wasmgate_middleware_hooks()
+                        .call_describe(store)
+                        .await
+                })
+            })
+            .await
+            .map_err(|e| format!("describe failed: {e}"))?;
+        hooks::interest_from(interest)
     }
 
     /// Serves `version` from now on; `true` when it replaces a version whose last reload
@@ -632,6 +729,16 @@ pub fn check_plugin_files(config: &PluginsConfig) -> Vec<(String, PathBuf, Strin
             Some((name, path, problem))
         })
         .collect()
+}
+
+/// The names of a bundle, for a message: "a, b", or "none".
+fn bundled_names(bundle: &[(&str, &[u8])]) -> String {
+    match bundle.is_empty() {
+        true => "none".into(),
+        false => (bundle.iter().map(|(name, _)| *name))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }
 
 /// Refuses what is not a component before wasmtime sees it, with a reason a

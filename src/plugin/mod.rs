@@ -1,5 +1,6 @@
 //! The WebAssembly plugin host: loads WASI components that implement the
-//! `wasmgate:plugin` world, lists their tools, runs every call in a sandboxed and limited
+//! `wasmgate:plugin` world (or the `wasmgate:middleware` world: see `hook_calls`), lists
+//! their tools, runs every call in a sandboxed and limited
 //! instance (a fresh one per call, or one kept per session or shared, per the plugin's
 //! `instance` mode), and hot-reloads plugins whose files change.
 //!
@@ -14,10 +15,14 @@ mod convert;
 mod discovery;
 mod engine;
 mod grants;
+mod hook_calls;
+mod hooks;
 mod host_impl;
 mod kept;
+mod kind;
 mod limits;
 mod loading;
+mod middleware_bindings;
 mod outbound;
 mod pool;
 mod refill;
@@ -26,6 +31,8 @@ mod version;
 mod watch;
 mod workers;
 
+#[cfg(test)]
+mod middleware_tests;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +49,11 @@ use crate::config::{PluginLimits, PluginsConfig};
 use crate::protocol::{self, RpcError};
 pub use cache::hex;
 use calls::{Calls, said_of};
+pub use hook_calls::Middleware;
+pub use hooks::{
+    Denial, Direction, Edit, HookCall, HookContext, HookError, Interest, ListContext, ListEntry,
+    Outcome, PluginKind, RequestAction, ResultAction,
+};
 use loading::Loader;
 pub use loading::{check_header, check_plugin_files};
 use sandbox::StoreState;
@@ -59,8 +71,13 @@ pub struct PluginInfo {
     pub namespace: String,
     /// The component file; `None` for a plugin bundled into the binary.
     pub path: Option<PathBuf>,
-    /// MCP `Tool` objects with unprefixed names, after the tool filter.
+    /// MCP `Tool` objects with unprefixed names, after the tool filter; none for a
+    /// middleware.
     pub tools: Vec<Value>,
+    /// A tool plugin or a middleware.
+    pub kind: PluginKind,
+    /// A middleware's `describe`; `None` for a tool plugin.
+    pub interest: Option<Interest>,
     /// sha256 of the component bytes, hex.
     pub digest: String,
     pub loaded_at: SystemTime,
@@ -315,6 +332,8 @@ impl PluginHost {
                     namespace: version.settings.namespace.clone(),
                     path: version.source.path().map(Path::to_path_buf),
                     tools: version.tools.clone(),
+                    kind: version.code.pre.kind(),
+                    interest: version.code.interest.as_deref().cloned(),
                     digest: version.code.digest.clone(),
                     loaded_at: version.loaded_at,
                     limits: self.effective(version.settings.limits),

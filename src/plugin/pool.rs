@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedSemaphorePermit;
 use wasmtime::Store;
 
-use super::bindings::Plugin;
+use super::kind::Bound;
 use super::lock;
 use super::sandbox::StoreState;
 
@@ -48,7 +48,7 @@ pub fn is_big_runtime(len: usize) -> bool {
 /// share of the host's instance budget.
 pub struct Ready {
     pub store: Store<StoreState>,
-    pub instance: Plugin,
+    pub instance: Bound,
     pub permit: OwnedSemaphorePermit,
 }
 

@@ -93,11 +93,9 @@ impl Calls {
             // so that a stuck warm-up frees its slot and the pool refills.
             let warm_up = async {
                 match version.code.pre.instantiate_async(&mut store).await {
-                    Ok(instance) if version.code.big_runtime => instance
-                        .wasmgate_plugin_tool()
-                        .call_list_tools(&mut store)
-                        .await
-                        .map(|_| instance),
+                    Ok(instance) if version.code.big_runtime => {
+                        instance.warm_up(&mut store).await.map(|()| instance)
+                    }
                     other => other,
                 }
             };

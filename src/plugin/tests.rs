@@ -33,7 +33,7 @@ impl PluginHost {
     }
 }
 
-const ECHO: &str = concat!(
+pub(super) const ECHO: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/plugins/target/wasm32-wasip2/release/echo.wasm"
 );
@@ -59,7 +59,7 @@ const JSON: &str = concat!(
 );
 
 /// How long a test waits for an event before it fails.
-const EVENT_WAIT: Duration = Duration::from_secs(60);
+pub(super) const EVENT_WAIT: Duration = Duration::from_secs(60);
 
 fn entry(name: &str, path: Option<&str>) -> PluginConfig {
     PluginConfig::plain(
@@ -70,7 +70,7 @@ fn entry(name: &str, path: Option<&str>) -> PluginConfig {
     )
 }
 
-fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
+pub(super) fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
     PluginsConfig {
         dir: None,
         watch: false,
@@ -83,7 +83,9 @@ fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
     }
 }
 
-async fn start(config: &PluginsConfig) -> (Arc<PluginHost>, mpsc::UnboundedReceiver<PluginEvent>) {
+pub(super) async fn start(
+    config: &PluginsConfig,
+) -> (Arc<PluginHost>, mpsc::UnboundedReceiver<PluginEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let host = PluginHost::start(config, &[], tx)
         .await
@@ -1030,6 +1032,7 @@ async fn measure() {
         let instance = version
             .code
             .pre
+            .tools()
             .instantiate_async(&mut store)
             .await
             .unwrap();
@@ -1237,6 +1240,7 @@ async fn measure_first_call() {
             let instance = version
                 .code
                 .pre
+                .tools()
                 .instantiate_async(&mut store)
                 .await
                 .unwrap();
@@ -1500,6 +1504,7 @@ async fn measure_make_call_drop() {
             let instance = version
                 .code
                 .pre
+                .tools()
                 .instantiate_async(&mut store)
                 .await
                 .unwrap();

@@ -11,10 +11,10 @@ use arc_swap::ArcSwap;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use super::bindings::PluginPre;
 use super::discovery::default_namespace;
 use super::grants::GrantedDir;
-use super::sandbox::StoreState;
+use super::hooks::Interest;
+use super::kind::Pre;
 use super::{convert, engine, kept, lock, pool};
 use crate::config::{InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
 
@@ -33,6 +33,8 @@ pub struct Settings {
     pub tool_filter: ToolFilter,
     pub instances: InstancePolicy,
     pub calls_at_once: Option<usize>,
+    /// From a `[[middleware]]` entry: its code must be a middleware, and a plugin's must not.
+    pub middleware: bool,
 }
 
 impl Settings {
@@ -54,6 +56,7 @@ impl Settings {
                 tool_filter: c.tool_filter.clone(),
                 instances: c.instances,
                 calls_at_once: c.calls_at_once,
+                middleware: c.middleware,
             },
             None => Settings {
                 namespace: default_namespace(name),
@@ -67,6 +70,7 @@ impl Settings {
                 tool_filter: ToolFilter::default(),
                 instances: InstancePolicy::default(),
                 calls_at_once: None,
+                middleware: false,
             },
         }
     }
@@ -86,6 +90,7 @@ impl Settings {
             && self.tool_filter.same_as(&other.tool_filter)
             && self.instances == other.instances
             && self.calls_at_once == other.calls_at_once
+            && self.middleware == other.middleware
     }
 }
 
@@ -132,13 +137,15 @@ impl Source {
 /// only in settings.
 pub(super) struct Code {
     pub(super) digest: String,
-    pub(super) pre: PluginPre<StoreState>,
-    /// Every tool the plugin lists, validated, unfiltered.
+    pub(super) pre: Pre,
+    /// A middleware's `describe`, bounded; `None` for a tool plugin.
+    pub(super) interest: Option<Arc<Interest>>,
+    /// Every tool the plugin lists, validated, unfiltered (none for a middleware).
     pub(super) tools: Vec<Value>,
     /// The output schemas of the tools that declare one, by tool name.
     pub(super) output_schemas: HashMap<String, Arc<convert::OutputSchema>>,
     /// An interpreter inside (see `pool::BIG_RUNTIME`): each ready instance gets a
-    /// `list-tools` call first, and a call starts inline only on a ready instance.
+    /// `list-tools` (or `describe`) call first, and a call starts inline only on a ready instance.
     pub(super) big_runtime: bool,
     /// Permits of the instance semaphores one instance takes: its memories' pool slots.
     pub(super) units: u32,

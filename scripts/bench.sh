@@ -4,7 +4,8 @@
 # on every core. Arguments go to the bench: --quick, --rounds N, --calls1 N,
 # --calls16 N, --startups N, --py-calls N, --reloads N, --only SECTION (calls,
 # python, reload, startup, http, eras (a tools/call of 2025-11-25 against 2026-07-28 over
-# HTTP, one gateway), instances, remote, scale (100 servers of 114 tools:
+# HTTP, one gateway), instances, middleware (a pass-through chain of 1 and 3 links
+# against none), remote, scale (100 servers of 114 tools:
 # ready, the whole tools/list, a call, RSS, shutdown), or plugins for python, reload
 # and startup; author, a plugin author's new-to-call and dev loop, runs only when named).
 # Results: stdout and target/bench-results.json. The Python plugin section needs

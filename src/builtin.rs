@@ -13,6 +13,7 @@ use crate::config::{Config, ServerTransport};
 use crate::gateway::Gateway;
 use crate::names;
 use crate::peer::ClientPeer;
+use crate::plugin::PluginKind;
 use crate::protocol::RpcError;
 use crate::telemetry::events::Query;
 
@@ -138,10 +139,14 @@ pub fn status(gateway: &Gateway) -> Value {
         }
         for plugin in host.plugins() {
             let loaded_at: chrono::DateTime<chrono::Utc> = plugin.loaded_at.into();
+            let kind = match plugin.kind {
+                PluginKind::Tools => "wasm",
+                PluginKind::Middleware => "middleware",
+            };
             plugins.push((
                 plugin.name.clone(),
                 json!({
-                    "kind": "wasm",
+                    "kind": kind,
                     "status": "ready",
                     "namespace": plugin.namespace,
                     "tool_count": tools_of(true, &plugin.name),
@@ -221,6 +226,8 @@ pub fn status(gateway: &Gateway) -> Value {
             "resource_count": catalog.resources.len(),
         },
         "backends": backends,
+        // In order; the operator's (a scope names servers a profile may not see).
+        "middleware": gateway.middleware_status(),
         // Over all principals: the operator's.
         "relay": {"calls_waiting_for_input": gateway.relay.parked.len()},
     });
@@ -257,6 +264,7 @@ fn status_for(gateway: &Gateway, viewer: &ClientPeer) -> Value {
     if let Some(object) = status.as_object_mut() {
         object.remove("http");
         object.remove("relay");
+        object.remove("middleware");
     }
     if let Some(config) = status["gateway"]["config"].as_object_mut() {
         config.remove("file");

@@ -28,4 +28,6 @@ pub use validate::{ENV_TOKEN, EnvTokenError, MIN_TOKEN, check_listen, env_token}
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_middleware;
+#[cfg(test)]
 mod tests_security;

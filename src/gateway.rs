@@ -1,6 +1,7 @@
 //! The gateway's shared state and its life: starting backends, turning backend events
 //! into catalog swaps and client notifications, applying config changes, shutting down.
 
+mod chain;
 mod exclusive;
 mod from_servers;
 mod rebuild;
@@ -21,6 +22,7 @@ use crate::backend::Backend;
 use crate::backend::{BackendEvent, BackendState, ClientRequests};
 use crate::catalog::Catalog;
 use crate::config::Config;
+use crate::middleware::Chain;
 use crate::peer::ClientPeer;
 use crate::plugin::{PluginEvent, PluginHost};
 use crate::protocol;
@@ -60,6 +62,10 @@ pub struct Gateway {
     pub plugin_news: tokio::sync::broadcast::Sender<PluginEvent>,
     /// Set when the gateway stops: open `subscriptions/listen` streams end with their result.
     listens_end: tokio::sync::watch::Sender<bool>,
+    /// The middleware chain in force (empty without `[[middleware]]`).
+    middleware: ArcSwap<Chain>,
+    /// What that chain was built from; held while it is rebuilt.
+    chain_built: Mutex<chain::ChainBuilt>,
 }
 
 impl Gateway {
@@ -88,6 +94,8 @@ impl Gateway {
             started_at: Utc::now(),
             plugin_news: tokio::sync::broadcast::channel(64).0,
             listens_end: tokio::sync::watch::channel(false).0,
+            middleware: ArcSwap::from_pointee(Chain::default()),
+            chain_built: Mutex::default(),
         });
         for server in config.servers.values().filter(|s| !s.disabled) {
             gateway.start_server(server.clone());

@@ -11,6 +11,8 @@
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
 //! - `reload`: config file watching.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
+//! - `middleware`: the `[[middleware]]` chain: which links apply to a request, their
+//!   request and result hooks around it, and the lists they edit.
 //! - `relay`: what is kept of the clients beyond one message, for what servers send:
 //!   who hears it, calls in flight, progress routes, subscriptions, and stateless calls
 //!   parked between the rounds of their `input_required` exchange.
@@ -43,6 +45,7 @@ pub mod descriptors;
 pub mod file_events;
 pub mod gateway;
 pub mod memory;
+pub mod middleware;
 pub mod names;
 pub mod nesting;
 pub mod peer;

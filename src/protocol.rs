@@ -28,6 +28,9 @@ pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// A 2025-11-25 server's "open these URLs, then retry" (`data.elicitations`); the
 /// 2026-07-28 era says it with an `input_required` result instead.
 pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+/// A middleware refused the request (its own denial, or its failure under
+/// `on_error = "deny"`), unless the middleware gave a code of its own.
+pub const MIDDLEWARE_DENIED: i64 = -32003;
 
 /// A JSON-RPC error object: data, not a Rust error, so it can travel unchanged.
 #[derive(Debug, Clone, PartialEq)]

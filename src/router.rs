@@ -4,6 +4,7 @@
 //! family: `tools` (and the forwarding to servers), `resources` (with prompts and
 //! completions), `lists` and `logging`; this file keeps the dispatch and the profile's view.
 
+mod chained;
 mod lists;
 mod logging;
 mod mrtr_bridge;
@@ -79,7 +80,23 @@ impl Router<'_> {
         !context.view.shows(kind, name, target)
     }
 
+    /// A client's request: through the middleware chain when it has links, to the method's
+    /// handler.
     pub async fn dispatch(
+        &self,
+        context: &RequestContext,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Reply, RpcError> {
+        let chain = self.gateway.chain().await;
+        if chain.is_empty() {
+            return self.route(context, method, params).await;
+        }
+        self.through_chain(&chain, context, method, params).await
+    }
+
+    /// The method's handler.
+    async fn route(
         &self,
         context: &RequestContext,
         method: &str,

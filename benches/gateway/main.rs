@@ -25,7 +25,8 @@
 //! a plugin file: `reload.rs`), `startup` (ten cached plugins: `startup.rs`), `http` (the
 //! HTTP front: `http.rs`), `eras` (a `tools/call` of protocol 2025-11-25, in a session, against
 //! the same call of 2026-07-28, stateless, through one gateway over HTTP: `eras.rs`), `instances` (`instance = "shared"` against `"call"`:
-//! `instances.rs`), `remote` (a remote server over Streamable HTTP, through the
+//! `instances.rs`), `middleware` (no middleware against a pass-through chain of one and
+//! three links on the server path: `middleware.rs`), `remote` (a remote server over Streamable HTTP, through the
 //! gateway and direct: `remote.rs`), `scale` (100 example servers of 114 tools each: time
 //! to ready, the whole paginated `tools/list`, a call, RSS and shutdown: `scale.rs`), and,
 //! only with `--only author`, `author` (`plugin new` to a first call, cold and warm, and
@@ -56,6 +57,7 @@ mod component;
 mod eras;
 mod http;
 mod instances;
+mod middleware;
 mod pipe;
 mod python;
 mod reload;
@@ -91,7 +93,7 @@ struct Options {
     only: Vec<String>,
 }
 
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "calls",
     "python",
     "reload",
@@ -99,6 +101,7 @@ const SECTIONS: [&str; 10] = [
     "http",
     "eras",
     "instances",
+    "middleware",
     "remote",
     "scale",
     "author",
@@ -331,6 +334,9 @@ async fn bench(options: &Options, paths: &Paths, scratch: &Path) -> Result<()> {
     }
     if options.runs("instances") {
         results.extend(instances::bench(options, paths, scratch).await?);
+    }
+    if options.runs("middleware") {
+        results.extend(middleware::bench(options, paths, scratch).await?);
     }
     if options.runs("remote") {
         results.extend(remote::bench(options, paths, scratch).await?);

@@ -128,6 +128,7 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
         },
         http: HttpConfig::default(),
         profiles: Default::default(),
+        middleware: Vec::new(),
         source: None,
         warnings: Vec::new(),
     }

@@ -21,6 +21,9 @@ pub struct Config {
     /// `[profiles.NAME]`: subsets of the catalog served at `/mcp/NAME` (shared: a request
     /// holds its client's for as long as it runs).
     pub profiles: BTreeMap<String, Arc<Profile>>,
+    /// `[[middleware]]`: the chain, in order. Each entry's component is loaded as a plugin
+    /// of the same name (`plugins.plugins[name]`, with `middleware` set).
+    pub middleware: Vec<MiddlewareEntry>,
     /// The file this came from; `None` for the embedded default.
     pub source: Option<PathBuf>,
     /// Things that are not errors but that a user should hear about
@@ -469,6 +472,44 @@ pub struct PluginConfig {
     pub middleware: bool,
     /// The bundled middleware it runs (`use` in `[[middleware]]`), when it has no `path`.
     pub uses_bundled: Option<String>,
+}
+
+/// One link of the middleware chain: which component, where it applies, and what a
+/// failure of it does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MiddlewareEntry {
+    pub name: String,
+    pub on_error: OnError,
+    /// Servers whose requests it sees; `None` with `plugins` also `None`: every route.
+    pub servers: Option<Vec<String>>,
+    /// Plugins whose requests it sees.
+    pub plugins: Option<Vec<String>>,
+    /// Profiles whose requests it sees; `None`: every client, with or without a profile.
+    pub profiles: Option<Vec<String>>,
+    /// Globs over the target (tool or prompt name, resource URI); `None`: every target.
+    pub tools: Option<Vec<String>>,
+    pub disabled: bool,
+}
+
+/// What a middleware that traps, runs out of a limit, answers nonsense or is not loaded does
+/// to the request (`on_error`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Refuse the request with an error that names the middleware (fail closed).
+    #[default]
+    Deny,
+    /// Let the request through as if the middleware had passed it.
+    Pass,
+}
+
+impl OnError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Deny => "deny",
+            OnError::Pass => "pass",
+        }
+    }
 }
 
 /// The most `calls_at_once` a plugin may have: a quarter of the instance slots, so that one

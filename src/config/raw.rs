@@ -23,6 +23,8 @@ pub struct TomlFile {
     pub http: Http,
     #[serde(default)]
     pub profiles: BTreeMap<String, Profile>,
+    #[serde(default)]
+    pub middleware: Vec<Middleware>,
 }
 
 /// `[http]`: the HTTP front.
@@ -291,6 +293,68 @@ pub struct PluginEntry {
     pub calls_at_once: Option<AtLeastOne>,
 }
 
+/// `[[middleware]]`: a link of the chain. Its component's keys are a plugin's (less the
+/// tool ones), listed again because `deny_unknown_fields` and `flatten` do not combine.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Middleware {
+    pub name: Option<String>,
+    /// A bundled middleware by name.
+    #[serde(rename = "use")]
+    pub uses: Option<String>,
+    pub path: Option<String>,
+    pub on_error: Option<crate::config::OnError>,
+    pub servers: Option<Vec<String>>,
+    pub plugins: Option<Vec<String>>,
+    pub profiles: Option<Vec<String>>,
+    pub tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled: bool,
+    pub memory: Option<Bytes>,
+    pub timeout: Option<Timeout>,
+    pub fuel: Option<Fuel>,
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
+    #[serde(default)]
+    pub allow_private_addresses: bool,
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub allow_dirs: Vec<DirGrant>,
+    #[serde(default)]
+    pub allow_env: Vec<String>,
+    #[serde(default)]
+    pub config: BTreeMap<String, ConfigValue>,
+    pub instance: Option<crate::config::InstanceMode>,
+    pub instance_idle: Option<Timeout>,
+    pub max_calls_per_instance: Option<AtLeastOne>,
+    pub calls_at_once: Option<AtLeastOne>,
+}
+
+impl Middleware {
+    /// The keys its component shares with a plugin's, as a plugin entry; `shared` instances
+    /// unless it says otherwise (a middleware runs on every request).
+    pub fn component(&mut self) -> PluginEntry {
+        PluginEntry {
+            path: self.path.clone(),
+            memory: self.memory,
+            timeout: self.timeout,
+            fuel: self.fuel,
+            allow_hosts: std::mem::take(&mut self.allow_hosts),
+            allow_private_addresses: self.allow_private_addresses,
+            sha256: self.sha256.take(),
+            allow_dirs: std::mem::take(&mut self.allow_dirs),
+            allow_env: std::mem::take(&mut self.allow_env),
+            disabled: self.disabled,
+            config: std::mem::take(&mut self.config),
+            instance: Some(self.instance.unwrap_or(crate::config::InstanceMode::Shared)),
+            instance_idle: self.instance_idle,
+            max_calls_per_instance: self.max_calls_per_instance,
+            calls_at_once: self.calls_at_once,
+            ..PluginEntry::default()
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirGrant {
@@ -493,7 +557,20 @@ impl<'de> Deserialize<'de> for ConfigValue {
         impl<'de> Visitor<'de> for V {
             type Value = ConfigValue;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string, number or boolean (plugins read config values as text)")
+                f.write_str(
+                    "a string, number, boolean, array or table (plugins read config values as \
+                     text; arrays and tables as JSON)",
+                )
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<ConfigValue, A::Error> {
+                let value =
+                    serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(ConfigValue(value.to_string()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<ConfigValue, A::Error> {
+                let value =
+                    serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(ConfigValue(value.to_string()))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ConfigValue, E> {
                 Ok(ConfigValue(v.to_owned()))

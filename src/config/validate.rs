@@ -15,6 +15,7 @@ use crate::names::{namespace_for, valid_namespace};
 
 mod expand;
 mod http;
+mod middleware;
 mod plugins;
 mod profiles;
 mod servers;
@@ -119,12 +120,14 @@ pub(crate) fn from_toml(
         Some((name, server))
     });
     let servers: BTreeMap<_, _> = servers.collect();
-    let plugins = cx.plugins(raw.plugins);
+    let mut plugins = cx.plugins(raw.plugins);
+    let middleware = cx.middleware(raw.middleware, &mut plugins);
     let profiles = cx.profiles(raw.profiles);
     cx.profile_backends(&profiles, &servers, &plugins);
     let http = cx.http(raw.http, &profiles);
     let mut config = cx.finish(gateway, servers, plugins)?;
     config.http = http;
+    config.middleware = middleware;
     config.profiles = (profiles.into_iter())
         .map(|(name, profile)| (name, std::sync::Arc::new(profile)))
         .collect();
@@ -427,7 +430,7 @@ impl<'a> Ctx<'a> {
                 plugins
                     .plugins
                     .values()
-                    .filter(|plugin| !plugin.disabled)
+                    .filter(|plugin| !plugin.disabled && !plugin.middleware)
                     .map(|plugin| Claim {
                         namespace: plugin.namespace.clone(),
                         owner: format!("plugin `{}`", plugin.name),
@@ -470,6 +473,7 @@ impl<'a> Ctx<'a> {
             plugins,
             http: HttpConfig::default(),
             profiles: BTreeMap::new(),
+            middleware: Vec::new(),
             source: self.src.source.clone(),
             warnings: self.warnings,
         })

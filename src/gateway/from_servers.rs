@@ -213,15 +213,17 @@ impl Gateway {
         if !session.client_has(capability) {
             return Err(session.lacks_capability(server, capability));
         }
-        session
-            .request_client(
+        let timeout = self.config.load().gateway.timeout;
+        self.ask_through_chain(&session, server, method, params, |params| {
+            session.request_client(
                 server,
                 server_request_id,
                 method,
                 params,
-                self.config.load().gateway.timeout,
+                timeout,
                 related.as_ref(),
             )
-            .await
+        })
+        .await
     }
 }

@@ -13,6 +13,7 @@ use crate::backend::{Backend, BackendState, Discovered};
 use crate::catalog::view::{Kind, View};
 use crate::catalog::{Catalog, Source, Target};
 use crate::config::{Config, ServerConfig};
+use crate::plugin::PluginKind;
 use crate::protocol::methods;
 use crate::telemetry::events::Status;
 
@@ -100,10 +101,13 @@ impl Gateway {
                 timeout_for: t,
             })
             .collect();
-        let plugins = self
-            .plugin_host()
+        // Middleware serve no tools.
+        let plugins: Vec<_> = (self.plugin_host())
             .map(|host| host.plugins())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.kind == PluginKind::Tools)
+            .collect();
         let plugin_lists: Vec<_> = plugins
             .iter()
             .map(|p| Discovered {
@@ -162,6 +166,7 @@ impl Gateway {
         }
         let tool_count = next.tools.len();
         self.catalog.store(Arc::new(next));
+        self.rebuild_chain();
         *built = Built {
             config: Some(config.clone()),
             servers: (discovered.iter().cloned())

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::{RequestContext, Router};
-use crate::catalog::view::Kind;
+use crate::catalog::view::{Kind, View};
 use crate::protocol::{Reply, RpcError};
 
 impl Router<'_> {
@@ -24,9 +24,14 @@ impl Router<'_> {
         let catalog = self.gateway.catalog();
         let cursor = params.as_ref().and_then(|p| p.get("cursor"));
         let page_size = self.gateway.config.load().gateway.page_size.max(1);
-        // A profile that left the config shows nothing until its client reconnects.
-        (catalog.page(kind, &context.view, cursor, page_size, key))
-            .map(Reply::Raw)
+        let chain = self.gateway.chain().await;
+        let page = match self.edited(&chain, context, kind).await {
+            // The view was applied before the chain's edits.
+            Some(edited) => (edited.listing).page(kind, &View::All, cursor, page_size, key),
+            // A profile that left the config shows nothing until its client reconnects.
+            None => catalog.page(kind, &context.view, cursor, page_size, key),
+        };
+        page.map(Reply::Raw)
             .ok_or_else(|| RpcError::invalid_params("Invalid cursor"))
     }
 }

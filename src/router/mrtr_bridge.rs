@@ -14,6 +14,7 @@ use super::RequestContext;
 use crate::backend::Backend;
 use crate::backend::mcp_client::Upstream;
 use crate::backend::modern;
+use crate::gateway::Gateway;
 use crate::peer::ClientPeer;
 use crate::protocol::{self, RpcError, methods};
 use crate::relay::url_elicitation;
@@ -33,6 +34,7 @@ pub(super) fn client_meta(peer: &ClientPeer) -> Value {
 
 /// Sends `method` to the stateless `backend` for the client of `context`; see the module.
 pub(super) async fn call(
+    gateway: &Gateway,
     context: &RequestContext,
     backend: &Backend,
     method: &str,
@@ -55,7 +57,7 @@ pub(super) async fn call(
         if round == MAX_ROUNDS {
             break;
         }
-        let answers = ask_client(context, backend.name(), &asked, timeout).await?;
+        let answers = ask_client(gateway, context, backend.name(), &asked, timeout).await?;
         params["inputResponses"] = Value::Object(answers);
         match asked.get("requestState") {
             Some(state) => params["requestState"] = state.clone(),
@@ -95,6 +97,7 @@ fn capability_of(method: &str) -> Option<&'static str> {
 /// Asks the 2025 client each of a round's `inputRequests`, in turn, on its call's stream;
 /// its answers, under the same keys.
 async fn ask_client(
+    gateway: &Gateway,
     context: &RequestContext,
     server: &str,
     asked: &Value,
@@ -121,16 +124,18 @@ async fn ask_client(
         if !context.peer.client_has(capability) {
             return Err(context.peer.lacks_capability(server, capability));
         }
-        let answer = context
-            .peer
-            .request_client(
-                server,
-                json!(format!("input:{key}")),
-                method,
-                url_elicitation::with_elicitation_id(params, key),
-                timeout,
-                context.request.as_ref(),
-            )
+        let params = url_elicitation::with_elicitation_id(params, key);
+        let answer = gateway
+            .ask_through_chain(&context.peer, server, method, params, |params| {
+                context.peer.request_client(
+                    server,
+                    json!(format!("input:{key}")),
+                    method,
+                    params,
+                    timeout,
+                    context.request.as_ref(),
+                )
+            })
             .await?;
         answers.insert(key.clone(), answer);
     }

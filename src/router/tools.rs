@@ -268,7 +268,17 @@ impl Router<'_> {
                 .begin_call(backend.name(), &context.peer, context.request.clone());
         let call = async {
             match backend.is_modern() {
-                true => super::mrtr_bridge::call(context, backend, method, params, timeout).await,
+                true => {
+                    super::mrtr_bridge::call(
+                        self.gateway,
+                        context,
+                        backend,
+                        method,
+                        params,
+                        timeout,
+                    )
+                    .await
+                }
                 false => backend
                     .request_raw(method, Some(params), timeout)
                     .await

@@ -7,6 +7,7 @@ mod harness;
 mod http_client;
 mod in_process;
 
+mod chain;
 mod cli;
 mod config_checks;
 mod conformance;

@@ -48,7 +48,9 @@ impl Ctx<'_> {
         let bundled = raw.bundled.unwrap_or(false);
         let mut plugins = BTreeMap::new();
         for (name, entry) in raw.entries {
-            if let Some(plugin) = self.plugin(&name, entry, dir.as_deref(), bundled, defaults) {
+            if let Some(plugin) =
+                self.plugin("plugins", &name, entry, dir.as_deref(), bundled, defaults)
+            {
                 plugins.insert(name, plugin);
             }
         }
@@ -64,15 +66,18 @@ impl Ctx<'_> {
         }
     }
 
+    /// A plugin's entry, or a middleware's component (`section` "middleware", whose file
+    /// the caller has checked for).
     pub(super) fn plugin(
         &mut self,
+        section: &'static str,
         name: &str,
         raw: raw::PluginEntry,
         dir: Option<&Path>,
         bundled: bool,
         defaults: PluginLimits,
     ) -> Option<PluginConfig> {
-        let table = ["plugins", name];
+        let table = [section, name];
         let key = |k: &'static str| [table[0], table[1], k];
         let strict = !raw.disabled;
         let path = raw
@@ -88,7 +93,7 @@ impl Ctx<'_> {
             .as_deref()
             .and_then(|source| self.plugin_source(name, source, strict));
         match (raw.path.is_some(), dir) {
-            _ if given => {}
+            _ if given || section != "plugins" => {}
             // `wasmgate dev` builds it; `serve` has no file to serve.
             (false, None) if raw.source.is_some() => self.warnings.push(format!(
                 "plugin `{name}` names a source folder and no path: `wasmgate dev` builds and \
@@ -175,7 +180,7 @@ impl Ctx<'_> {
         }
         let mut config = BTreeMap::new();
         for (k, v) in raw.config {
-            let value = self.expand(&v.0, &["plugins", name, "config", &k], strict);
+            let value = self.expand(&v.0, &[section, name, "config", &k], strict);
             config.insert(k, value);
         }
         let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &table);

@@ -24,6 +24,7 @@ mod input_required;
 mod instances;
 mod lifecycle;
 mod listen;
+mod middleware;
 mod middleware_pins;
 mod middleware_template;
 mod modern_front;

@@ -1,5 +1,5 @@
 //! The middleware chain end to end, with the official Python SDK's client
-//! (fixtures/mw_client.py) over stdio and HTTP, in front of an SDK server
+//! (fixtures/mw_client.py) over stdio and HTTP, in both eras, in front of an SDK server
 //! (fixtures/mw_server.py) that writes down every call it gets: bundled `audit`, `redact`,
 //! `guard`, `pin` and `rename` in one chain; and a middleware that traps or loops
 //! (the `mwtest` fixture) under `on_error = "deny"` and `"pass"`.
@@ -233,19 +233,40 @@ fn the_bundled_chain_redacts_denies_pins_renames_and_audits_over_stdio() {
     );
 }
 
+/// The bundled chain's session over HTTP, the client in `mode` (`legacy`: the
+/// `ClientSession`), `block` as given; what it saw, after the checks all fronts share.
+fn over_http(python: &Path, dir: &TestDir, mode: &str, block: bool) -> (Vec<Value>, HttpGateway) {
+    let (calls, audit) = folders(dir);
+    let text = gateway_config(python, dir, &calls, &bundled_chain(block));
+    dir.write("chain.toml", &text);
+    let gateway = HttpGateway::start(&text, &[]);
+    let url = gateway.url("/mcp");
+    let kind = if mode == "legacy" {
+        "http".to_owned()
+    } else {
+        format!("http@{mode}")
+    };
+    let drift = if block { None } else { Some(DRIFTED) };
+    let mut steps = bundled_steps(drift);
+    steps.as_array_mut().unwrap().push(json!(["version"]));
+    let seen = run_client(python, &[kind.as_str(), url.as_str()], &steps);
+    check_bundled(&seen, &calls, &audit, !block);
+    // The audit lines say which era the client spoke.
+    for line in json_lines(&audit) {
+        assert_eq!(line["era"], seen[10], "{line}");
+    }
+    assert!(!gateway.stderr().contains("panicked"));
+    (seen, gateway)
+}
+
 #[test]
 fn the_bundled_chain_redacts_denies_pins_renames_and_audits_over_http() {
     let Some(python) = crate::third_party::sdk_python() else {
         return;
     };
     let dir = TestDir::new("mw-http");
-    let (calls, audit) = folders(&dir);
-    let text = gateway_config(&python, &dir, &calls, &bundled_chain(false));
-    let path = dir.write("chain.toml", &text);
-    let gateway = HttpGateway::start(&text, &[]);
-    let url = gateway.url("/mcp");
-    let seen = run_client(&python, &["http", &url], &bundled_steps(Some(DRIFTED)));
-    check_bundled(&seen, &calls, &audit, true);
+    let (seen, gateway) = over_http(&python, &dir, "legacy", false);
+    assert_eq!(seen[10], "2025-11-25");
 
     // Flagging only: the changed tool stays, and the log says what changed and how to
     // approve it.
@@ -257,9 +278,22 @@ fn the_bundled_chain_redacts_denies_pins_renames_and_audits_over_http() {
             && log.contains("wasmgate pins approve mw__drift"),
         "{log}"
     );
-    let pins = pins_list(&dir, &path);
+    let pins = pins_list(&dir, &dir.join("chain.toml"));
     assert!(pins.contains("tools mw__drift sha256"), "{pins}");
-    assert!(!gateway.stderr().contains("panicked"));
+}
+
+#[test]
+fn the_bundled_chain_blocks_a_changed_tool_for_a_2026_07_28_client_over_http() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("mw-http-2026");
+    let (seen, _gateway) = over_http(&python, &dir, "2026-07-28", true);
+    assert_eq!(seen[10], "2026-07-28");
+    assert!(seen[8].get("mw__drift").is_none(), "{}", seen[8]);
+    unknown(&seen[9], "mw__drift");
+    let pins = pins_list(&dir, &dir.join("chain.toml"));
+    assert!(pins.contains("pending: 1"), "{pins}");
 }
 
 /// A chain of one `mwtest` middleware whose request hook does `request` (`trap`,

@@ -179,6 +179,10 @@ fn check_bundled(seen: &[Value], calls: &Path, audit: &Path, drift_listed: bool)
     }
 }
 
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("a JSON file")
+}
+
 /// `seen` is the answer to a call of a tool the gateway does not know (by that name).
 fn unknown(seen: &Value, name: &str) {
     assert_eq!(seen["code"], -32602, "{seen}");
@@ -351,4 +355,44 @@ fn a_trapping_middleware_denies_under_deny_and_passes_under_pass() {
 #[test]
 fn a_looping_middleware_denies_under_deny_and_passes_under_pass() {
     fails_closed_then_open("loop");
+}
+
+/// A changed tool hidden by `pin` comes back once the config approves its new hash: the
+/// config's reload reloads the middleware, which reviews the lists again.
+#[test]
+fn an_approve_line_in_the_config_shows_a_blocked_tool_again() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("mw-approve");
+    let (calls, _audit) = folders(&dir);
+    let text = gateway_config(&python, &dir, &calls, &bundled_chain(true));
+    let gateway = HttpGateway::start(&text, &[]);
+    let url = gateway.url("/mcp");
+    // Listed first: what `pin` sees first is what it pins.
+    let hide = json!([
+        ["list"],
+        ["call", "mw__mutate", {}],
+        ["await", "mw__drift", null]
+    ]);
+    let seen = run_client(&python, &["http", &url], &hide);
+    assert!(seen[2].get("mw__drift").is_none(), "{}", seen[2]);
+
+    let pending = read_json(&dir.join("pins/pending.json"));
+    let hash = pending["tools"]["mw__drift"]["hash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approved = text.replace(
+        r#"config = { block = "true" }"#,
+        &format!(r#"config = {{ block = "true", approve = "mw__drift={hash}" }}"#),
+    );
+    assert_ne!(approved, text);
+    gateway.dir.write("gateway.toml", &approved);
+    let show = json!([["await", "mw__drift", DRIFTED], ["call", "mw__drift", {}]]);
+    let seen = run_client(&python, &["http", &url], &show);
+    assert_eq!(seen[0]["mw__drift"], DRIFTED, "{}", seen[0]);
+    assert_eq!(seen[1]["text"], "drifted", "{}", seen[1]);
+    let pins = read_json(&dir.join("pins/pins.json"));
+    assert_eq!(pins["tools"]["mw__drift"], hash.as_str());
 }

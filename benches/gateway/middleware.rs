@@ -25,7 +25,7 @@ const RATE_MIN: f64 = 0.80;
 fn link(fixture: &Path, name: &str, results: bool) -> String {
     let results = if results { "tools/call" } else { "" };
     format!(
-        "[[middleware]]\nname = \"{name}\"\npath = {}\nconfig = {{ \"interest.requests\" = \"tools/call\", \"interest.results\" = \"{results}\", request = \"pass\", result = \"pass\" }}\n",
+        "[[middleware]]\nname = \"{name}\"\npath = {}\nconfig = {{ \"interest.requests\" = \"tools/call\", \"interest.results\" = \"{results}\", request = \"pass\", result = \"pass\", quiet = \"true\" }}\n",
         toml_string(fixture)
     )
 }

@@ -143,12 +143,18 @@ impl Chain {
             }
             passed += 1;
         }
+        let results = steps[..passed].iter().any(|s| s.result);
+        // What the result hooks are told went on, before `next` takes the params.
+        let sent = match (results, text) {
+            (false, _) => String::new(),
+            (true, Some(text)) => text,
+            (true, None) => params_text(&params),
+        };
         let mut outcome = match stopped {
             Some(outcome) => outcome,
-            None => next(params.clone()).await,
+            None => next(params).await,
         };
         let elapsed_us = started.elapsed().as_micros() as u64;
-        let sent = text.unwrap_or_else(|| params_text(&params));
         for step in steps[..passed].iter().rev().filter(|s| s.result) {
             let seen = outcome_of(&outcome);
             let call = hook_call(facts);

@@ -26,7 +26,7 @@ mod lifecycle;
 mod listen;
 mod middleware;
 mod middleware_pins;
-mod middleware_template;
+mod middleware_sdk;
 mod modern_front;
 mod notifications;
 mod param_headers;

@@ -46,7 +46,12 @@ impl Middleware for Guard {
         let (Some(target), Some(arguments)) = (req.target(), req.arguments()) else {
             return RequestAction::Pass;
         };
-        match rules.iter().find_map(|rule| rule.check(target, arguments)) {
+        // Prompt arguments are strings by the protocol: `"5"` is checked as 5 there.
+        let prompt = req.method() == "prompts/get";
+        match rules
+            .iter()
+            .find_map(|rule| rule.check(target, arguments, prompt))
+        {
             Some(message) => RequestAction::deny(message),
             None => RequestAction::Pass,
         }

@@ -129,15 +129,26 @@ fn is_under(path: &str, prefix: &str) -> bool {
 impl Rule {
     /// The refusal's message if the `tool`'s `arguments` break this rule; an argument
     /// that is absent is not checked.
-    pub fn check(&self, tool: &str, arguments: &Map<String, Value>) -> Option<String> {
+    /// `strings_as_numbers`: a numeric text passes for its number (prompt arguments are
+    /// all strings).
+    pub fn check(
+        &self,
+        tool: &str,
+        arguments: &Map<String, Value>,
+        strings_as_numbers: bool,
+    ) -> Option<String> {
         if self.tool.as_ref().is_some_and(|glob| !glob.is_match(tool)) {
             return None;
         }
         let value = arguments.get(&self.arg)?;
+        let number = match value {
+            Value::String(text) if strings_as_numbers => text.trim().parse().ok(),
+            other => other.as_f64(),
+        };
         let broken = self
             .checks
             .iter()
-            .find_map(|check| self.broken(check, value))?;
+            .find_map(|check| self.broken(check, value, number))?;
         Some(match &self.message {
             Some(message) => message.clone(),
             None => format!("argument `{}` of `{tool}` {broken}", self.arg),
@@ -145,7 +156,7 @@ impl Rule {
     }
 
     /// What is wrong with `value` under `check`, said after the argument's name.
-    fn broken(&self, check: &Check, value: &Value) -> Option<String> {
+    fn broken(&self, check: &Check, value: &Value, number: Option<f64>) -> Option<String> {
         let text = || match value {
             Value::String(s) => s.clone(),
             other => other.to_string(),
@@ -163,7 +174,7 @@ impl Rule {
                 .is_match(&text())
                 .then(|| format!("must not match {}", regex.as_str())),
             Check::Range(min, max) => {
-                let Some(n) = value.as_f64() else {
+                let Some(n) = number else {
                     return Some("must be a number".into());
                 };
                 let low = min.is_some_and(|min| n < min);
@@ -216,7 +227,7 @@ mod tests {
         .unwrap();
         let first = |tool: &str, a: Value| {
             let a = args(a);
-            rules.iter().find_map(|r| r.check(tool, &a))
+            rules.iter().find_map(|r| r.check(tool, &a, false))
         };
         assert_eq!(
             first("files_read", json!({"path": "/data/../etc/passwd"})).as_deref(),
@@ -245,6 +256,15 @@ mod tests {
             None
         );
         assert_eq!(first("db_q", json!({})), None);
+        let a = args(json!({"limit": "500"}));
+        assert_eq!(
+            rules[2].check("p", &a, true).as_deref(),
+            Some("argument `limit` of `p` must be from 1 to 100")
+        );
+        assert_eq!(
+            rules[2].check("p", &args(json!({"limit": "5"})), true),
+            None
+        );
     }
 
     #[test]

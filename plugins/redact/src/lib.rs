@@ -13,10 +13,9 @@ mod mask;
 use std::sync::OnceLock;
 
 use mask::{DEFAULT_BUILTIN, Masker};
-use serde_json::Value;
 use wasmgate_plugin::middleware::{
-    Interest, Level, Middleware, Request, RequestAction, Response, ResultAction, config, config_or,
-    log,
+    Denial, Interest, Level, Middleware, Outcome, Request, RequestAction, Response, ResultAction,
+    config, config_or, log,
 };
 
 const RESULTS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
@@ -85,14 +84,28 @@ impl Middleware for Redact {
             Ok(masker) => masker,
             Err(why) => return ResultAction::deny(why),
         };
-        let mut result: Value = match res.result() {
-            Some(result) => result.clone(),
-            None => return ResultAction::Pass,
-        };
-        if masker.value(&mut result) {
-            ResultAction::replace(result)
-        } else {
-            ResultAction::Pass
+        match res.into_outcome() {
+            Outcome::Success(mut result) => {
+                if masker.value(&mut result) {
+                    ResultAction::replace(result)
+                } else {
+                    ResultAction::Pass
+                }
+            }
+            // An error's message and data may quote a secret too: the masked error goes
+            // back as a denial with the same code.
+            Outcome::Failure(mut error) => {
+                if !masker.value(&mut error) {
+                    return ResultAction::Pass;
+                }
+                let message = error["message"].as_str().unwrap_or("error").to_owned();
+                let mut denial = Denial::new(message);
+                denial.code = error["code"].as_i64().and_then(|c| i32::try_from(c).ok());
+                if let Some(data) = error.get("data") {
+                    denial = denial.data(data);
+                }
+                ResultAction::Deny(denial)
+            }
         }
     }
 }
@@ -102,9 +115,10 @@ wasmgate_plugin::export_middleware!(Redact);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
     use serde_json::json;
     use std::time::Duration;
-    use wasmgate_plugin::middleware::{Context, Outcome};
+    use wasmgate_plugin::middleware::Context;
     use wasmgate_plugin::testing::set_config;
 
     fn call(arguments: Value) -> Request {
@@ -136,7 +150,29 @@ mod tests {
             Outcome::Failure(json!({"message": "a@b.io"})),
             Duration::ZERO,
         );
-        assert_eq!(Redact::on_result(failed), ResultAction::Pass);
+        assert_eq!(
+            Redact::on_result(failed),
+            ResultAction::Deny(Denial::new("<email>"))
+        );
+        let failed = Response::new(
+            call(json!({})),
+            Outcome::Failure(json!({"code": -32000, "message": "no", "data": {"by": "a@b.io"}})),
+            Duration::ZERO,
+        );
+        assert_eq!(
+            Redact::on_result(failed),
+            ResultAction::Deny(
+                Denial::new("no")
+                    .code(-32000)
+                    .data(&json!({"by": "<email>"}))
+            )
+        );
+        let plain = Response::new(
+            call(json!({})),
+            Outcome::Failure(json!({"code": -32000, "message": "no"})),
+            Duration::ZERO,
+        );
+        assert_eq!(Redact::on_result(plain), ResultAction::Pass);
         assert_eq!(
             Redact::on_request(call(json!({"q": "AKIAIOSFODNN7EXAMPLE", "n": 1}))),
             RequestAction::replace(json!({"name": "get", "arguments": {"q": "<aws>", "n": 1}}))

@@ -40,8 +40,8 @@
 //! - [`ListView`], [`Entry`], [`Edit`] (`list.rs`).
 //! - [`wit`]: the raw bindings; [`on_request`] and the other `on_*` functions are what the
 //!   export calls, for tests that go through the same JSON text as the gateway.
-//! - Config and logs are the plugin side's: [`config`](crate::config),
-//!   [`log`](crate::log), served by [`crate::testing`] under `cargo test`.
+//! - Config and logs are the plugin side's: [`config`],
+//!   [`log`], served by [`crate::testing`] under `cargo test`.
 
 mod interest;
 mod list;

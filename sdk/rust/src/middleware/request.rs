@@ -28,7 +28,7 @@ impl Context {
 }
 
 impl Denial {
-    /// A refusal with this message and the default code (-32001).
+    /// A refusal with this message and the default code (-32003).
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -37,7 +37,7 @@ impl Denial {
         }
     }
 
-    /// The JSON-RPC error code the client gets instead of -32001.
+    /// The JSON-RPC error code the client gets instead of -32003.
     pub fn code(mut self, code: i32) -> Self {
         self.code = Some(code);
         self

@@ -8,7 +8,8 @@
 //! - `list` = `none` | `hide:NAME` | `rename:OLD=NEW` | `describe:NAME=TEXT`;
 //! - `deny_message`, `deny_code`: the denial's (default "denied by mwtest", none);
 //! - `replace_with`: the text `replace` and `answer` return as it is (default: the params
-//!   with `"replaced": N` added, or a one-text result).
+//!   with `"replaced": N` added, or a one-text result);
+//! - `quiet = "true"`: no log line per hook (the bench's pass-through).
 //!
 //! Every hook counts its calls in the instance and logs `mwtest HOOK call N` at info: a
 //! test sees whether a shared instance kept its state.
@@ -49,10 +50,12 @@ fn list(key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Counts the call and logs it; the count.
+/// Counts the call and logs it (unless `quiet`, as the bench runs it); the count.
 fn count(hook: &str) -> u64 {
     let n = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
-    host::log(Level::Info, &format!("mwtest {hook} call {n}"));
+    if config("quiet").as_deref() != Some("true") {
+        host::log(Level::Info, &format!("mwtest {hook} call {n}"));
+    }
     n
 }
 

@@ -1,7 +1,7 @@
-//! `wasmgate plugin new --kind middleware`: the project it writes builds to a component of
-//! the middleware world, and the template's unit tests pass on the host.
+//! What the SDK's middleware layer builds: the project `wasmgate plugin new --kind
+//! middleware` writes (a component of the middleware world, whose unit tests pass on the
+//! host), and the bundled middleware in the binary.
 
-use std::path::Path;
 use std::time::Duration;
 
 use crate::harness::{TestDir, run_cli, run_cli_with_env};
@@ -12,10 +12,9 @@ const LIMIT: Duration = Duration::from_secs(60);
 const BUILD_LIMIT: Duration = Duration::from_secs(900);
 
 /// The names a component exports, at every level of nesting.
-fn component_exports(wasm: &Path) -> Vec<String> {
-    let bytes = std::fs::read(wasm).unwrap();
+fn component_exports(bytes: &[u8]) -> Vec<String> {
     let mut names = Vec::new();
-    for payload in wasmparser::Parser::new(0).parse_all(&bytes) {
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
         if let wasmparser::Payload::ComponentExportSection(exports) = payload.unwrap() {
             for export in exports {
                 names.push(export.unwrap().name.name.to_owned());
@@ -59,7 +58,7 @@ fn a_new_rust_middleware_builds_to_a_hooks_component_and_its_tests_pass() {
         "{}",
         build.stderr
     );
-    let exports = component_exports(&wasm);
+    let exports = component_exports(&std::fs::read(&wasm).unwrap());
     assert!(
         exports
             .iter()
@@ -119,5 +118,37 @@ fn a_middleware_project_in_python_or_js_is_refused_with_what_to_use() {
             out.stderr
         );
         assert!(!dir.join("mw").exists());
+    }
+}
+
+/// redact, guard and rename are in the binary, each a component of the middleware world
+/// (the plugins' bundle stays tool plugins only).
+#[test]
+fn the_bundled_middleware_are_hooks_components() {
+    let bundled = wasmgate::bundled::BUNDLED_MIDDLEWARE;
+    for name in ["redact", "guard", "rename"] {
+        let (_, bytes) = bundled
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("{name} is not bundled"));
+        let exports = component_exports(bytes);
+        assert!(
+            exports
+                .iter()
+                .any(|e| e.starts_with("wasmgate:middleware/hooks")),
+            "{name}: {exports:?}"
+        );
+        assert!(
+            !exports
+                .iter()
+                .any(|e| e.starts_with("wasmgate:plugin/tool")),
+            "{name}"
+        );
+    }
+    for (name, _) in wasmgate::bundled::BUNDLED_PLUGINS {
+        assert!(
+            !bundled.iter().any(|(n, _)| n == name),
+            "{name} is bundled twice"
+        );
     }
 }

@@ -106,7 +106,9 @@ fn check_bundled(seen: &[Value], calls: &Path, audit: &Path, drift_listed: bool)
     assert_eq!(first["mw__drift"], "Does a harmless thing.", "{first}");
 
     let secret = &seen[1];
-    let text = secret["text"].as_str().unwrap();
+    let text = secret["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{secret}"));
     for leak in [AWS_KEY, "ghp_", EMAIL] {
         assert!(!text.contains(leak), "{leak} in {secret}");
     }

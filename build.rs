@@ -23,7 +23,7 @@ const TARGET: &str = "wasm32-wasip2";
 const BUNDLED: &[&str] = &["hash", "json", "files", "fetch"];
 /// The shipped middleware (the `wasmgate:middleware` world), embedded the same way but
 /// loaded only when a `[[middleware]]` entry uses one.
-const BUNDLED_MIDDLEWARE: &[&str] = &["redact", "guard", "rename"];
+const BUNDLED_MIDDLEWARE: &[&str] = &["redact", "guard", "rename", "pin", "audit"];
 const SKIP_VAR: &str = "WASMGATE_SKIP_PLUGIN_BUILD";
 
 fn main() {

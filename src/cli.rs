@@ -1,5 +1,5 @@
-//! Command line: `serve` (the default), `check`, `tools`, `call`, `wit`, `plugin …`. Parses flags, loads
-//! the config, runs, and maps the outcome to an exit code.
+//! Command line: `serve` (the default), `check`, `tools`, `call`, `wit`, `plugin …`,
+//! `pins …`. Parses flags, loads the config, runs, and maps the outcome to an exit code.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +65,9 @@ enum Command {
     /// A plugin author's commands: `new`, `build`, `inspect`, `call`.
     #[command(subcommand)]
     Plugin(crate::plugin_cli::PluginCommand),
+    /// The `pin` middleware's pinned and pending tool definitions: `list`, `approve NAME`.
+    #[command(subcommand)]
+    Pins(crate::pins::PinsCommand),
     /// Serve over stdio as `serve` does, and rebuild each plugin SOURCE folder (a
     /// `wasmgate plugin new` project) when it changes: the new version is swapped in.
     /// The config's `[plugins.NAME] source` folders are built and watched too.
@@ -81,6 +84,16 @@ pub fn run(mut cli: Cli) -> ExitCode {
     let command = match command {
         // No config: each works on the files it is given.
         Command::Plugin(command) => return crate::plugin_cli::run(command),
+        // Only the config file's `[[middleware]]` entries: no gateway, no backends.
+        Command::Pins(command) => {
+            return match crate::pins::run(command, cli.config.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("wasmgate pins: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         command => command,
     };
     if let Command::Wit = command {
@@ -195,7 +208,7 @@ pub fn run(mut cli: Cli) -> ExitCode {
                 .map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
             Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
-            Command::Check | Command::Wit | Command::Plugin(_) => {
+            Command::Check | Command::Wit | Command::Plugin(_) | Command::Pins(_) => {
                 unreachable!("handled before the runtime starts")
             }
         }

@@ -49,6 +49,7 @@ pub mod middleware;
 pub mod names;
 pub mod nesting;
 pub mod peer;
+pub mod pins;
 pub mod pipe;
 pub mod plugin;
 pub mod plugin_cli;

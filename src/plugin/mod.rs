@@ -32,6 +32,8 @@ mod watch;
 mod workers;
 
 #[cfg(test)]
+mod bundled_middleware_tests;
+#[cfg(test)]
 mod middleware_tests;
 #[cfg(test)]
 mod tests;

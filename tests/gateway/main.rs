@@ -24,6 +24,8 @@ mod input_required;
 mod instances;
 mod lifecycle;
 mod listen;
+mod middleware;
+mod middleware_pins;
 mod middleware_sdk;
 mod modern_front;
 mod notifications;

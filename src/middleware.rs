@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex as StdMutex};
 use serde_json::{Value, json};
 
 use crate::config::{Config, OnError};
-use crate::plugin::{HookError, Middleware, PluginHost};
+use crate::plugin::{HookError, LogSink, Middleware, PluginHost};
 use crate::protocol::{self, RpcError};
+use crate::telemetry::events::{EventLog, Status};
 pub use lists::{Edited, Gone};
 pub use onion::{Facts, Route};
 use scope::Scope;
@@ -30,6 +31,9 @@ pub struct Link {
     scope: Scope,
     /// The loaded middleware, or why it is not there.
     state: Result<Middleware, String>,
+    /// Where its hooks' `log` lines go beyond the gateway's log: warnings and errors
+    /// become `middleware.log` events (a pin's "this tool changed" is one).
+    log: LogSink,
 }
 
 impl Link {
@@ -61,7 +65,7 @@ pub struct Chain {
 
 impl Chain {
     /// The chain `config` describes, over the middleware `host` has loaded now.
-    pub fn build(config: &Config, host: Option<&PluginHost>) -> Chain {
+    pub fn build(config: &Config, host: Option<&PluginHost>, events: &Arc<EventLog>) -> Chain {
         let links = (config.middleware.iter())
             .filter(|entry| !entry.disabled)
             .map(|entry| {
@@ -83,6 +87,7 @@ impl Chain {
                     on_error: entry.on_error,
                     scope: Scope::new(entry, state.as_ref().ok().map(Middleware::interest)),
                     state,
+                    log: events_of(&entry.name, events),
                 }
             })
             .collect();
@@ -132,6 +137,17 @@ impl Chain {
             .collect();
         Value::Array(links)
     }
+}
+
+/// A link's log sink: its warnings and errors as events from it.
+fn events_of(name: &str, events: &Arc<EventLog>) -> LogSink {
+    let (name, events) = (name.to_string(), events.clone());
+    Arc::new(move |level, message| {
+        if matches!(level, "warning" | "error") {
+            let fields = json!({"level": level, "message": message});
+            events.emit("middleware.log", &name, Status::Failure, fields);
+        }
+    })
 }
 
 /// Why `name` is not a loaded middleware, in words.

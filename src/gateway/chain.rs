@@ -61,7 +61,7 @@ impl Gateway {
         if same_config && built.versions == versions {
             return;
         }
-        let chain = Chain::build(&config, host.as_deref());
+        let chain = Chain::build(&config, host.as_deref(), &self.events);
         if !chain.is_empty() || !built.versions.is_empty() {
             let links = chain.status();
             (self.events).emit(
@@ -114,7 +114,6 @@ impl Gateway {
             trace_id: &trace_id,
             session: Some(Arc::from(peer.id.as_str())),
             timeout: self.config.load().gateway.timeout,
-            log: None,
         };
         let asked = chain.around(&facts, params, |params| async move {
             ask(params).await.map(Reply::Built)

@@ -145,7 +145,7 @@ async fn edit(
         let call = HookCall {
             timeout,
             session: None,
-            log: None,
+            log: Some(link.log.clone()),
         };
         let answer = match &link.state {
             Ok(middleware) => {

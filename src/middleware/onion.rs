@@ -12,7 +12,7 @@ use super::{Chain, Link};
 use crate::catalog::Target;
 use crate::config::OnError;
 use crate::plugin::{
-    Denial, Direction, HookCall, HookContext, LogSink, Outcome, RequestAction, ResultAction,
+    Denial, Direction, HookCall, HookContext, Outcome, RequestAction, ResultAction,
 };
 use crate::protocol::{self, Reply, RpcError};
 
@@ -58,7 +58,6 @@ pub struct Facts<'a> {
     /// Keeps `instance = "session"` middleware per client.
     pub session: Option<Arc<str>>,
     pub timeout: Duration,
-    pub log: Option<LogSink>,
 }
 
 /// A link that applies to the request, and which of its hooks do.
@@ -157,7 +156,7 @@ impl Chain {
         let elapsed_us = started.elapsed().as_micros() as u64;
         for step in steps[..passed].iter().rev().filter(|s| s.result) {
             let seen = outcome_of(&outcome);
-            let call = hook_call(facts);
+            let call = hook_call(step.link, facts);
             let action = match &step.link.state {
                 Ok(middleware) => (middleware.on_result(&context, &sent, &seen, elapsed_us, call))
                     .await
@@ -195,18 +194,18 @@ async fn run_request(
     facts: &Facts<'_>,
 ) -> Result<RequestAction, String> {
     match &link.state {
-        Ok(middleware) => (middleware.on_request(context, params, hook_call(facts)))
+        Ok(middleware) => (middleware.on_request(context, params, hook_call(link, facts)))
             .await
             .map_err(|e| e.to_string()),
         Err(why) => Err(why.clone()),
     }
 }
 
-fn hook_call(facts: &Facts<'_>) -> HookCall {
+fn hook_call(link: &Link, facts: &Facts<'_>) -> HookCall {
     HookCall {
         timeout: facts.timeout,
         session: facts.session.clone(),
-        log: facts.log.clone(),
+        log: Some(link.log.clone()),
     }
 }
 

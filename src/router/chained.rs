@@ -62,7 +62,6 @@ impl Router<'_> {
             trace_id: &context.trace_id,
             session: Some(Arc::from(peer.id.as_str())),
             timeout: self.gateway.config.load().gateway.timeout,
-            log: None,
         };
         let outcome = chain
             .around(&facts, params, |params| self.route(context, method, params))

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::harness::{TestDir, config, fixture_path, toml_str, wasmgate};
-use crate::http_client::HttpGateway;
+use crate::http_client::{HttpGateway, runtime};
 
 const AWS_KEY: &str = "AKIAIOSFODNN7EXAMPLE";
 /// `AWS_KEY` in Base64, for the bundled `hash` plugin to decode.
@@ -312,6 +312,19 @@ fn the_bundled_chain_redacts_denies_pins_renames_and_audits_over_http() {
     );
     let pins = pins_list(&dir, &dir.join("chain.toml"));
     assert!(pins.contains("tools mw__drift sha256"), "{pins}");
+    // And an event, from the pin middleware.
+    let events = runtime().block_on(async {
+        let mut session = gateway.session("/mcp", &[]).await;
+        let answer = (session.call("get_events", json!({"event_type": "middleware.log"}))).await;
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("[]")
+            .to_string()
+    });
+    let events: Value = serde_json::from_str(&events).unwrap();
+    let flagged = (events.as_array().unwrap().iter())
+        .any(|e| e["source"] == "pin" && e["message"].as_str().unwrap_or("").contains("mw__drift"));
+    assert!(flagged, "{events}");
 }
 
 #[test]

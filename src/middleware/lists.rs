@@ -66,6 +66,14 @@ fn method_of(kind: Kind) -> &'static str {
 }
 
 impl Chain {
+    /// Whether a link edits the list of `kind` for `profile`.
+    pub fn edits(&self, kind: Kind, profile: Option<&str>) -> bool {
+        let method = method_of(kind);
+        self.links
+            .iter()
+            .any(|link| link.scope.edits(method, profile))
+    }
+
     /// The list of `kind` for `profile` as the chain edits it, made once per catalog snapshot;
     /// `None` when no link edits it (the catalog's own list stands).
     pub async fn edited(

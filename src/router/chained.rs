@@ -77,9 +77,12 @@ impl Router<'_> {
         context: &RequestContext,
         kind: Kind,
     ) -> Option<Arc<Edited>> {
+        let profile = context.principal.profile.as_ref();
+        if !chain.edits(kind, profile.map(|p| &**p)) {
+            return None;
+        }
         let catalog = self.gateway.catalog();
         let timeout = self.gateway.config.load().gateway.timeout;
-        let profile = context.principal.profile.as_ref();
         (chain.edited(kind, &catalog, &context.view, profile, timeout)).await
     }
 }

@@ -60,7 +60,7 @@ pub fn refused_by_failure(name: &str, reason: &str) -> RpcError {
 pub struct Chain {
     links: Vec<Link>,
     /// Edited lists by (list, profile), for the catalog snapshot they were made from.
-    lists: StdMutex<HashMap<(u8, Option<Arc<str>>), lists::Cached>>,
+    lists: StdMutex<HashMap<lists::Key, lists::Cached>>,
 }
 
 impl Chain {

@@ -49,6 +49,9 @@ impl Edited {
     }
 }
 
+/// Which list, and for which profile.
+pub(super) type Key = (u8, Option<Arc<str>>);
+
 /// An edited list and the snapshot it was made from.
 pub(super) struct Cached {
     catalog: Arc<Catalog>,

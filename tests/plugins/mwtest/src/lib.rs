@@ -108,9 +108,11 @@ impl Guest for MwTest {
                 value["target"] = ctx.target.clone().into();
                 value.to_string()
             })),
-            "answer" => RequestAction::Answer(config("replace_with").unwrap_or_else(|| {
-                text_result(&format!("answered by mwtest for {}", ctx.method))
-            })),
+            "answer" => {
+                RequestAction::Answer(config("replace_with").unwrap_or_else(|| {
+                    text_result(&format!("answered by mwtest for {}", ctx.method))
+                }))
+            }
             "trap" => panic!("mwtest: on-request trapped on purpose"),
             "loop" => spin(),
             "memory" => hog(),

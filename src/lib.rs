@@ -5,6 +5,7 @@
 //! - `cli`: the commands (`serve`, `check`, `tools`, `call`, `dev`) and exit codes.
 //! - `plugin_cli`: the plugin authors' commands (`plugin new`, `build`, `inspect`, `call`)
 //!   and `dev`'s rebuilds.
+//! - `pins`: `wasmgate pins list|approve`, over the files of the bundled `pin` middleware.
 //! - `transport`: how clients reach the gateway (`stdio`, `http`).
 //! - `session`: one client: lifecycle, requests in flight.
 //! - `router`: method dispatch over the catalog, name and token rewriting.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::tests::{config, start};
-use super::*;
+use super::{Direction, HookCall, HookContext, ListContext, ListEntry, Outcome, ResultAction};
 use crate::config::{DirGrant, InstanceMode, PluginConfig, PluginLimits};
 use crate::test_support::TempDir;
 

@@ -11,7 +11,11 @@ use tokio::sync::mpsc;
 use super::discovery::{desired_plugins_with, missing_bundled};
 use super::tests::{ECHO, EVENT_WAIT, config, start};
 use super::version::Source;
-use super::*;
+use super::{
+    CallContext, Denial, Direction, Edit, HookCall, HookContext, HookError, ListContext, ListEntry,
+    Middleware, Outcome, PluginEvent, PluginHost, PluginKind, RequestAction, ResultAction, limits,
+    middleware_bindings,
+};
 use crate::config::{InstanceMode, PluginConfig, PluginLimits};
 use crate::test_support::TempDir;
 

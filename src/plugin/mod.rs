@@ -9,6 +9,7 @@
 //! `calls::Calls` runs calls, `loading::Loader` loads, reloads and watches.
 
 mod bindings;
+mod bindings_v2;
 mod cache;
 mod calls;
 mod convert;

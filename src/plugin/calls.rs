@@ -118,6 +118,7 @@ impl Calls {
                 host_impl::Sinks {
                     progress: ctx.progress,
                     log: ctx.log,
+                    ..Default::default()
                 },
                 instance,
                 inline,

@@ -141,10 +141,13 @@ impl ResourceLimiter for MemoryLimiter {
 }
 
 /// The time limit of one call, checked by the epoch callback.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Deadline {
     pub at: Instant,
     pub expired: bool,
+    /// Microseconds added to the limit while the call waited for its client (0.2's
+    /// `client` imports): shared with the async timeout that guards the call.
+    pub granted: Arc<AtomicU64>,
 }
 
 impl Deadline {
@@ -152,6 +155,7 @@ impl Deadline {
         Deadline {
             at: Instant::now() + timeout,
             expired: false,
+            granted: Arc::default(),
         }
     }
 }

@@ -12,6 +12,7 @@ mod bindings;
 mod bindings_v2;
 mod cache;
 mod calls;
+mod cancel;
 mod convert;
 mod discovery;
 mod engine;
@@ -19,14 +20,20 @@ mod grants;
 mod hook_calls;
 mod hooks;
 mod host_impl;
+mod host_v2;
 mod kept;
 mod kind;
+mod kv;
 mod limits;
+mod listing;
 mod loading;
 mod middleware_bindings;
 mod outbound;
+mod plugin_v2;
 mod pool;
 mod refill;
+mod relist;
+mod reply;
 mod sandbox;
 mod version;
 mod watch;
@@ -66,6 +73,23 @@ pub type LogSink = Arc<dyn Fn(&'static str, &str) + Send + Sync>;
 
 /// Receives a call's progress reports: `(progress, total, message)`.
 pub type ProgressSink = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
+
+/// Sends a 0.2 plugin's request (`elicitation/create`, `sampling/createMessage`,
+/// `roots/list` and its params) to the client whose call it runs in, and gives its answer.
+pub type AskSink =
+    Arc<dyn Fn(&'static str, Option<Value>) -> BoxFuture<Result<Value, RpcError>> + Send + Sync>;
+
+/// A boxed future the plugin host awaits on its threads.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// What a 0.2 plugin announced (`notify`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginNotice {
+    ToolsChanged,
+    ResourcesChanged,
+    PromptsChanged,
+    ResourceUpdated(String),
+}
 
 /// A loaded plugin, as the gateway's catalog and status see it.
 #[derive(Debug, Clone)]
@@ -229,6 +253,11 @@ pub enum PluginEvent {
     Recovered {
         name: String,
     },
+    /// A 0.2 plugin's announcement, from one of its calls.
+    Notice {
+        name: String,
+        notice: PluginNotice,
+    },
 }
 
 /// Instances kept free of calls so that loads and reloads can always validate.
@@ -276,6 +305,7 @@ impl PluginHost {
             |s| &mut s.host,
         )
         .map_err(wasm_err)?;
+        host_v2::add_to_linker(&mut linker).map_err(wasm_err)?;
         let ticker = engine::Ticker::start(engine.clone())?;
         let workers = workers::Workers::start()?;
         let calls = Arc::new_cyclic(|this| Calls {
@@ -315,6 +345,11 @@ impl PluginHost {
         ctx: CallContext,
     ) -> Result<convert::Reply, PluginError> {
         self.calls.call(plugin, tool, arguments, ctx).await
+    }
+
+    /// A 0.2 plugin's lists changed (`notify`): reads them again and serves them.
+    pub async fn relist(&self, plugin: &str) -> Result<(), String> {
+        self.loader.relist(plugin).await
     }
 
     /// Client session `id` ended: the instances kept for it go.

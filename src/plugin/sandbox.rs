@@ -131,6 +131,15 @@ impl StoreState {
         self.host.sinks = Default::default();
     }
 
+    /// What the 0.2 world's imports reach.
+    pub fn v2(&mut self) -> super::host_v2::HostV2<'_> {
+        super::host_v2::HostV2 {
+            host: &mut self.host,
+            table: &mut self.table,
+            deadline: &mut self.deadline,
+        }
+    }
+
     /// The instance's last non-empty stderr lines, joined; empty when it wrote none.
     pub fn stderr_tail(&self) -> String {
         let tail = super::lock(&self.stderr_tail);

@@ -15,6 +15,7 @@ use super::discovery::default_namespace;
 use super::grants::GrantedDir;
 use super::hooks::Interest;
 use super::kind::Pre;
+use super::listing::ListingV2;
 use super::{convert, engine, kept, lock, pool};
 use crate::config::{InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
 
@@ -140,6 +141,8 @@ pub(super) struct Code {
     pub(super) pre: Pre,
     /// A middleware's `describe`, bounded; `None` for a tool plugin.
     pub(super) interest: Option<Arc<Interest>>,
+    /// A 0.2 plugin's resources, templates and prompts, and what it declared.
+    pub(super) listing: Option<Arc<ListingV2>>,
     /// Every tool the plugin lists, validated, unfiltered (none for a middleware).
     pub(super) tools: Vec<Value>,
     /// The output schemas of the tools that declare one, by tool name.

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::Gateway;
+use super::from_servers::capability_for;
+use crate::peer::ClientPeer;
 use crate::plugin::PluginNotice;
-use crate::protocol::methods;
+use crate::protocol::{RpcError, methods};
 
 impl Gateway {
     pub(super) fn on_plugin_notice(self: &Arc<Self>, plugin: String, notice: PluginNotice) {
@@ -43,5 +45,28 @@ impl Gateway {
                 });
             }
         }
+    }
+}
+
+impl Gateway {
+    /// A 0.2 plugin's request to the client whose call it runs in, through the chain's
+    /// to-client hooks, as a server's request is relayed (in the client's era).
+    pub async fn ask_for_plugin(
+        &self,
+        peer: &Arc<ClientPeer>,
+        plugin: &str,
+        method: &str,
+        params: Option<Value>,
+        related: Option<&Arc<str>>,
+    ) -> Result<Value, RpcError> {
+        let capability = capability_for(method, params.as_ref())?;
+        if !peer.client_has(capability) {
+            return Err(peer.lacks_capability(plugin, capability));
+        }
+        let timeout = self.config.load().gateway.timeout;
+        self.ask_through_chain(peer, plugin, method, params, |params| {
+            peer.request_client(plugin, Value::Null, method, params, timeout, related)
+        })
+        .await
     }
 }

@@ -2,7 +2,6 @@
 //! `reply` a call writes into), `client` (requests to the calling client, whose wait does
 //! not count against the call's time), `notify` and `store`.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -172,6 +171,7 @@ impl HostV2<'_> {
             )));
         };
         let started = Instant::now();
+        self.deadline.paused.begin();
         let cancel = self.host.sinks.cancel.clone();
         let asked = (route.sink)(method, params);
         let outcome = tokio::select! {
@@ -196,9 +196,7 @@ impl HostV2<'_> {
     /// The time the call waited for its client does not count against its limit.
     fn pause(&mut self, waited: Duration) {
         self.deadline.at += waited;
-        self.deadline
-            .granted
-            .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+        self.deadline.paused.end(waited);
     }
 
     fn notice(&mut self, notice: PluginNotice) {

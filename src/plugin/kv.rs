@@ -36,3 +36,26 @@ impl KvHandle {
             .collect()
     }
 }
+
+#[derive(Default)]
+pub struct KvStores(Mutex<BTreeMap<(String, String), KvHandle>>);
+
+impl KvStores {
+    pub fn new(_dir: Option<std::path::PathBuf>, _limit: u64) -> KvStores {
+        KvStores::default()
+    }
+    pub fn open(&self, plugin: &str, scope: &str) -> KvHandle {
+        let mut map = self.0.lock().unwrap();
+        map.entry((plugin.into(), scope.into()))
+            .or_default()
+            .clone()
+    }
+}
+
+pub fn scope_for(shared: bool, token: Option<&str>) -> String {
+    match (shared, token) {
+        (true, _) => "shared".into(),
+        (false, None) => "local".into(),
+        (false, Some(t)) => t.to_string(),
+    }
+}

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Client, LIST_CHANGED, LOAD_TIMEOUT, fixture, setup, wait_tools};
+use crate::harness::{
+    Client, LIST_CHANGED, LOAD_TIMEOUT, TestDir, fixture, setup, wait_tools, wasmgate,
+};
+use crate::http_client::HttpGateway;
 
 /// A gateway with `v2demo` (and the 0.1 `echo`), `settings` in `[plugins.v2demo]`,
 /// initialized with `capabilities`, its first tool list in.
@@ -256,4 +259,61 @@ fn a_cancelled_0_2_call_sees_its_cancellation() {
         text_of(&client.call("v2demo__echo", json!({"text": "still"}))),
         "still"
     );
+}
+
+/// The official Python SDK's `Client` in `mode` answers the plugin's requests, over stdio
+/// and HTTP (tests/gateway/fixtures/plugin_ask_client.py).
+fn python_client_answers(mode: &str) {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("plugin-v2-sdk");
+    let config = setup()
+        .file("v2demo.wasm", fixture("v2demo"))
+        .plugins("[plugins.v2demo]\n");
+    config.write(&dir.path);
+    let text = config.render(&dir.path);
+    let path = dir.write("stdio.toml", &text);
+    let wasmgate = wasmgate();
+    let over_stdio = crate::third_party::run_fixture_script(
+        &python,
+        "plugin_ask_client.py",
+        &[
+            mode,
+            "stdio",
+            wasmgate.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let gateway = HttpGateway::start_in(dir, &text, &[]);
+    let url = gateway.url("/mcp");
+    let over_http = crate::third_party::run_fixture_script(
+        &python,
+        "plugin_ask_client.py",
+        &[mode, "http", &url],
+        &[],
+    );
+    for seen in [over_stdio, over_http] {
+        assert_eq!(seen["ask"], format!("Hello, Ada-{mode}!"), "{seen}");
+        assert_eq!(seen["sample"], format!("model said: hi-{mode}"), "{seen}");
+        assert_eq!(seen["roots"][0]["uri"], "file:///work", "{seen}");
+        assert_eq!(seen["read"], "Hello from a 0.2 plugin", "{seen}");
+        assert_eq!(seen["prompt"], "Please greet Grace.", "{seen}");
+        assert_eq!(
+            seen["asked"],
+            json!(["elicitation", "sampling", "roots"]),
+            "{seen}"
+        );
+    }
+}
+
+#[test]
+fn the_python_sdk_answers_a_plugin_in_the_session_era() {
+    python_client_answers("legacy");
+}
+
+#[test]
+fn the_python_sdk_answers_a_plugin_in_the_stateless_era() {
+    python_client_answers("2026-07-28");
 }

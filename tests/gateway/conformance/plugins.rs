@@ -7,15 +7,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{SCORED_SCENARIOS_2026, check_both_eras};
-use crate::harness::{LOAD_TIMEOUT, TestDir, fixture_path, toml_str};
+use super::{SCORED_SCENARIOS_2026, check_both_eras, mock_answer};
+use crate::harness::{LOAD_TIMEOUT, TestDir, fixture, fixture_path, setup, toml_str, wait_tools};
 use crate::http_client::{HttpGateway, runtime};
 
-/// Scored 2026-07-28 scenarios that pass with the plugin: all but
-/// `input-required-result-multiple-input-requests`, which wants three questions in one
-/// `input_required` round: a call's questions go through `client` one after the other,
-/// so each is a round of its own.
-const SCORED_PASSES_2026_PLUGIN_FLOOR: usize = SCORED_SCENARIOS_2026 - 1;
+/// Scored 2026-07-28 scenarios that pass with the plugin: all (the three questions of
+/// `input-required-result-multiple-input-requests` go in one round through `ask-all`).
+const SCORED_PASSES_2026_PLUGIN_FLOOR: usize = SCORED_SCENARIOS_2026;
 /// What must pass whole, as with the stdio fixture.
 const WHOLE_2026_PLUGIN: &[(&str, usize)] = &[
     ("server-stateless", 30),
@@ -81,5 +79,41 @@ fn conformance_suites_pass_with_the_fixture_as_one_0_2_plugin() {
         SCORED_PASSES_2026_PLUGIN_FLOOR,
         WHOLE_2026_PLUGIN,
         wait_for_the_plugin,
+    );
+}
+
+/// The three questions of one round reach a 2025 client together (`ask-all`): all are
+/// asked before the first is answered, and the call ends with every answer.
+#[test]
+fn a_round_of_questions_reaches_a_2025_client_together() {
+    let mut client = setup()
+        .file("conformance2.wasm", fixture("conformance2"))
+        .plugins("[plugins.conformance2]\nnamespace = \"\"")
+        .start();
+    let capabilities = json!({"sampling": {}, "elicitation": {}, "roots": {}});
+    client.initialize_with("2025-11-25", capabilities);
+    wait_tools(&mut client, "the plugin's tools", |names| {
+        names
+            .iter()
+            .any(|n| n == "test_input_required_result_multiple_inputs")
+    });
+    let params = json!({"name": "test_input_required_result_multiple_inputs", "arguments": {}});
+    let id = client.send_request("tools/call", params);
+    let asked: Vec<Value> = (0..3)
+        .map(|_| client.next_client_request(LOAD_TIMEOUT))
+        .collect();
+    let mut methods: Vec<&str> = asked.iter().filter_map(|r| r["method"].as_str()).collect();
+    methods.sort_unstable();
+    assert_eq!(
+        methods,
+        ["elicitation/create", "roots/list", "sampling/createMessage"]
+    );
+    for request in &asked {
+        client.respond(request["id"].clone(), mock_answer(request));
+    }
+    let response = client.wait_response(&id, LOAD_TIMEOUT);
+    assert_eq!(
+        response["result"]["content"][0]["text"], "Name: Alice; Greeting: Hello there!; Roots: 1",
+        "{response}"
     );
 }

@@ -78,6 +78,7 @@ impl tool::Guest for Demo {
             tool_info("ask", "Asks the client for a name (elicitation).", any()),
             tool_info("ask_many", "Asks the client `n` times.", any()),
             tool_info("ask_huge", "Asks with a schema far too large.", any()),
+            tool_info("ask_all", "Asks `n` roots requests at once.", any()),
             tool_info("sample", "Asks the client's model (sampling).", any()),
             tool_info("roots", "Lists the client's roots.", any()),
             tool_info("note_add", "Keeps `text` under `key` in the store.", any()),
@@ -146,6 +147,14 @@ impl tool::Guest for Demo {
                     }
                 }
                 text(reply, last)
+            }
+            "ask_all" => {
+                let n = args["n"].as_u64().unwrap_or(1) as usize;
+                let requests = vec![client::Request::Roots; n];
+                match client::ask_all(&requests) {
+                    Ok(answers) => text(reply, format!("{} answers", answers.len())),
+                    Err(e) => text(reply, ask_error(e)),
+                }
             }
             "ask_huge" => {
                 let big = "x".repeat(100_000);

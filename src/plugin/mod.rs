@@ -21,6 +21,7 @@ mod hooks;
 mod host_impl;
 mod kept;
 mod kind;
+pub mod kv;
 mod limits;
 mod loading;
 mod middleware_bindings;

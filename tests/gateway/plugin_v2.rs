@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Client, LIST_CHANGED, LOAD_TIMEOUT, fixture, setup, wait_tools};
+use crate::harness::{
+    Client, LIST_CHANGED, LOAD_TIMEOUT, TestDir, fixture, setup, wait_tools, wasmgate,
+};
+use crate::http_client::HttpGateway;
 
 /// A gateway with `v2demo` (and the 0.1 `echo`), `settings` in `[plugins.v2demo]`,
 /// initialized with `capabilities`, its first tool list in.
@@ -29,8 +32,10 @@ fn every_capability() -> Value {
     json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
 }
 
+/// The first text of a tool result, or of the response that carries one.
 fn text_of(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"]
+    let result = answer.get("result").unwrap_or(answer);
+    result["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text in {answer}"))
         .to_string()
@@ -66,7 +71,7 @@ fn a_0_2_plugin_serves_resources_prompts_and_completions_beside_a_0_1_one() {
     let item = client.result("resources/read", json!({"uri": "demo://items/7"}));
     assert_eq!(item["contents"][0]["text"], r#"{"id":"7"}"#, "{item}");
     let missing = client.error("resources/read", json!({"uri": "demo://nothing"}));
-    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    assert_eq!(missing["code"], -32002, "{missing}");
 
     let prompts = client.result("prompts/list", json!({}));
     assert_eq!(prompts["prompts"][0]["name"], "v2demo__greet", "{prompts}");
@@ -79,7 +84,8 @@ fn a_0_2_plugin_serves_resources_prompts_and_completions_beside_a_0_1_one() {
         "{prompt}"
     );
     let no_name = client.error("prompts/get", json!({"name": "v2demo__greet"}));
-    assert_eq!(no_name["error"]["code"], -32602, "{no_name}");
+    assert_eq!(no_name["code"], -32602, "{no_name}");
+    assert_eq!(no_name["message"], "`name` is required", "{no_name}");
 
     let completion = client.result(
         "completion/complete",
@@ -94,10 +100,10 @@ fn a_0_2_plugin_serves_resources_prompts_and_completions_beside_a_0_1_one() {
 
     let structured = client.call("v2demo__structured", json!({}));
     assert_eq!(
-        structured["result"]["structuredContent"]["answer"], 42,
+        structured["structuredContent"]["answer"], 42,
         "{structured}"
     );
-    assert_eq!(structured["result"]["isError"], true, "{structured}");
+    assert_eq!(structured["isError"], true, "{structured}");
 }
 
 #[test]
@@ -183,7 +189,16 @@ fn requests_to_the_client_are_bounded_and_need_its_capability() {
 
 #[test]
 fn a_0_2_plugin_keeps_notes_in_its_store_and_announces_changes() {
-    let mut client = start("", every_capability());
+    let grant = r#"allow_dirs = [{ host = "{dir}/data", guest = "/data", mode = "rw" }]"#;
+    let mut client = setup()
+        .folder("data")
+        .file("v2demo.wasm", fixture("v2demo"))
+        .plugins(&format!("[plugins.v2demo]\n{grant}"))
+        .start();
+    client.initialize_with("2025-11-25", every_capability());
+    wait_tools(&mut client, "the plugin's tools", |names| {
+        names.iter().any(|n| n == "v2demo__echo")
+    });
     // It declares `session`: its global counter lives on between this client's calls,
     // with no instance mode in the config.
     assert_eq!(text_of(&client.call("v2demo__count", json!({}))), "1");
@@ -213,7 +228,7 @@ fn a_0_2_plugin_keeps_notes_in_its_store_and_announces_changes() {
 fn a_result_is_bounded_as_it_is_written() {
     let mut client = start("", every_capability());
     let answer = client.call("v2demo__flood", json!({}));
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(answer["isError"], true, "{answer}");
     assert_eq!(text_of(&answer), "kept 16 items; the next refused: true");
 }
 
@@ -244,4 +259,61 @@ fn a_cancelled_0_2_call_sees_its_cancellation() {
         text_of(&client.call("v2demo__echo", json!({"text": "still"}))),
         "still"
     );
+}
+
+/// The official Python SDK's `Client` in `mode` answers the plugin's requests, over stdio
+/// and HTTP (tests/gateway/fixtures/plugin_ask_client.py).
+fn python_client_answers(mode: &str) {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("plugin-v2-sdk");
+    let config = setup()
+        .file("v2demo.wasm", fixture("v2demo"))
+        .plugins("[plugins.v2demo]\n");
+    config.write(&dir.path);
+    let text = config.render(&dir.path);
+    let path = dir.write("stdio.toml", &text);
+    let wasmgate = wasmgate();
+    let over_stdio = crate::third_party::run_fixture_script(
+        &python,
+        "plugin_ask_client.py",
+        &[
+            mode,
+            "stdio",
+            wasmgate.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let gateway = HttpGateway::start_in(dir, &text, &[]);
+    let url = gateway.url("/mcp");
+    let over_http = crate::third_party::run_fixture_script(
+        &python,
+        "plugin_ask_client.py",
+        &[mode, "http", &url],
+        &[],
+    );
+    for seen in [over_stdio, over_http] {
+        assert_eq!(seen["ask"], format!("Hello, Ada-{mode}!"), "{seen}");
+        assert_eq!(seen["sample"], format!("model said: hi-{mode}"), "{seen}");
+        assert_eq!(seen["roots"][0]["uri"], "file:///work", "{seen}");
+        assert_eq!(seen["read"], "Hello from a 0.2 plugin", "{seen}");
+        assert_eq!(seen["prompt"], "Please greet Grace.", "{seen}");
+        assert_eq!(
+            seen["asked"],
+            json!(["elicitation", "sampling", "roots"]),
+            "{seen}"
+        );
+    }
+}
+
+#[test]
+fn the_python_sdk_answers_a_plugin_in_the_session_era() {
+    python_client_answers("legacy");
+}
+
+#[test]
+fn the_python_sdk_answers_a_plugin_in_the_stateless_era() {
+    python_client_answers("2026-07-28");
 }

@@ -22,8 +22,11 @@ use wasmgate::plugin::{client, host, notify, results::Reply, store};
 
 thread_local! {
     static COUNT: Cell<u64> = const { Cell::new(0) };
-    static ANNOUNCED: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Where `announce` leaves its mark for the next `list-tools` (which runs in a fresh
+/// instance): a folder the test grants as `/data`.
+const ANNOUNCED: &str = "/data/announced";
 
 struct Demo;
 
@@ -91,7 +94,7 @@ impl tool::Guest for Demo {
             ),
             tool_info("structured", "Gives a structured result.", any()),
         ];
-        if ANNOUNCED.get() {
+        if std::fs::metadata(ANNOUNCED).is_ok() {
             tools.push(tool_info("announced", "Here after `announce`.", any()));
         }
         tools
@@ -209,7 +212,7 @@ impl tool::Guest for Demo {
                 )))
             }
             "announce" => {
-                ANNOUNCED.set(true);
+                std::fs::write(ANNOUNCED, b"yes").map_err(|e| CallError::Failed(e.to_string()))?;
                 notify::tools_changed();
                 notify::resource_updated("demo://hello");
                 text(reply, "announced")

@@ -60,7 +60,7 @@ impl Settings {
                 instances: c.instances,
                 calls_at_once: c.calls_at_once,
                 middleware: c.middleware,
-                store_shared: false,
+                store_shared: c.store == crate::config::StoreScope::Shared,
             },
             None => Settings {
                 namespace: default_namespace(name),

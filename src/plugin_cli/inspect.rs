@@ -242,7 +242,12 @@ pub async fn report(file: &Path) -> Report {
                     });
                     out["instance"] = json!(loaded.instance.as_str());
                 }
-                None => out["tools"] = json!(loaded.tools),
+                None => {
+                    out["tools"] = json!(loaded.tools);
+                    if let Some(mode) = loaded.declared_instance {
+                        out["declared_instance"] = json!(mode.as_str());
+                    }
+                }
             }
             Report {
                 json: out,
@@ -269,6 +274,17 @@ pub async fn run(file: &Path, as_json: bool) -> ExitCode {
             ExitCode::from(1)
         }
         None => ExitCode::SUCCESS,
+    }
+}
+
+/// What a declared instance mode makes of a call, without config and with it.
+fn declared_instance(mode: &str) -> String {
+    match mode {
+        "shared" => "shared, declared (runs as session unless its [plugins.NAME] table says \
+                     instance = \"shared\")"
+            .into(),
+        "call" => "call, declared (the config's instance applies)".into(),
+        mode => format!("{mode}, declared (whatever the config says)"),
     }
 }
 
@@ -299,6 +315,9 @@ pub fn render(report: &Value) -> String {
             "kind:    middleware (use it in a [[middleware]] entry; instance: {})",
             report["instance"].as_str().unwrap_or("shared")
         );
+    }
+    if let Some(declared) = report["declared_instance"].as_str() {
+        let _ = writeln!(out, "instance: {}", declared_instance(declared));
     }
     if let Some(ms) = report["compile_ms"].as_u64() {
         let _ = writeln!(out, "compile: {ms} ms");
@@ -430,6 +449,18 @@ mod tests {
                 .unwrap_err()
                 .contains("core WebAssembly module")
         );
+    }
+
+    #[test]
+    fn a_declared_instance_mode_is_shown_with_what_it_makes_of_a_call() {
+        let report =
+            |mode: &str| render(&json!({"file": "p.wasm", "size": 1, "declared_instance": mode}));
+        assert!(report("session").contains("instance: session, declared (whatever the config"));
+        let shared = report("shared");
+        assert!(shared.contains("runs as session unless"), "{shared}");
+        assert!(shared.contains("instance = \"shared\""), "{shared}");
+        let none = render(&json!({"file": "p.wasm", "size": 1}));
+        assert!(!none.contains("instance:"), "{none}");
     }
 
     #[test]

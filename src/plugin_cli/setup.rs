@@ -114,6 +114,8 @@ pub struct Loaded {
     pub compile_ms: Option<u64>,
     pub interest: Option<Interest>,
     pub instance: config::InstanceMode,
+    /// The mode a 0.2 plugin declared (`meta.describe`); none for 0.1 plugins.
+    pub declared_instance: Option<config::InstanceMode>,
 }
 
 /// Loads the config's one plugin in a plugin host of its own; `Err` is why it was refused,
@@ -138,6 +140,7 @@ pub async fn load(config: &Config) -> Result<Loaded, String> {
             compile_ms,
             interest: info.interest,
             instance: info.instance,
+            declared_instance: info.declared_instance,
         }),
         (None, Some(failed)) => Err(failed.reason()),
         (None, None) => Err("was not loaded (no such file?)".into()),

@@ -233,8 +233,8 @@ fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The scope of a call's store: "shared" when the plugin's store is shared, else one per
-/// principal: "local" without a token, else a short sha256 of the token (never the token
-/// itself, which would then sit in a file name).
+/// principal: "local" without a token, else a short sha256 of the token (its name in the
+/// config, or its value: either way a file name of fixed form that shows neither).
 pub fn scope_for(shared: bool, token: Option<&str>) -> String {
     match (shared, token) {
         (true, _) => "shared".into(),

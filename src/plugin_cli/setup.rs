@@ -114,7 +114,11 @@ pub struct Loaded {
     pub compile_ms: Option<u64>,
     pub interest: Option<Interest>,
     pub instance: config::InstanceMode,
-    /// The mode a 0.2 plugin declared (`meta.describe`); none for 0.1 plugins.
+    /// A 0.2 plugin's other lists and the instance mode it declared.
+    pub resources: Vec<Value>,
+    pub templates: Vec<Value>,
+    pub prompts: Vec<Value>,
+    pub completes: bool,
     pub declared_instance: Option<config::InstanceMode>,
 }
 
@@ -140,6 +144,10 @@ pub async fn load(config: &Config) -> Result<Loaded, String> {
             compile_ms,
             interest: info.interest,
             instance: info.instance,
+            resources: info.resources,
+            templates: info.templates,
+            prompts: info.prompts,
+            completes: info.completes,
             declared_instance: info.declared_instance,
         }),
         (None, Some(failed)) => Err(failed.reason()),

@@ -317,3 +317,160 @@ fn the_python_sdk_answers_a_plugin_in_the_session_era() {
 fn the_python_sdk_answers_a_plugin_in_the_stateless_era() {
     python_client_answers("2026-07-28");
 }
+
+/// Replaces `path` with `bytes` as build tools do (a new file renamed over the old).
+fn replace(path: &std::path::Path, bytes: &[u8]) {
+    let partial = path.with_extension("wasm.partial");
+    std::fs::write(&partial, bytes).expect("write the new version");
+    std::fs::rename(&partial, path).expect("rename it over the old one");
+}
+
+#[test]
+fn a_0_1_and_a_0_2_plugin_reload_under_calls_and_lose_none() {
+    const RELOADS: usize = 20;
+    let variants = |name: &str| {
+        let a = fixture(name);
+        let b = crate::custom_section::with_custom_section(&a, "wasmgate-test-variant", b"b");
+        [a, b]
+    };
+    let plugins = [("echo", variants("echo")), ("v2demo", variants("v2demo"))];
+    let mut client = start("", every_capability());
+    let status = client.status();
+    assert_eq!(status["backends"]["echo"]["world"], "0.1.0", "{status}");
+    assert_eq!(status["backends"]["v2demo"]["world"], "0.2.0", "{status}");
+    assert_eq!(
+        status["backends"]["v2demo"]["declared_instance"], "session",
+        "{status}"
+    );
+    let folder = crate::harness::plugin_dir(&client);
+    let mut calls = 0;
+    let mut failures = Vec::new();
+    for reload in 1..=RELOADS {
+        let (name, bytes) = &plugins[reload % 2];
+        let digest = crate::harness::sha256_hex(&bytes[(reload / 2) % 2]);
+        replace(
+            &folder.join(format!("{name}.wasm")),
+            &bytes[(reload / 2) % 2],
+        );
+        // Calls to both keep going, several in flight, until the new version serves.
+        let deadline = std::time::Instant::now() + LOAD_TIMEOUT;
+        loop {
+            let sent: Vec<(Value, String)> = (0..4)
+                .map(|k| {
+                    let word = format!("call-{reload}-{calls}-{k}");
+                    let tool = ["echo__echo", "v2demo__echo"][k % 2];
+                    let id = client.send_request(
+                        "tools/call",
+                        json!({"name": tool, "arguments": {"text": word}}),
+                    );
+                    (id, word)
+                })
+                .collect();
+            for (id, word) in sent {
+                calls += 1;
+                let response = client.wait_response(&id, LOAD_TIMEOUT);
+                if response["result"]["isError"] == true || text_of(&response) != word {
+                    failures.push(response);
+                }
+            }
+            if crate::harness::backend(&mut client, name)["digest"] == digest.as_str() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "reload {reload} of {name} not served"
+            );
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} calls failed during the reloads, the first: {}",
+        failures.len(),
+        failures[0]
+    );
+}
+
+#[test]
+fn calls_waiting_for_their_clients_never_hold_every_turn() {
+    // Two calls at once: one of them may wait for its client, the other turn stays free.
+    let settings = "calls_at_once = 2\nconfig = { declare = \"none\" }";
+    let mut client = start(settings, every_capability());
+    let first = client.send_request(
+        "tools/call",
+        json!({"name": "v2demo__ask", "arguments": {}}),
+    );
+    let asked = client.next_client_request(LOAD_TIMEOUT);
+    let second = text_of(&client.call("v2demo__ask", json!({})));
+    assert!(
+        second.starts_with("refused:") && second.contains("wait for their clients"),
+        "{second}"
+    );
+    assert_eq!(
+        text_of(&client.call("v2demo__echo", json!({"text": "served"}))),
+        "served"
+    );
+    client.respond(
+        asked["id"].clone(),
+        json!({"action": "accept", "content": {"name": "Bo"}}),
+    );
+    assert_eq!(
+        text_of(&client.wait_response(&first, LOAD_TIMEOUT)),
+        "Hello, Bo!"
+    );
+}
+
+#[test]
+fn a_declared_shared_instance_needs_the_operators_word() {
+    let mut client = start("config = { declare = \"shared\" }", every_capability());
+    let status = client.status();
+    assert_eq!(
+        status["backends"]["v2demo"]["declared_instance"], "shared",
+        "{status}"
+    );
+    assert_eq!(
+        status["backends"]["v2demo"]["instance"], "session",
+        "{status}"
+    );
+    assert!(
+        client.stderr().contains("declares instance \"shared\""),
+        "{}",
+        client.stderr()
+    );
+
+    let settings = "instance = \"shared\"\nconfig = { declare = \"shared\" }";
+    let mut client = start(settings, every_capability());
+    let status = client.status();
+    assert_eq!(
+        status["backends"]["v2demo"]["instance"], "shared",
+        "{status}"
+    );
+}
+
+#[test]
+fn inspect_shows_what_a_0_2_plugin_serves_and_declares() {
+    let output = std::process::Command::new(wasmgate())
+        .args(["plugin", "inspect"])
+        .arg(crate::harness::fixture_path("v2demo"))
+        .output()
+        .expect("run plugin inspect");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "world:   wasmgate:plugin/plugin@0.2.0",
+        "instance: declares \"session\"",
+        "wasmgate:plugin/client@0.2.0",
+        "resources (1):",
+        "  demo://hello  A greeting.",
+        "resource templates (1):",
+        "  demo://items/{id}  An item by id.",
+        "prompts (1):",
+        "  greet  Greets `name`.",
+        "completions: yes",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+}

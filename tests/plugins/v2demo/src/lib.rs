@@ -1,7 +1,8 @@
 //! `v2demo`: a plugin of the 0.2 world, written on the raw bindings, for the host's tests
 //! of what 0.2 adds: results through `reply`, resources and a template, a prompt and its
 //! completion, requests to the client, the store, announcements, cancellation, and a
-//! declared instance mode (`session`: its `count` tool keeps a global).
+//! declared instance mode (`session` unless its config's `declare` says otherwise: its
+//! `count` tool keeps a global).
 
 use std::cell::Cell;
 
@@ -328,10 +329,15 @@ impl completion::Guest for Demo {
 }
 
 impl meta::Guest for Demo {
+    /// `session`, or what the `declare` config value says (`call`, `shared`, `none`).
     fn describe() -> About {
-        About {
-            instance: Some(InstanceMode::Session),
-        }
+        let instance = match host::config("declare").as_deref() {
+            Some("none") => None,
+            Some("call") => Some(InstanceMode::Call),
+            Some("shared") => Some(InstanceMode::Shared),
+            _ => Some(InstanceMode::Session),
+        };
+        About { instance }
     }
 }
 

@@ -22,8 +22,8 @@ pub use model::*;
 pub use plugin_files::load_with_plugin_files;
 pub use redact::redact_url;
 pub use tls::{TlsFileError, TlsPair, load_tls};
-pub use validate::EnvLookup;
 pub use validate::{ENV_TOKEN, EnvTokenError, MIN_TOKEN, check_listen, env_token};
+pub use validate::{EnvLookup, default_data_dir};
 
 #[cfg(test)]
 mod tests;
@@ -31,3 +31,5 @@ mod tests;
 mod tests_middleware;
 #[cfg(test)]
 mod tests_security;
+#[cfg(test)]
+mod tests_state;

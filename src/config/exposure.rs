@@ -34,6 +34,11 @@ pub(crate) fn exposures(
         let what = "the compiled-plugin cache, native code the gateway runs";
         guarded.push((dir.clone(), what.into()));
     }
+    if let Some(dir) = &plugins.data_dir {
+        // Not code, but every principal's stored data: a plugin must not reach it.
+        let what = "the plugins' stores, every principal's data";
+        guarded.push((dir.clone(), what.into()));
+    }
     if let Some(file) = &gateway.events_file {
         guarded.push((file.clone(), "the events file".into()));
     }

@@ -120,6 +120,8 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
             dir: None,
             watch: false,
             cache_dir: validate::default_cache_dir(env),
+            data_dir: validate::default_data_dir(env),
+            store_size: super::model::DEFAULT_STORE_SIZE,
             bundled: true,
             limits: PluginLimits::default(),
             compile_timeout: super::model::DEFAULT_COMPILE_TIMEOUT,

@@ -395,6 +395,11 @@ pub struct PluginsConfig {
     /// Where compiled components are cached (default `$XDG_CACHE_HOME/wasmgate` or
     /// `~/.cache/wasmgate`; none when neither is known).
     pub cache_dir: Option<PathBuf>,
+    /// Where the plugins' key-value stores live (default `$XDG_DATA_HOME/wasmgate` or
+    /// `~/.local/share/wasmgate`; none when neither is known).
+    pub data_dir: Option<PathBuf>,
+    /// Bytes of keys and values one plugin's store may hold per scope (default 1 MiB).
+    pub store_size: u64,
     /// Serve the plugins compiled into the binary (default true only for the embedded default config).
     pub bundled: bool,
     /// Limits for plugins that set none of their own.
@@ -417,6 +422,9 @@ pub const PLUGIN_PROJECT_FILES: &[&str] =
 /// [`PluginsConfig::compile_timeout`]'s default: compiling CPython on two busy cores stays
 /// well inside it.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// [`PluginsConfig::store_size`]'s default.
+pub const DEFAULT_STORE_SIZE: u64 = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginLimits {
@@ -465,6 +473,8 @@ pub struct PluginConfig {
     pub tool_filter: ToolFilter,
     pub disabled: bool,
     pub instances: InstancePolicy,
+    /// Whose data its key-value store keeps apart (`store`).
+    pub store: StoreScope,
     /// Calls it runs at once; `None`: 32, or 8 for a component with an interpreter inside.
     pub calls_at_once: Option<usize>,
     /// Made from a `[[middleware]]` entry: its component must export the
@@ -539,10 +549,33 @@ impl InstanceMode {
     }
 }
 
+/// Whose data a plugin's key-value store keeps apart (`store` in `[plugins.NAME]`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreScope {
+    /// One store per principal (each token; "local" for stdio and the operator).
+    #[default]
+    Principal,
+    /// One store every principal's calls read and write.
+    Shared,
+}
+
+impl StoreScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreScope::Principal => "principal",
+            StoreScope::Shared => "shared",
+        }
+    }
+}
+
 /// How long kept instances live (`instance`, `instance_idle`, `max_calls_per_instance`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InstancePolicy {
     pub mode: InstanceMode,
+    /// Whether the operator set `instance` (else `mode` is the default, and a 0.2
+    /// component's declared mode decides: see `plugin::kv::effective_instance`).
+    pub configured: bool,
     /// A session's instance unused this long is dropped.
     pub idle: Duration,
     /// A shared instance is replaced after this many calls; `None`: never.
@@ -553,6 +586,7 @@ impl Default for InstancePolicy {
     fn default() -> Self {
         InstancePolicy {
             mode: InstanceMode::Call,
+            configured: false,
             idle: Duration::from_secs(300),
             max_calls: None,
         }
@@ -582,6 +616,7 @@ impl PluginConfig {
             tool_filter: ToolFilter::default(),
             disabled: false,
             instances: InstancePolicy::default(),
+            store: StoreScope::default(),
             calls_at_once: None,
             middleware: false,
             uses_bundled: None,

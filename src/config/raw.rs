@@ -238,6 +238,8 @@ pub struct Plugins {
     pub dir: Option<String>,
     pub watch: Option<bool>,
     pub cache_dir: Option<String>,
+    pub data_dir: Option<String>,
+    pub store_size: Option<u64>,
     pub bundled: Option<bool>,
     pub memory: Option<u64>,
     pub timeout: Option<Duration>,
@@ -252,6 +254,8 @@ pub const PLUGINS_KEYS: &[&str] = &[
     "dir",
     "watch",
     "cache_dir",
+    "data_dir",
+    "store_size",
     "bundled",
     "memory",
     "timeout",
@@ -291,6 +295,7 @@ pub struct PluginEntry {
     pub instance_idle: Option<Timeout>,
     pub max_calls_per_instance: Option<AtLeastOne>,
     pub calls_at_once: Option<AtLeastOne>,
+    pub store: Option<crate::config::StoreScope>,
 }
 
 /// `[[middleware]]`: a link of the chain. Its component's keys are a plugin's (less the
@@ -645,6 +650,7 @@ impl Item<'_> {
         match (key, value) {
             ("dir", Scalar::Str(s)) => p.dir = Some(s.to_owned()),
             ("cache_dir", Scalar::Str(s)) => p.cache_dir = Some(s.to_owned()),
+            ("data_dir", Scalar::Str(s)) => p.data_dir = Some(s.to_owned()),
             ("watch", Scalar::Bool(b)) => p.watch = Some(b),
             ("bundled", Scalar::Bool(b)) => p.bundled = Some(b),
             ("memory", Scalar::Str(s)) => match parse_size(s)? {
@@ -659,14 +665,21 @@ impl Item<'_> {
             ("total_memory", Scalar::Int(n)) => {
                 p.total_memory = Some(positive_int(n, "a memory limit")?)
             }
+            ("store_size", Scalar::Str(s)) => match parse_size(s)? {
+                0 => return Err(wrong("greater than zero")),
+                n => p.store_size = Some(n),
+            },
+            ("store_size", Scalar::Int(n)) => p.store_size = Some(positive_int(n, "a store size")?),
             ("timeout", Scalar::Str(s)) => p.timeout = Some(positive_duration(s)?),
             ("timeout", Scalar::Int(n)) => return Err(duration_needs_unit(n)),
             ("compile_timeout", Scalar::Str(s)) => p.compile_timeout = Some(positive_duration(s)?),
             ("compile_timeout", Scalar::Int(n)) => return Err(duration_needs_unit(n)),
             ("fuel", Scalar::Int(n)) => p.fuel = Some(positive_int(n, "fuel")?),
-            ("dir" | "cache_dir", _) => return Err(wrong("a path (a string)")),
+            ("dir" | "cache_dir" | "data_dir", _) => return Err(wrong("a path (a string)")),
             ("watch" | "bundled", _) => return Err(wrong("true or false")),
-            ("memory" | "total_memory", _) => return Err(wrong("a size like \"64MiB\"")),
+            ("memory" | "total_memory" | "store_size", _) => {
+                return Err(wrong("a size like \"64MiB\""));
+            }
             ("timeout" | "compile_timeout", _) => return Err(wrong("a duration like \"10s\"")),
             ("fuel", _) => return Err(wrong("an integer, like fuel = 1000000")),
             _ => {

@@ -232,6 +232,15 @@ impl Config {
                 .as_ref()
                 .map_or("off".into(), |d| d.display().to_string())
         )?;
+        match &p.data_dir {
+            Some(dir) => writeln!(
+                out,
+                "  plugin stores in {}, {} each",
+                dir.display(),
+                bytes(p.store_size)
+            )?,
+            None => writeln!(out, "  plugin stores: off (no data_dir, HOME unset)")?,
+        }
         writeln!(out, "  default limits: {}", limits(&p.limits))?;
         for plugin in p.plugins.values() {
             let state = if plugin.disabled { " [disabled]" } else { "" };
@@ -306,6 +315,9 @@ impl Config {
                     kept.max_calls
                         .map_or(String::new(), |n| format!(", replaced after {n} calls"))
                 )?,
+            }
+            if plugin.store == StoreScope::Shared {
+                writeln!(out, "    store: one for all principals")?;
             }
             write_filter(out, &plugin.tool_filter)?;
         }

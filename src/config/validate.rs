@@ -108,6 +108,15 @@ pub(crate) fn default_cache_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
         .or_else(|| absolute("HOME").map(|home| home.join(".cache").join("wasmgate")))
 }
 
+/// `$XDG_DATA_HOME/wasmgate`, else `$HOME/.local/share/wasmgate`, else none: where the
+/// plugins' key-value stores live when `[plugins] data_dir` is not set.
+pub fn default_data_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
+    let absolute = |name: &str| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_DATA_HOME")
+        .map(|dir| dir.join("wasmgate"))
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/share/wasmgate")))
+}
+
 pub(crate) fn from_toml(
     raw: raw::TomlFile,
     src: &Source<'_>,

@@ -24,7 +24,7 @@ mod host_impl;
 mod host_v2;
 mod kept;
 mod kind;
-mod kv;
+pub mod kv;
 mod limits;
 mod listing;
 mod loading;
@@ -336,7 +336,7 @@ impl PluginHost {
             instances: Arc::new(Semaphore::new(CALL_UNITS)),
             ready_pool: AtomicBool::new(true),
             memory: Arc::new(limits::MemoryBudget::new(config.total_memory)),
-            kv: kv::KvStores::new(None, 1 << 20),
+            kv: kv::KvStores::new(config.data_dir.clone(), config.store_size),
             events: events.clone(),
             this: this.clone(),
         });

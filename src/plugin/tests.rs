@@ -75,6 +75,8 @@ pub(super) fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
         dir: None,
         watch: false,
         cache_dir: None,
+        data_dir: None,
+        store_size: crate::config::DEFAULT_STORE_SIZE,
         bundled: false,
         limits: PluginLimits::default(),
         compile_timeout: crate::config::DEFAULT_COMPILE_TIMEOUT,

@@ -16,8 +16,8 @@ use super::grants::GrantedDir;
 use super::hooks::Interest;
 use super::kind::Pre;
 use super::listing::ListingV2;
-use super::{convert, engine, kept, lock, pool};
-use crate::config::{InstanceMode, InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
+use super::{convert, engine, kept, kv, lock, pool};
+use crate::config::{InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
 
 /// The configuration-derived part of a plugin: everything but its code.
 pub struct Settings {
@@ -60,7 +60,7 @@ impl Settings {
                 instances: c.instances,
                 calls_at_once: c.calls_at_once,
                 middleware: c.middleware,
-                store_shared: false,
+                store_shared: c.store == crate::config::StoreScope::Shared,
             },
             None => Settings {
                 namespace: default_namespace(name),
@@ -166,17 +166,13 @@ pub(super) struct Code {
 pub(super) fn instances(name: &str, code: &Code, settings: &Settings) -> InstancePolicy {
     let mut policy = settings.instances;
     let declared = code.listing.as_ref().and_then(|l| l.declared);
-    match declared {
-        Some(InstanceMode::Session) => policy.mode = InstanceMode::Session,
-        Some(InstanceMode::Shared) if policy.mode != InstanceMode::Shared => {
-            tracing::warn!(
-                plugin = name,
-                "the plugin declares instance \"shared\" (state every client sees); it runs as \"session\" unless its config says instance = \"shared\""
-            );
-            policy.mode = InstanceMode::Session;
-        }
-        _ => {}
+    // The mode as set, by the operator or by the code that made the entry (a middleware's
+    // `shared`): an unset `instance` is `call`, which `effective_instance` reads alike.
+    let (mode, warning) = kv::effective_instance(declared, Some(policy.mode));
+    if let Some(warning) = warning {
+        tracing::warn!(plugin = name, "{warning}");
     }
+    policy.mode = mode;
     policy
 }
 

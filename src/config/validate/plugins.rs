@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{Ctx, default_cache_dir, default_total_memory, is_bundled};
+use super::{Ctx, default_cache_dir, default_data_dir, default_total_memory, is_bundled};
 use crate::config::model::{
-    DEFAULT_COMPILE_TIMEOUT, DirGrant, InstanceMode, InstancePolicy, MAX_CALLS_AT_ONCE,
-    PLUGIN_PROJECT_FILES, PluginConfig, PluginLimits, PluginsConfig,
+    DEFAULT_COMPILE_TIMEOUT, DEFAULT_STORE_SIZE, DirGrant, InstanceMode, InstancePolicy,
+    MAX_CALLS_AT_ONCE, PLUGIN_PROJECT_FILES, PluginConfig, PluginLimits, PluginsConfig,
 };
 use crate::config::raw;
 
@@ -40,6 +40,10 @@ impl Ctx<'_> {
             Some(c) => self.path(c, &[p, "cache_dir"], true),
             None => default_cache_dir(self.env),
         };
+        let data_dir = match raw.data_dir.as_deref() {
+            Some(d) => self.path(d, &[p, "data_dir"], true),
+            None => default_data_dir(self.env),
+        };
         let defaults = PluginLimits {
             memory: raw.memory.unwrap_or(PluginLimits::default().memory),
             timeout: raw.timeout.unwrap_or(PluginLimits::default().timeout),
@@ -58,6 +62,8 @@ impl Ctx<'_> {
             dir,
             watch: raw.watch.unwrap_or(true),
             cache_dir,
+            data_dir,
+            store_size: raw.store_size.unwrap_or(DEFAULT_STORE_SIZE),
             bundled,
             limits: defaults,
             compile_timeout: raw.compile_timeout.unwrap_or(DEFAULT_COMPILE_TIMEOUT),
@@ -214,6 +220,7 @@ impl Ctx<'_> {
             tool_filter,
             disabled: raw.disabled,
             instances,
+            store: raw.store.unwrap_or_default(),
             calls_at_once,
             middleware: false,
             uses_bundled: None,
@@ -272,6 +279,7 @@ impl Ctx<'_> {
         }
         InstancePolicy {
             mode,
+            configured: raw.instance.is_some(),
             idle: raw.instance_idle.map_or(defaults.idle, |t| t.0),
             max_calls: raw.max_calls_per_instance.map(|n| n.0 as u64),
         }

@@ -42,6 +42,8 @@ struct Plugins {
     parts: Vec<String>,
     /// `cache_dir`, when not `{dir}/cache`.
     cache: Option<PathBuf>,
+    /// `data_dir`, when not `{dir}/store` (kept out of the user's home).
+    data: Option<PathBuf>,
 }
 
 pub fn config() -> Config {
@@ -143,6 +145,12 @@ impl Config {
         self
     }
 
+    /// The plugins' `data_dir`, instead of `{dir}/store`.
+    pub fn data_dir(mut self, dir: &Path) -> Config {
+        self.plugins.get_or_insert_with(Plugins::default).data = Some(dir.to_path_buf());
+        self
+    }
+
     pub fn render(&self, dir: &Path) -> String {
         let mut text = String::from("[gateway]\n");
         for line in &self.gateway {
@@ -151,13 +159,14 @@ impl Config {
         }
         if let Some(plugins) = &self.plugins {
             let path = |name: &str| toml_str(dir.join(name).to_str().expect("utf-8 path"));
+            let or_default = |given: Option<&Path>, name: &str| {
+                given.map_or_else(|| path(name), |d| toml_str(d.to_str().expect("utf-8 path")))
+            };
             text.push_str(&format!(
-                "\n[plugins]\ndir = {}\ncache_dir = {}\n",
+                "\n[plugins]\ndir = {}\ncache_dir = {}\ndata_dir = {}\n",
                 path("plugins"),
-                plugins.cache.as_deref().map_or_else(
-                    || path("cache"),
-                    |c| toml_str(c.to_str().expect("utf-8 path"))
-                )
+                or_default(plugins.cache.as_deref(), "cache"),
+                or_default(plugins.data.as_deref(), "store"),
             ));
             for part in &plugins.parts {
                 text.push('\n');

@@ -15,6 +15,7 @@ mod calls;
 mod convert;
 mod discovery;
 mod engine;
+mod errno;
 mod grants;
 mod hook_calls;
 mod hooks;

@@ -79,11 +79,10 @@ pub async fn run(args: CallArgs, settings: Vec<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let entry = config
-        .plugins
-        .plugins
-        .get_mut(&name)
-        .expect("config_for's one plugin");
+    let Some(entry) = config.plugins.plugins.get_mut(&name) else {
+        eprintln!("wasmgate: plugin `{name}` is missing from the config made for it");
+        return ExitCode::from(2);
+    };
     // One kept instance for the whole run: the calls of --repeat and --script see what
     // the earlier ones left, as a client's calls do under `instance = "session"`.
     entry.instances.mode = crate::config::InstanceMode::Session;

@@ -22,10 +22,14 @@ use crate::gateway::Gateway;
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Config file: gateway.toml, or a Claude Desktop / Cursor JSON with `mcpServers`.
-    /// Without one, wasmgate serves its embedded default (built-in tools and bundled plugins).
-    #[arg(long, short, global = true, env = "WASMGATE_CONFIG")]
-    config: Option<PathBuf>,
+    /// Config file: gateway.toml, or a Claude Desktop / Cursor JSON with `mcpServers`
+    /// (else from WASMGATE_CONFIG). Without one, wasmgate serves its embedded default
+    /// (built-in tools and bundled plugins). Under `plugin call`: KEY=VALUE, a value the
+    /// plugin reads with host.config(KEY) (repeatable there).
+    // A list, and WASMGATE_CONFIG read by hand: `plugin call --config a=1 --config b=2`
+    // takes several, and no variable's file may pass for a value there.
+    #[arg(long, short, global = true, value_name = "FILE")]
+    config: Vec<PathBuf>,
     /// Log filter for stderr (error, warn, info, debug, trace, or tracing directives).
     #[arg(long, global = true, env = "WASMGATE_LOG")]
     log_level: Option<String>,
@@ -75,18 +79,47 @@ enum Command {
         /// Plugin project folders to build, serve and watch.
         #[arg(value_name = "SOURCE")]
         sources: Vec<PathBuf>,
+        /// Build Rust plugins with the release profile (small, slow to build) instead of
+        /// the fast `dev-plugin` one.
+        #[arg(long)]
+        release: bool,
     },
 }
 
-pub fn run(mut cli: Cli) -> ExitCode {
+/// The config file: the one `--config` (twice is a mistake), else `WASMGATE_CONFIG`.
+fn config_file(given: Vec<PathBuf>) -> Result<Option<PathBuf>, String> {
+    match given.len() {
+        0 => Ok(std::env::var_os("WASMGATE_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)),
+        1 => Ok(given.into_iter().next()),
+        n => Err(format!(
+            "--config is given {n} times; a gateway reads one config file"
+        )),
+    }
+}
+
+pub fn run(cli: Cli) -> ExitCode {
     let command = cli.command.unwrap_or(Command::Serve { http: None });
     crate::descriptors::raise();
     let command = match command {
-        // No config: each works on the files it is given.
-        Command::Plugin(command) => return crate::plugin_cli::run(command),
+        // No config file: each works on the files it is given; `plugin call`'s `--config`
+        // values are the plugin's settings.
+        Command::Plugin(command) => return crate::plugin_cli::run(command, cli.config),
+        command => command,
+    };
+    let config_path = match config_file(cli.config) {
+        Ok(path) => path,
+        Err(e) => {
+            eprintln!("wasmgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut plugins = cli.plugins;
+    let command = match command {
         // Only the config file's `[[middleware]]` entries: no gateway, no backends.
         Command::Pins(command) => {
-            return match crate::pins::run(command, cli.config.as_deref()) {
+            return match crate::pins::run(command, config_path.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("wasmgate pins: {e}");
@@ -109,10 +142,10 @@ pub fn run(mut cli: Cli) -> ExitCode {
     let mut dev_sources = Vec::new();
     // The folder of `dev`'s links, removed as this returns.
     let mut _dev_links = None;
-    if let Command::Dev { sources } = &command {
-        match crate::plugin_cli::dev::build_all(cli.config.as_deref(), sources) {
+    if let Command::Dev { sources, release } = &command {
+        match crate::plugin_cli::dev::build_all(config_path.as_deref(), sources, *release) {
             Ok((built, watched, links)) => {
-                cli.plugins.extend(built);
+                plugins.extend(built);
                 dev_sources = watched;
                 _dev_links = links;
             }
@@ -122,7 +155,7 @@ pub fn run(mut cli: Cli) -> ExitCode {
             }
         }
     }
-    let config = match config::load_with_plugin_files(cli.config.as_deref(), &cli.plugins) {
+    let config = match config::load_with_plugin_files(config_path.as_deref(), &plugins) {
         Ok(config) => config,
         Err(err) => {
             eprintln!("{err}");
@@ -140,13 +173,13 @@ pub fn run(mut cli: Cli) -> ExitCode {
     }
     if let Command::Check = command {
         // A config file's validation checked WASMGATE_TOKEN; the built-in config has none.
-        if cli.config.is_none()
+        if config_path.is_none()
             && let Err(err) = config::env_token(&config::process_env)
         {
             eprintln!("wasmgate: {err}");
             return ExitCode::from(1);
         }
-        if let Some(path) = &cli.config
+        if let Some(path) = &config_path
             && let Err(err) = config::check_commands(&config, path, &config::process_env)
         {
             eprintln!("{err}");
@@ -163,7 +196,7 @@ pub fn run(mut cli: Cli) -> ExitCode {
         println!("config OK");
         return ExitCode::SUCCESS;
     }
-    if let Err(refused) = crate::nesting::enter(cli.config.as_deref()) {
+    if let Err(refused) = crate::nesting::enter(config_path.as_deref()) {
         eprintln!("{refused}");
         return ExitCode::from(1);
     }
@@ -200,10 +233,10 @@ pub fn run(mut cli: Cli) -> ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match command {
-            Command::Dev { .. } => serve(config, cli.plugins, None, dev_sources)
+            Command::Dev { .. } => serve(config, plugins, None, dev_sources)
                 .await
                 .map(|_| ExitCode::SUCCESS),
-            Command::Serve { .. } => serve(config, cli.plugins, listen, Vec::new())
+            Command::Serve { .. } => serve(config, plugins, listen, Vec::new())
                 .await
                 .map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,

@@ -167,7 +167,9 @@ impl Calls {
                 message: cut_error(message),
             }),
             Ok(Err(CallError::Failed(message))) => {
-                Ok(convert::error_result(cut_error(message)).into())
+                // The hint after the cut, so that a long message does not lose it.
+                let message = super::errno::with_hint(cut_error(message));
+                Ok(convert::error_result(message).into())
             }
             Err(reason) => {
                 tracing::warn!(plugin, tool, trace_id = %ctx.trace_id, elapsed_us, "{reason}");

@@ -17,6 +17,7 @@ mod cancel;
 mod convert;
 mod discovery;
 mod engine;
+mod errno;
 mod grants;
 mod hook_calls;
 mod hooks;

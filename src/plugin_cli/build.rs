@@ -1,18 +1,44 @@
 //! `plugin build [DIR]`: builds a plugin project for wasm32-wasip2 with its language's
-//! tools, then checks the new component as `inspect` does and prints its tools.
+//! tools, then checks the new component as `inspect` does (its compiled code kept in the
+//! cache, for the first load) and prints its tools. A failed build ends with its first
+//! errors (`build_errors`), which `dev` tells its clients.
 
+use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use serde_json::Value;
 
+use super::build_errors::{self, FirstErrors};
+
 const TARGET: &str = "wasm32-wasip2";
 
+/// What `dev` changes in a project's release profile for a rebuild on each save: no LTO,
+/// many codegen units, incremental, less optimisation. The component is bigger and a
+/// little slower, which a loop of edits does not notice. Environment overrides of the
+/// release profile (not a profile of their own), so the file is where `plugin build`
+/// writes it, and the dependencies of both builds stay side by side in target/.
+pub(super) const DEV_OVERRIDES: [(&str, &str); 4] = [
+    ("CARGO_PROFILE_RELEASE_LTO", "false"),
+    ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
+    ("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1"),
+    ("CARGO_PROFILE_RELEASE_INCREMENTAL", "true"),
+];
+
+/// How a Rust project is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Its release profile: the small component `plugin build` makes, to ship.
+    Release,
+    /// The release profile with [`DEV_OVERRIDES`]: the fast rebuild `dev` makes.
+    Dev,
+}
+
 /// Builds the project in `dir` with its language's tools; the component's path.
-pub fn build_project(dir: &Path) -> Result<PathBuf, String> {
+pub fn build_project(dir: &Path, profile: Profile) -> Result<PathBuf, String> {
     if dir.join("Cargo.toml").is_file() {
-        build_rust(dir)
+        build_rust(dir, profile)
     } else if dir.join("app.py").is_file() || dir.join("pyproject.toml").is_file() {
         build_python(dir)
     } else if dir.join("package.json").is_file() {
@@ -28,7 +54,7 @@ pub fn build_project(dir: &Path) -> Result<PathBuf, String> {
 
 pub async fn run(dir: PathBuf) -> ExitCode {
     let started = Instant::now();
-    let built = build_project(&dir);
+    let built = build_project(&dir, Profile::Release);
     let wasm = match built {
         Ok(wasm) => wasm,
         Err(e) => {
@@ -41,7 +67,9 @@ pub async fn run(dir: PathBuf) -> ExitCode {
         wasm.display(),
         started.elapsed().as_secs_f64()
     );
-    let report = super::inspect::report(&wasm).await;
+    // The check's compile goes into the cache: the first call or `serve` of this build
+    // loads it instead of compiling again.
+    let report = super::inspect::report(&wasm, super::inspect::Cache::Keep).await;
     print!("{}", super::inspect::render(&report.json));
     match report.error {
         Some(error) => {
@@ -129,7 +157,7 @@ fn check_manifest(manifest: &toml::Table, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn build_rust(dir: &Path) -> Result<PathBuf, String> {
+fn build_rust(dir: &Path, profile: Profile) -> Result<PathBuf, String> {
     let text = std::fs::read_to_string(dir.join("Cargo.toml"))
         .map_err(|e| format!("cannot read Cargo.toml: {e}"))?;
     let manifest: toml::Table = text
@@ -137,21 +165,45 @@ fn build_rust(dir: &Path) -> Result<PathBuf, String> {
         .map_err(|e| format!("Cargo.toml is not valid TOML: {e}"))?;
     check_manifest(&manifest, dir)?;
     add_target()?;
-    eprintln!("cargo build --release --target {TARGET}");
-    let output = Command::new("cargo")
+    let overrides: &[(&str, &str)] = match profile {
+        Profile::Release => &[],
+        Profile::Dev => &DEV_OVERRIDES,
+    };
+    let shown: Vec<String> = overrides.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+    eprintln!("{}cargo build --release --target {TARGET}", shown.concat());
+    // Rendered with colours when a person reads stderr; the JSON gives the errors' places.
+    let format = if std::io::stderr().is_terminal() {
+        "--message-format=json-diagnostic-rendered-ansi"
+    } else {
+        "--message-format=json"
+    };
+    let mut child = Command::new("cargo")
         .args(["build", "--release", "--target", TARGET])
-        .arg("--message-format=json-render-diagnostics")
+        .envs(overrides.iter().copied())
+        .arg(format)
         .current_dir(dir)
-        .stderr(Stdio::inherit())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !output.status.success() {
-        return Err("the build failed (the compiler's messages are above)".into());
+    let (stdout, cargo_stderr) = outputs(&mut child);
+    let cargo_errors = std::thread::spawn(move || {
+        build_errors::tee_cargo_stderr(cargo_stderr, &mut std::io::stderr())
+    });
+    let (messages, compiler_errors) = build_errors::read_cargo_json(stdout, &mut std::io::stderr());
+    let status = child.wait().map_err(|e| format!("cargo: {e}"))?;
+    let cargo_errors = cargo_errors.join().unwrap_or_default();
+    if !status.success() {
+        let errors = if compiler_errors.is_empty() {
+            cargo_errors
+        } else {
+            compiler_errors
+        };
+        return Err(errors.summary("the build failed"));
     }
     // The artifacts cargo reports for this build, not whatever target/ holds from before.
-    let wasm: Vec<PathBuf> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+    let wasm: Vec<PathBuf> = messages
+        .iter()
         .filter(|m| m["reason"] == "compiler-artifact")
         .filter(|m| {
             m["target"]["crate_types"]
@@ -176,6 +228,75 @@ fn build_rust(dir: &Path) -> Result<PathBuf, String> {
             many.len()
         )),
     }
+}
+
+/// Whether the Rust project in `dir` has its component built already in the release
+/// profile (by `plugin build`, or an earlier `dev`). `dev` then starts with a release
+/// build, which has little left to do, and the first save compiles the dependencies for
+/// [`Profile::Dev`] once: a client waits for no cold build before its first answer.
+pub fn has_release_build(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+        return false;
+    };
+    let Ok(manifest) = text.parse::<toml::Table>() else {
+        return false;
+    };
+    let lib = manifest
+        .get("lib")
+        .and_then(|lib| lib.get("name"))
+        .or_else(|| manifest.get("package").and_then(|p| p.get("name")))
+        .and_then(toml::Value::as_str)
+        .map(|name| name.replace('-', "_"));
+    let metadata = Command::new("cargo")
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .current_dir(dir)
+        .stderr(Stdio::null())
+        .output();
+    let target = metadata
+        .ok()
+        .and_then(|out| serde_json::from_slice::<Value>(&out.stdout).ok())
+        .and_then(|m| m["target_directory"].as_str().map(PathBuf::from));
+    match (lib, target) {
+        (Some(lib), Some(target)) => target
+            .join(TARGET)
+            .join("release")
+            .join(format!("{lib}.wasm"))
+            .is_file(),
+        _ => false,
+    }
+}
+
+/// The child's piped stdout and stderr, as readers.
+fn outputs(child: &mut Child) -> (Box<dyn Read + Send>, Box<dyn Read + Send>) {
+    fn or_empty<R: Read + Send + 'static>(pipe: Option<R>) -> Box<dyn Read + Send> {
+        match pipe {
+            Some(pipe) => Box::new(pipe),
+            None => Box::new(std::io::empty()),
+        }
+    }
+    (or_empty(child.stdout.take()), or_empty(child.stderr.take()))
+}
+
+/// Runs a componentize tool with both its outputs copied to stderr (never to stdout,
+/// which `dev` serves MCP on), keeping its first error lines.
+fn run_tool(command: &mut Command) -> std::io::Result<(std::process::ExitStatus, FirstErrors)> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let (stdout, stderr) = outputs(&mut child);
+    let from_stdout =
+        std::thread::spawn(move || build_errors::tee_errors(stdout, &mut std::io::stderr()));
+    let mut errors = build_errors::tee_errors(stderr, &mut std::io::stderr());
+    let status = child.wait()?;
+    errors.append(from_stdout.join().unwrap_or_default());
+    Ok((status, errors))
 }
 
 /// Adds the Rust target when rustup is there and lacks it, saying so.
@@ -215,22 +336,23 @@ fn build_python(dir: &Path) -> Result<PathBuf, String> {
     has_wit(dir)?;
     let output = format!("{name}.wasm");
     eprintln!("componentize-py -d wit -w plugin componentize app -o {output}");
-    let status = Command::new("componentize-py")
-        .args([
-            "-d",
-            "wit",
-            "-w",
-            "plugin",
-            "componentize",
-            "app",
-            "-o",
-            &output,
-        ])
-        .current_dir(dir)
-        .status();
+    let status = run_tool(
+        Command::new("componentize-py")
+            .args([
+                "-d",
+                "wit",
+                "-w",
+                "plugin",
+                "componentize",
+                "app",
+                "-o",
+                &output,
+            ])
+            .current_dir(dir),
+    );
     match status {
-        Ok(status) if status.success() => Ok(dir.join(output)),
-        Ok(_) => Err("componentize-py failed (its messages are above)".into()),
+        Ok((status, _)) if status.success() => Ok(dir.join(output)),
+        Ok((_, errors)) => Err(errors.summary("componentize-py failed")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
             "componentize-py is not on PATH: pip install componentize-py=={}",
             super::new::COMPONENTIZE_PY
@@ -270,27 +392,30 @@ fn build_js(dir: &Path) -> Result<PathBuf, String> {
         .ok_or("no app.js (or index.js): the module that exports `tool`")?;
     let local = dir.join("node_modules/.bin/componentize-js");
     let program = if local.is_file() {
-        local
+        // Absolute: a relative one would be looked up from the project folder, where the
+        // tool runs, not from here.
+        std::path::absolute(&local).unwrap_or(local)
     } else {
         PathBuf::from("componentize-js")
     };
     let output = format!("{name}.wasm");
     eprintln!("componentize-js --wit wit --world-name plugin --out {output} {entry}");
-    let status = Command::new(&program)
-        .args([
-            "--wit",
-            "wit",
-            "--world-name",
-            "plugin",
-            "--out",
-            &output,
-            entry,
-        ])
-        .current_dir(dir)
-        .status();
+    let status = run_tool(
+        Command::new(&program)
+            .args([
+                "--wit",
+                "wit",
+                "--world-name",
+                "plugin",
+                "--out",
+                &output,
+                entry,
+            ])
+            .current_dir(dir),
+    );
     match status {
-        Ok(status) if status.success() => Ok(dir.join(output)),
-        Ok(_) => Err("componentize-js failed (its messages are above)".into()),
+        Ok((status, _)) if status.success() => Ok(dir.join(output)),
+        Ok((_, errors)) => Err(errors.summary("componentize-js failed")),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
             "componentize-js is neither in node_modules nor on PATH: `npm install` in {} \
              (package.json pins it), or npm install --save-dev @bytecodealliance/componentize-js@{}",

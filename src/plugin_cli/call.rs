@@ -1,5 +1,6 @@
 //! `plugin call FILE TOOL [JSON]` (a middleware's hook: `--hook`, see `call_hook`): one call through the gateway's own call path (catalog,
-//! argument checks, sandbox, limits) for a config of this one plugin. Also what it shares
+//! argument checks, sandbox, limits) for a config of this one plugin; `--repeat` and
+//! `--script` (see `call_many`) make several on one kept instance. Also what it shares
 //! with `wasmgate call`: the one-shot call outside any client session, and its printing.
 
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::call_many::Calls;
 use super::setup::{self, Grants};
 use crate::catalog::view::View;
 use crate::gateway::Gateway;
@@ -22,7 +24,7 @@ pub struct CallArgs {
     /// The component (.wasm).
     file: PathBuf,
     /// The tool's name as the plugin lists it (without the gateway's prefix).
-    #[arg(required_unless_present = "hook", conflicts_with = "hook")]
+    #[arg(required_unless_present_any = ["hook", "script"], conflicts_with_all = ["hook", "script"])]
     tool: Option<String>,
     /// Arguments as a JSON object.
     #[arg(default_value = "{}")]
@@ -46,12 +48,23 @@ pub struct CallArgs {
     /// Wall time for the call, e.g. 10s (the gateway's default when absent).
     #[arg(long, value_name = "DURATION")]
     timeout: Option<String>,
+    /// Make the call N times on one instance (what the plugin keeps shows), printing one
+    /// result per line.
+    #[arg(long, value_name = "N", requires = "tool", value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: Option<u32>,
+    /// Run the calls of FILE (`-`: stdin), one JSON object a line, {"tool": NAME,
+    /// "arguments": {...}}, on one instance, printing one result per line.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hook", "repeat"])]
+    script: Option<PathBuf>,
 }
 
-pub async fn run(args: CallArgs) -> ExitCode {
-    let (Some(tool), None) = (&args.tool, args.hook.hook) else {
-        return super::call_hook::run(&args.file, args.grants(), &args.hook).await;
-    };
+/// Runs `plugin call`; `settings` are the `--config KEY=VALUE` values.
+pub async fn run(args: CallArgs, settings: Vec<String>) -> ExitCode {
+    let mut grants = args.grants();
+    grants.settings = settings;
+    if args.hook.hook.is_some() {
+        return super::call_hook::run(&args.file, grants, &args.hook).await;
+    }
     let arguments: Value = match serde_json::from_str(&args.arguments) {
         Ok(arguments) => arguments,
         Err(e) => {
@@ -59,16 +72,21 @@ pub async fn run(args: CallArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (name, config) = match setup::config_for(&args.file, &args.grants()) {
+    let (name, mut config) = match setup::config_for(&args.file, &grants) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
         }
     };
-    let namespace = config.plugins.plugins[&name].namespace.clone();
-    let tool_name = tool;
-    let tool = format!("{namespace}{}{tool_name}", config.gateway.separator);
+    let Some(entry) = config.plugins.plugins.get_mut(&name) else {
+        eprintln!("wasmgate: plugin `{name}` is missing from the config made for it");
+        return ExitCode::from(2);
+    };
+    // One kept instance for the whole run: the calls of --repeat and --script see what
+    // the earlier ones left, as a client's calls do under `instance = "session"`.
+    entry.instances.mode = crate::config::InstanceMode::Session;
+    let prefix = format!("{}{}", entry.namespace, config.gateway.separator);
     let loading = Instant::now();
     let gateway = Gateway::start(config);
     gateway.wait_for_plugins().await;
@@ -82,7 +100,50 @@ pub async fn run(args: CallArgs) -> ExitCode {
         gateway.shutdown().await;
         return ExitCode::from(2);
     }
-    if gateway.catalog().tool(&tool).is_none() {
+    let caller = Caller {
+        gateway: &gateway,
+        prefix,
+        observer: Observer::new(),
+    };
+    let code = match (args.tool.as_deref(), args.repeat, &args.script) {
+        (Some(tool), None, _) => call_one(&caller, &args.file, tool, arguments, load_ms).await,
+        (Some(tool), Some(times), _) => {
+            let calls = Calls::repeat(tool, arguments, times);
+            super::call_many::run(&caller, &args.file, calls).await
+        }
+        (None, _, Some(script)) => match Calls::script(script).await {
+            Ok(calls) => super::call_many::run(&caller, &args.file, calls).await,
+            Err(e) => {
+                eprintln!("wasmgate: {e}");
+                ExitCode::from(2)
+            }
+        },
+        (None, _, None) => unreachable!("clap requires a tool, a hook or a script"),
+    };
+    gateway.shutdown().await;
+    code
+}
+
+/// What each call of a run goes through: the gateway, the plugin's tool prefix, and the
+/// one client session (so one kept instance) whose notifications are shown.
+pub(super) struct Caller<'a> {
+    pub gateway: &'a Arc<Gateway>,
+    pub prefix: String,
+    pub observer: Observer,
+}
+
+impl Caller<'_> {
+    /// Whether the plugin has `tool`; if not, says what it has, on stderr.
+    pub fn has_tool(&self, file: &std::path::Path, tool: &str) -> bool {
+        if self
+            .gateway
+            .catalog()
+            .tool(&format!("{}{tool}", self.prefix))
+            .is_some()
+        {
+            return true;
+        }
+        let host = self.gateway.plugin_host();
         let tools: Vec<String> = host
             .iter()
             .flat_map(|h| h.plugins())
@@ -90,19 +151,47 @@ pub async fn run(args: CallArgs) -> ExitCode {
             .filter_map(|t| t["name"].as_str().map(str::to_owned))
             .collect();
         eprintln!(
-            "{}: no tool `{tool_name}`; it has: {}",
-            args.file.display(),
+            "{}: no tool `{tool}`; it has: {}",
+            file.display(),
             tools.join(", ")
         );
-        gateway.shutdown().await;
+        false
+    }
+
+    /// One call of the plugin's `tool`; its notifications go to stderr.
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<Value, RpcError> {
+        let tool = format!("{}{tool}", self.prefix);
+        let (outcome, notifications) = self.observer.call(self.gateway, &tool, arguments).await;
+        show_notifications(&notifications);
+        outcome
+    }
+}
+
+/// The single call: its result pretty on stdout, its timing on stderr.
+async fn call_one(
+    caller: &Caller<'_>,
+    file: &std::path::Path,
+    tool: &str,
+    arguments: Value,
+    load_ms: u128,
+) -> ExitCode {
+    if !caller.has_tool(file, tool) {
         return ExitCode::from(2);
     }
     let started = Instant::now();
-    let (outcome, notifications) = call_once_observed(&gateway, &tool, arguments).await;
+    let outcome = caller.call(tool, arguments).await;
     let call_us = started.elapsed().as_micros();
-    gateway.shutdown().await;
-    // The result alone on stdout, for a script to read; the rest on stderr.
-    for note in &notifications {
+    eprintln!(
+        "time: call {:.1} ms (load {load_ms} ms)",
+        call_us as f64 / 1000.0
+    );
+    print_outcome(outcome)
+}
+
+/// A call's log messages and progress, on stderr (the result alone goes to stdout, for a
+/// script to read).
+fn show_notifications(notifications: &[Value]) {
+    for note in notifications {
         let params = &note["params"];
         match note["method"].as_str() {
             Some("notifications/message") => {
@@ -126,11 +215,6 @@ pub async fn run(args: CallArgs) -> ExitCode {
             _ => {}
         }
     }
-    eprintln!(
-        "time: call {:.1} ms (load {load_ms} ms)",
-        call_us as f64 / 1000.0
-    );
-    print_outcome(outcome)
 }
 
 impl CallArgs {
@@ -142,6 +226,7 @@ impl CallArgs {
             env: self.allow_env.clone(),
             memory: self.memory.clone(),
             timeout: self.timeout.clone(),
+            settings: Vec::new(),
         }
     }
 }
@@ -187,39 +272,54 @@ pub async fn call_once(
         .map(Reply::into_value)
 }
 
-/// [`call_once`] for a caller that shows the call's log messages (every level) and
-/// progress: the notifications the call sent, with its outcome.
-async fn call_once_observed(
-    gateway: &Arc<Gateway>,
-    tool: &str,
-    arguments: Value,
-) -> (Result<Value, RpcError>, Vec<Value>) {
-    let (out, mut inbox) = outbox("command line");
-    let peer = ClientPeer::new(out);
-    // Log messages go to initialized sessions only: this one is, as a current client.
-    let _ = peer.initialized(
-        protocol::LATEST_VERSION,
-        json!({}),
-        json!({"name": "wasmgate plugin call"}),
-    );
-    peer.set_log_level(0);
-    let context = once_context(peer);
-    let params = json!({
-        "name": tool,
-        "arguments": arguments,
-        "_meta": {"progressToken": "command line"},
-    });
-    let outcome = Router::new(gateway)
-        .dispatch(&context, methods::TOOLS_CALL, Some(params))
-        .await
-        .map(Reply::into_value);
-    let mut notifications = Vec::new();
-    while let Some(message) = inbox.try_recv() {
-        if let Ok(value) = serde_json::from_str(&message.line) {
-            notifications.push(value);
+/// The command line as one client session that sees every log message (all levels) and
+/// progress of its calls: each call's notifications come back with its outcome.
+pub(super) struct Observer {
+    context: RequestContext,
+    inbox: tokio::sync::Mutex<crate::pipe::outbox::Inbox>,
+}
+
+impl Observer {
+    fn new() -> Self {
+        let (out, inbox) = outbox("command line");
+        let peer = ClientPeer::new(out);
+        // Log messages go to initialized sessions only: this one is, as a current client.
+        let _ = peer.initialized(
+            protocol::LATEST_VERSION,
+            json!({}),
+            json!({"name": "wasmgate plugin call"}),
+        );
+        peer.set_log_level(0);
+        Observer {
+            context: once_context(peer),
+            inbox: tokio::sync::Mutex::new(inbox),
         }
     }
-    (outcome, notifications)
+
+    async fn call(
+        &self,
+        gateway: &Arc<Gateway>,
+        tool: &str,
+        arguments: Value,
+    ) -> (Result<Value, RpcError>, Vec<Value>) {
+        let params = json!({
+            "name": tool,
+            "arguments": arguments,
+            "_meta": {"progressToken": "command line"},
+        });
+        let outcome = Router::new(gateway)
+            .dispatch(&self.context, methods::TOOLS_CALL, Some(params))
+            .await
+            .map(Reply::into_value);
+        let mut notifications = Vec::new();
+        let mut inbox = self.inbox.lock().await;
+        while let Some(message) = inbox.try_recv() {
+            if let Ok(value) = serde_json::from_str(&message.line) {
+                notifications.push(value);
+            }
+        }
+        (outcome, notifications)
+    }
 }
 
 fn once_context(peer: ClientPeer) -> RequestContext {

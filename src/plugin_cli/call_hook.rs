@@ -46,7 +46,7 @@ pub struct HookArgs {
     #[arg(long, requires = "hook")]
     entries: Option<String>,
     /// A value the middleware reads with host.config(KEY), as `config` in its entry sets
-    /// one (repeatable). Not `--config`: that is the gateway's config file.
+    /// one (repeatable); `--config KEY=VALUE` does the same.
     #[arg(long = "set", value_name = "KEY=VALUE", requires = "hook")]
     settings: Vec<String>,
 }

@@ -3,7 +3,9 @@
 //! gateway already watches the built file, so a good build is swapped in as any rebuilt
 //! plugin is (calls in flight finish on the old version, clients get `list_changed`); a
 //! failed one leaves the old version serving, and says why on stderr and to the clients,
-//! as a log message at level `error`. Each rebuild ends with one line of its timings.
+//! as a log message at level `error`, with the compiler's first errors. Each rebuild ends
+//! with one line of its timings. Rust projects rebuild with the release profile made fast
+//! (`build::Profile::Dev`; `--release`: as it is).
 //!
 //! The watcher stays in the project: it follows no link (one to `/usr` would cost
 //! thousands of watches) and skips build output, dependencies and hidden folders.
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use sha2::{Digest, Sha256};
 
+use super::build::Profile;
 use crate::gateway::Gateway;
 use crate::plugin::PluginEvent;
 
@@ -32,6 +35,8 @@ pub struct DevSource {
     pub plugin: String,
     /// The component its build writes (not the link it may be served through).
     pub built: PathBuf,
+    /// The profile a Rust project builds with.
+    pub profile: Profile,
 }
 
 /// What [`build_all`] made: the components to serve (as `--plugin` files), the sources to
@@ -40,34 +45,56 @@ pub type Built = (Vec<PathBuf>, Vec<DevSource>, Option<LinkFolder>);
 
 /// Builds each source folder once, before serving: the command line's and those the
 /// config's `[plugins.NAME] source` names.
-pub fn build_all(config: Option<&Path>, sources: &[PathBuf]) -> Result<Built, String> {
+pub fn build_all(
+    config: Option<&Path>,
+    sources: &[PathBuf],
+    release: bool,
+) -> Result<Built, String> {
+    let profile = if release {
+        Profile::Release
+    } else {
+        Profile::Dev
+    };
     let mut files = Vec::new();
     let mut watched = Vec::new();
     let mut links = None;
     for dir in sources {
-        let wasm = build_one(dir)?;
+        let wasm = build_one(dir, first_profile(dir, profile))?;
         files.push(wasm.clone());
         watched.push(DevSource {
             dir: dir.clone(),
             plugin: stem(&wasm),
             built: wasm,
+            profile,
         });
     }
     for (plugin, dir) in config_sources(config)? {
-        let wasm = build_one(&dir)?;
+        let wasm = build_one(&dir, first_profile(&dir, profile))?;
         files.push(served_as(&plugin, wasm.clone(), &mut links)?);
         watched.push(DevSource {
             dir,
             plugin,
             built: wasm,
+            profile,
         });
     }
     Ok((files, watched, links))
 }
 
-fn build_one(dir: &Path) -> Result<PathBuf, String> {
+/// The profile of the build `dev` starts with: a release build already there is brought
+/// up to date, quickly (see `build::has_release_build`).
+fn first_profile(dir: &Path, rebuilds: Profile) -> Profile {
+    if rebuilds == Profile::Dev && super::build::has_release_build(dir) {
+        Profile::Release
+    } else {
+        rebuilds
+    }
+}
+
+fn build_one(dir: &Path, profile: Profile) -> Result<PathBuf, String> {
     let started = Instant::now();
-    let wasm = super::build::build_project(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let wasm =
+        super::build::build_project(dir, profile).map_err(|e| format!("{}: {e}", dir.display()))?;
     eprintln!(
         "wasmgate dev: built {} in {:.1} s",
         wasm.display(),
@@ -281,13 +308,19 @@ impl Rebuild<'_> {
     /// Builds, waits for the gateway to swap the result in, and prints one line of timings;
     /// whether it built.
     async fn run(&self, gateway: &Gateway, served: &mut Option<Vec<u8>>) -> bool {
-        let DevSource { dir, plugin, .. } = self.source;
+        let DevSource {
+            dir,
+            plugin,
+            profile,
+            ..
+        } = self.source;
         let mut news = gateway.plugin_news.subscribe();
         let started = Instant::now();
-        let owned = dir.clone();
-        let built = tokio::task::spawn_blocking(move || super::build::build_project(&owned))
-            .await
-            .unwrap_or_else(|e| Err(format!("the build task failed: {e}")));
+        let (owned, profile) = (dir.clone(), *profile);
+        let built =
+            tokio::task::spawn_blocking(move || super::build::build_project(&owned, profile))
+                .await
+                .unwrap_or_else(|e| Err(format!("the build task failed: {e}")));
         let build = started.elapsed();
         let wasm = match built {
             Ok(wasm) => wasm,

@@ -168,13 +168,22 @@ pub fn grants(imports: &[String]) -> Vec<(&'static str, &'static str)> {
     grants
 }
 
+/// Whether loading the component for a report uses the compiled-code cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cache {
+    /// `inspect`: no cache, so the compile time reported is this machine's.
+    Bypass,
+    /// `plugin build`: the compile is stored, so that the build's first load is a hit.
+    Keep,
+}
+
 /// Everything `inspect` reports; `error` set when the file is no loadable plugin.
 pub struct Report {
     pub json: Value,
     pub error: Option<String>,
 }
 
-pub async fn report(file: &Path) -> Report {
+pub async fn report(file: &Path, cache: Cache) -> Report {
     let mut out = json!({"file": file.display().to_string()});
     let fail = |mut out: Value, error: String| {
         out["error"] = json!(error);
@@ -223,10 +232,11 @@ pub async fn report(file: &Path) -> Report {
         }
         Err(e) => return fail(out, e),
     };
-    // No cache: the compile time reported is this machine's, not a cache read's.
     let loaded = match setup::config_for(file, &Grants::default()) {
         Ok((name, mut config)) => {
-            config.plugins.cache_dir = None;
+            if cache == Cache::Bypass {
+                config.plugins.cache_dir = None;
+            }
             if is_middleware {
                 setup::as_middleware(&mut config, &name);
             }
@@ -269,7 +279,7 @@ pub async fn report(file: &Path) -> Report {
 }
 
 pub async fn run(file: &Path, as_json: bool) -> ExitCode {
-    let report = report(file).await;
+    let report = report(file, Cache::Bypass).await;
     if as_json {
         match serde_json::to_string_pretty(&report.json) {
             Ok(text) => println!("{text}"),
@@ -385,6 +395,12 @@ pub fn render(report: &Value) -> String {
                 tool["name"].as_str().unwrap_or_default(),
                 description.lines().next().unwrap_or_default()
             );
+            if let Some(title) = tool["title"].as_str() {
+                let _ = writeln!(out, "    title:  {title}");
+            }
+            if let Some(hints) = annotations(&tool["annotations"]) {
+                let _ = writeln!(out, "    hints:  {hints}");
+            }
             let _ = writeln!(out, "    input:  {}", tool["inputSchema"]);
             if let Some(output) = tool.get("outputSchema") {
                 let _ = writeln!(out, "    output: {output}");
@@ -414,6 +430,20 @@ pub fn render(report: &Value) -> String {
         let _ = writeln!(out, "completions: yes (its export `completion`)");
     }
     out
+}
+
+/// A tool's MCP annotations as `key=value, ...` (`readOnlyHint=true, ...`), in the order
+/// the plugin gave them; `None` when it gave none.
+fn annotations(annotations: &Value) -> Option<String> {
+    let listed: Vec<String> = annotations
+        .as_object()?
+        .iter()
+        .map(|(key, value)| match value.as_str() {
+            Some(text) => format!("{key}={text:?}"),
+            None => format!("{key}={value}"),
+        })
+        .collect();
+    (!listed.is_empty()).then(|| listed.join(", "))
 }
 
 #[cfg(test)]
@@ -478,6 +508,25 @@ mod tests {
                 .unwrap_err()
                 .contains("core WebAssembly module")
         );
+    }
+
+    #[test]
+    fn the_text_shows_titles_and_annotations() {
+        let report = json!({"file": "x.wasm", "size": 10, "sha256": "00", "tools": [
+            {"name": "greet", "title": "Greet", "description": "Says hello.",
+             "annotations": {"title": "Greeter", "readOnlyHint": true, "idempotentHint": true},
+             "inputSchema": {"type": "object"}},
+            {"name": "plain", "inputSchema": {"type": "object"}, "annotations": {}},
+        ]});
+        let text = render(&report);
+        assert!(
+            text.contains(
+                "  greet  Says hello.\n    title:  Greet\n    hints:  title=\"Greeter\", \
+                 readOnlyHint=true, idempotentHint=true\n    input:  "
+            ),
+            "{text}"
+        );
+        assert!(text.contains("  plain  \n    input:  "), "{text}");
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! and limits, so what they accept is what the gateway serves.
 
 mod build;
+mod build_errors;
 mod call;
 mod call_hook;
+mod call_many;
 pub mod dev;
 mod inspect;
 mod new;
@@ -53,9 +55,10 @@ pub enum PluginCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Call one tool of a component (or run one hook of a middleware: --hook), with no
-    /// config, in the gateway's sandbox and limits. Exit 0 on success, 1 on an error result
-    /// (a failed hook), 2 when the call could not be made.
+    /// Call one tool of a component (or run one hook of a middleware: --hook) in the
+    /// gateway's sandbox and limits, with the settings `--config KEY=VALUE` gives; with
+    /// --repeat or --script, several calls on one instance. Exit 0 on success, 1 on an
+    /// error result (a failed hook), 2 when the call could not be made.
     Call(Box<call::CallArgs>),
 }
 
@@ -74,7 +77,9 @@ pub enum Kind {
     Middleware,
 }
 
-pub fn run(command: PluginCommand) -> ExitCode {
+/// Runs a plugin command; `config` is what `--config` gave, which only `call` reads (as
+/// KEY=VALUE settings): these commands read no config file.
+pub fn run(command: PluginCommand, config: Vec<PathBuf>) -> ExitCode {
     match command {
         PluginCommand::New {
             name,
@@ -84,7 +89,13 @@ pub fn run(command: PluginCommand) -> ExitCode {
         } => new::run(&name, lang, kind, dir),
         PluginCommand::Build { dir } => block_on(build::run(dir.unwrap_or_else(|| ".".into()))),
         PluginCommand::Inspect { file, json } => block_on(inspect::run(&file, json)),
-        PluginCommand::Call(args) => block_on(call::run(*args)),
+        PluginCommand::Call(args) => {
+            let settings = config
+                .iter()
+                .map(|value| value.to_string_lossy().into_owned())
+                .collect();
+            block_on(call::run(*args, settings))
+        }
     }
 }
 

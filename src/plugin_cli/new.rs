@@ -375,6 +375,20 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Traps name the function only if the names stay: `strip = "debuginfo"`, not `true`.
+    #[test]
+    fn the_template_keeps_the_names_traps_show() {
+        let cargo: toml::Table = include_str!("../../templates/plugin/rust/Cargo.toml")
+            .replace("{{name}}", "x")
+            .parse()
+            .unwrap();
+        let release = &cargo["profile"]["release"];
+        assert_eq!(release["strip"].as_str(), Some("debuginfo"));
+        // What `dev` overrides is what the template sets, so its rebuilds are the faster.
+        assert_eq!(release["lto"].as_bool(), Some(true));
+        assert_eq!(release["codegen-units"].as_integer(), Some(1));
+    }
+
     #[test]
     fn a_project_is_written_with_the_wit_and_no_placeholder_left() {
         let dir = std::env::temp_dir().join(format!("wasmgate-new-{}", std::process::id()));

@@ -20,6 +20,8 @@ pub struct Grants {
     pub env: Vec<String>,
     pub memory: Option<String>,
     pub timeout: Option<String>,
+    /// `KEY=VALUE`: the plugin's settings, as its entry's `config` table gives them.
+    pub settings: Vec<String>,
 }
 
 /// The plugin's name (the file's stem, as `--plugin FILE` names it) and the config.
@@ -54,6 +56,18 @@ pub fn config_for(file: &Path, grants: &Grants) -> Result<(String, Config), Stri
     if let Some(timeout) = &grants.timeout {
         entry.insert("timeout".into(), timeout.clone().into());
     }
+    let mut settings = toml::Table::new();
+    for pair in &grants.settings {
+        let (key, value) = pair.split_once('=').ok_or_else(|| {
+            format!(
+                "--config {pair}: write KEY=VALUE, a value the plugin reads with \
+                 host.config(KEY); here it reads no config file (grants: --allow-dir, \
+                 --allow-host, --allow-env)"
+            )
+        })?;
+        settings.insert(key.to_owned(), value.into());
+    }
+    entry.insert("config".into(), settings.into());
     let mut plugins = toml::Table::new();
     plugins.insert("bundled".into(), false.into());
     plugins.insert("watch".into(), false.into());
@@ -186,6 +200,23 @@ mod tests {
         assert_eq!(entry.allow_hosts, ["example.com"]);
         assert_eq!(entry.limits.memory, 32 << 20);
         assert!(!config.plugins.bundled && !config.plugins.watch);
+        let set = Grants {
+            settings: vec!["greeting=hi=there".into(), "empty=".into()],
+            ..Grants::default()
+        };
+        let (_, config) = config_for(Path::new("x.wasm"), &set).unwrap();
+        let settings = &config.plugins.plugins["x"].config;
+        assert_eq!(settings["greeting"], "hi=there");
+        assert_eq!(settings["empty"], "");
+        let file = Grants {
+            settings: vec!["gateway.toml".into()],
+            ..Grants::default()
+        };
+        let refused = config_for(Path::new("x.wasm"), &file).unwrap_err();
+        assert!(
+            refused.contains("--config gateway.toml: write KEY=VALUE"),
+            "{refused}"
+        );
         let bad = Grants {
             memory: Some("lots".into()),
             ..Grants::default()

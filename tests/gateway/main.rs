@@ -30,6 +30,7 @@ mod middleware_sdk;
 mod modern_front;
 mod notifications;
 mod param_headers;
+mod plugin_author;
 mod plugin_cli;
 mod plugin_state;
 mod plugin_v2;

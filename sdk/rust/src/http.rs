@@ -1,21 +1,32 @@
-//! Outbound HTTP GET through the host's `wasi:http/outgoing-handler`, on the
-//! `wasip2` crate's bindings (the ones Rust's std is built on).
+//! Outbound HTTP through the host's `wasi:http/outgoing-handler`, on the `wasip2`
+//! crate's bindings (the ones Rust's std is built on): [`get`], or any method with
+//! headers and a body, [`request`]`("POST", url).header(..).body(..).send()`.
 //!
 //! The host refuses requests to hosts not in the plugin's `allow_hosts` (the
 //! wasi:http error code `HTTP-request-denied`); the error says so, and names the
 //! grant that would allow it.
 //!
-//! The request never asks for an outgoing body. A GET has none, and a body
-//! once asked for is a stream the host must send (chunked), which a server
-//! that answers and hangs up before reading it turns into "connection reset",
-//! hiding the real answer, or the real error.
+//! A request without a body never asks for an outgoing body: a body once asked for is a
+//! stream the host must send, chunked when its length is unknown, which a server that
+//! answers and hangs up before reading it turns into "connection reset", hiding the real
+//! answer, or the real error. A request with a body says its `content-length` (unless
+//! given), so the host sends it in one piece, and writes it after the request is handed
+//! over, before waiting for the answer.
 
 use crate::ToolError;
 use schemars::JsonSchema;
 use serde::Serialize;
 use wasip2::http::outgoing_handler;
-use wasip2::http::types::{ErrorCode, Fields, IncomingResponse, Method, OutgoingRequest, Scheme};
+use wasip2::http::types::{
+    ErrorCode, Fields, HeaderError, IncomingResponse, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
 use wasip2::io::streams::{InputStream, StreamError};
+
+/// Bytes of a response body [`Request::send`] keeps unless [`Request::max_bytes`] says.
+pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
+
+/// The most a blocking write of a `wasi:io` output stream takes at once.
+const WRITE_CHUNK: usize = 4096;
 
 // Doc comments here are the output schema's descriptions, which the model reads; as a
 // tool's output, a page is `Structured::new(page)`.
@@ -33,34 +44,163 @@ pub struct Page {
 
 /// GETs `url`, keeping at most `max_bytes` of the body. Redirects are not followed.
 pub fn get(url: &str, max_bytes: usize) -> Result<Page, ToolError> {
-    fetch(url, max_bytes).map_err(|e| ToolError::new(format!("GET {url}: {e}")))
+    request("GET", url).max_bytes(max_bytes).send()
 }
 
-fn fetch(url: &str, max_bytes: usize) -> Result<Page, String> {
-    let target = Target::parse(url)?;
-    let request = OutgoingRequest::new(Fields::new());
-    let refused = |part: &str| format!("the request refused the {part}");
-    request
-        .set_method(&Method::Get)
-        .map_err(|()| refused("method"))?;
-    request
-        .set_scheme(Some(&target.scheme))
-        .map_err(|()| refused("scheme"))?;
-    request
-        .set_authority(Some(target.authority))
-        .map_err(|()| refused("authority"))?;
-    request
-        .set_path_with_query(Some(&target.path))
-        .map_err(|()| refused("path"))?;
+/// A request of `method` (`GET`, `POST`, ... or any other token) to `url`, to give
+/// headers and a body, then [`Request::send`]. Redirects are not followed.
+///
+/// ```no_run
+/// # fn post() -> Result<wasmgate_plugin::http::Page, wasmgate_plugin::ToolError> {
+/// use wasmgate_plugin::http;
+/// let page = http::request("POST", "https://api.example.com/notes")
+///     .header("content-type", "application/json")
+///     .body(r#"{"text": "milk"}"#)
+///     .send()?;
+/// # Ok(page) }
+/// ```
+pub fn request(method: &str, url: &str) -> Request {
+    Request {
+        method: method.to_owned(),
+        url: url.to_owned(),
+        headers: Vec::new(),
+        body: None,
+        max_bytes: DEFAULT_MAX_BYTES,
+    }
+}
 
-    let pending = outgoing_handler::handle(request, None).map_err(describe)?;
-    pending.subscribe().block();
-    let response = match pending.get() {
-        Some(Ok(result)) => result.map_err(describe)?,
-        // Neither happens after `block`, on the first `get`.
-        Some(Err(())) | None => return Err("the response was not ready".into()),
-    };
-    read_page(&response, max_bytes)
+/// An HTTP request being built: [`request`].
+#[derive(Debug, Clone)]
+pub struct Request {
+    method: String,
+    url: String,
+    headers: Vec<(String, Vec<u8>)>,
+    body: Option<Vec<u8>>,
+    max_bytes: usize,
+}
+
+impl Request {
+    /// Adds a header (a name given twice sends both values).
+    pub fn header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Self {
+        self.headers.push((name.to_owned(), value.into()));
+        self
+    }
+
+    /// The body to send.
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// Keeps at most `max_bytes` of the response body ([`DEFAULT_MAX_BYTES`] if unsaid);
+    /// `Page::truncated` says whether more was left.
+    pub fn max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Sends the request and reads the answer; `Err` says what failed, in words the
+    /// model reads (`POST https://...: the host is denied by the gateway: ...`).
+    pub fn send(self) -> Result<Page, ToolError> {
+        let what = format!("{} {}", self.method, self.url);
+        self.fetch()
+            .map_err(|e| ToolError::new(format!("{what}: {e}")))
+    }
+
+    fn fetch(mut self) -> Result<Page, String> {
+        let target = Target::parse(&self.url)?;
+        let has_length = self
+            .headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
+        if let Some(body) = &self.body
+            && !has_length
+        {
+            self.headers
+                .push(("content-length".into(), body.len().to_string().into_bytes()));
+        }
+        let headers = Fields::from_list(&self.headers).map_err(header_error)?;
+        let request = OutgoingRequest::new(headers);
+        let refused = |part: &str| format!("the request refused the {part}");
+        request
+            .set_method(&method(&self.method))
+            .map_err(|()| refused("method"))?;
+        request
+            .set_scheme(Some(&target.scheme))
+            .map_err(|()| refused("scheme"))?;
+        request
+            .set_authority(Some(target.authority))
+            .map_err(|()| refused("authority"))?;
+        request
+            .set_path_with_query(Some(&target.path))
+            .map_err(|()| refused("path"))?;
+        let outgoing = match &self.body {
+            Some(_) => Some(request.body().map_err(|()| "the request body was taken")?),
+            None => None,
+        };
+
+        let pending = outgoing_handler::handle(request, None).map_err(describe)?;
+        if let (Some(outgoing), Some(body)) = (outgoing, &self.body) {
+            write_body(outgoing, body)?;
+        }
+        pending.subscribe().block();
+        let response = match pending.get() {
+            Some(Ok(result)) => result.map_err(describe)?,
+            // Neither happens after `block`, on the first `get`.
+            Some(Err(())) | None => return Err("the response was not ready".into()),
+        };
+        read_page(&response, self.max_bytes)
+    }
+}
+
+/// Writes `body` to the request's body and finishes it; the stream is dropped before the
+/// body is finished, as the wasi:http resource rules require.
+fn write_body(outgoing: OutgoingBody, body: &[u8]) -> Result<(), String> {
+    {
+        let stream = outgoing
+            .write()
+            .map_err(|()| "the request body stream was taken")?;
+        for chunk in body.chunks(WRITE_CHUNK) {
+            stream
+                .blocking_write_and_flush(chunk)
+                .map_err(|e| match e {
+                    StreamError::Closed => "the connection closed while the body was sent".into(),
+                    StreamError::LastOperationFailed(e) => {
+                        let cause = wasip2::http::types::http_error_code(&e);
+                        cause.map_or_else(|| e.to_debug_string(), describe)
+                    }
+                })?;
+        }
+    }
+    OutgoingBody::finish(outgoing, None).map_err(describe)
+}
+
+/// The WIT method of `name`: the standard ones by name (any case), any other as it is.
+fn method(name: &str) -> Method {
+    match name.to_ascii_uppercase().as_str() {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "CONNECT" => Method::Connect,
+        "OPTIONS" => Method::Options,
+        "TRACE" => Method::Trace,
+        "PATCH" => Method::Patch,
+        _ => Method::Other(name.to_owned()),
+    }
+}
+
+fn header_error(error: HeaderError) -> String {
+    match error {
+        HeaderError::InvalidSyntax => "a header name or value is not valid HTTP".into(),
+        HeaderError::Forbidden => {
+            "a header is one the host sets itself (such as host, connection or \
+             transfer-encoding) and refuses from a plugin"
+                .into()
+        }
+        HeaderError::Immutable => "the headers could not be changed".into(),
+    }
 }
 
 /// Reads status, headers and up to `max_bytes` of the body. Child resources
@@ -190,7 +330,21 @@ fn utf8_text(mut bytes: Vec<u8>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Scheme, Target, utf8_text};
+    use super::{Method, Scheme, Target, method, request, utf8_text};
+
+    #[test]
+    fn a_request_keeps_its_method_headers_and_body() {
+        assert!(matches!(method("post"), Method::Post));
+        assert!(matches!(method("PROPFIND"), Method::Other(m) if m == "PROPFIND"));
+        let built = request("PUT", "http://h/x")
+            .header("x-a", "1")
+            .header("x-a", b"2".to_vec())
+            .body("text")
+            .max_bytes(10);
+        assert_eq!(built.headers.len(), 2);
+        assert_eq!(built.body.as_deref(), Some(&b"text"[..]));
+        assert_eq!(built.max_bytes, 10);
+    }
 
     #[test]
     fn splits_urls() {

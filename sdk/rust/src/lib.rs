@@ -53,7 +53,8 @@
 //! - [`schema`]: the schemas derived from the types, shaped as MCP wants them.
 //! - [`log`], [`progress`], [`config`] (`host.rs`): the gateway's `host` interface;
 //!   [`testing`] stands in for it under `cargo test`.
-//! - [`http`] (feature `http`): an outbound GET through `wasi:http`.
+//! - [`http`] (feature `http`): outbound HTTP through `wasi:http`, a GET or any method
+//!   with headers and a body.
 //! - [`middleware`]: components of the `wasmgate:middleware` world (`wit/middleware/`),
 //!   which see, change or refuse requests, results and lists; [`export_middleware!`].
 //! - [`wit`]: the raw bindings of the world, for what the rest does not cover, with
@@ -81,3 +82,7 @@ pub use tool::{Annotations, Tool, parse_arguments};
 
 /// For argument types with no fields: `Tool::new("now", "...", |_: NoArgs| ...)`.
 pub use tool::NoArgs;
+
+/// The `serde_json` this crate is built with (`preserve_order` on), for a tool that
+/// takes or returns a `serde_json::Value` without a dependency of its own.
+pub use serde_json;

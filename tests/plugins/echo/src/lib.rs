@@ -71,6 +71,15 @@ struct Url {
     url: String,
 }
 
+#[derive(Deserialize)]
+struct HttpRequest {
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    body: Option<String>,
+}
+
 impl Guest for Echo {
     fn list_tools() -> Vec<ToolInfo> {
         LISTINGS.fetch_add(1, Ordering::Relaxed);
@@ -197,6 +206,19 @@ impl Guest for Echo {
                 &["url"],
             )
             .output_schema(http::page_schema()),
+            tool(
+                "http_request",
+                "HTTP request of any `method` to `url` with `headers` and `body` (the SDK's \
+                 http::request), at most 100000 body bytes back.",
+                json!({
+                    "method": string("GET, POST, ..."),
+                    "url": string("http or https URL"),
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "body": string("The body to send"),
+                }),
+                &["method", "url"],
+            )
+            .output_schema(http::page_schema()),
         ]
     }
 
@@ -256,6 +278,22 @@ impl Guest for Echo {
                 Ok(text("printed"))
             }
             "http" => structured(&http::get(&args::<Url>(a)?.url, 100_000)?),
+            "http_request" => {
+                let HttpRequest {
+                    method,
+                    url,
+                    headers,
+                    body,
+                } = args(a)?;
+                let mut request = http::request(&method, &url).max_bytes(100_000);
+                for (name, value) in headers {
+                    request = request.header(&name, value);
+                }
+                if let Some(body) = body {
+                    request = request.body(body);
+                }
+                structured(&request.send()?)
+            }
             _ => Err(unknown_tool(&name)),
         }
     }

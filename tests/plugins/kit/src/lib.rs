@@ -39,7 +39,7 @@ pub mod host {
 
 #[cfg(feature = "http")]
 pub mod http {
-    pub use wasmgate_plugin::http::{Page, get};
+    pub use wasmgate_plugin::http::{Page, get, request};
 
     /// JSON Schema of [`Page`], for a tool's output schema.
     pub fn page_schema() -> serde_json::Value {

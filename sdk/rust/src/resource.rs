@@ -83,28 +83,6 @@ impl Resource {
         }
     }
 
-    pub fn title(mut self, title: &str) -> Self {
-        self.info.title = Some(title.into());
-        self
-    }
-
-    pub fn description(mut self, description: &str) -> Self {
-        self.info.description = Some(description.into());
-        self
-    }
-
-    /// The MIME type, listed and given to the text or bytes `read` returns.
-    pub fn mime_type(mut self, mime_type: &str) -> Self {
-        self.info.mime_type = Some(mime_type.into());
-        self
-    }
-
-    /// MCP annotations (`audience`, `priority`, `lastModified`).
-    pub fn annotations(mut self, annotations: Value) -> Self {
-        self.info.annotations = Some(annotations.to_string());
-        self
-    }
-
     pub fn uri(&self) -> &str {
         &self.info.uri
     }
@@ -164,27 +142,6 @@ impl ResourceTemplate {
         }
     }
 
-    pub fn title(mut self, title: &str) -> Self {
-        self.info.title = Some(title.into());
-        self
-    }
-
-    pub fn description(mut self, description: &str) -> Self {
-        self.info.description = Some(description.into());
-        self
-    }
-
-    /// The MIME type, listed and given to the text or bytes `read` returns.
-    pub fn mime_type(mut self, mime_type: &str) -> Self {
-        self.info.mime_type = Some(mime_type.into());
-        self
-    }
-
-    pub fn annotations(mut self, annotations: Value) -> Self {
-        self.info.annotations = Some(annotations.to_string());
-        self
-    }
-
     /// Completes the variable `variable` (MCP `completion/complete`): `complete` gets
     /// what the user typed so far and gives the values that fit (the first 100 are sent).
     pub fn complete<F>(mut self, variable: &str, complete: F) -> Self
@@ -222,6 +179,38 @@ impl ResourceTemplate {
         )
     }
 }
+
+/// The setters of what `list-resources` and `list-templates` say, the same for both.
+macro_rules! described {
+    ($ty:ty) => {
+        impl $ty {
+            pub fn title(mut self, title: &str) -> Self {
+                self.info.title = Some(title.into());
+                self
+            }
+
+            pub fn description(mut self, description: &str) -> Self {
+                self.info.description = Some(description.into());
+                self
+            }
+
+            /// The MIME type, listed and given to the text or bytes `read` returns.
+            pub fn mime_type(mut self, mime_type: &str) -> Self {
+                self.info.mime_type = Some(mime_type.into());
+                self
+            }
+
+            /// MCP annotations (`audience`, `priority`, `lastModified`).
+            pub fn annotations(mut self, annotations: Value) -> Self {
+                self.info.annotations = Some(annotations.to_string());
+                self
+            }
+        }
+    };
+}
+
+described!(Resource);
+described!(ResourceTemplate);
 
 /// Gives contents without a MIME type the resource's.
 fn with_mime(mut contents: Vec<EmbeddedResource>, mime: Option<&str>) -> Vec<EmbeddedResource> {

@@ -441,7 +441,7 @@ impl PluginHost {
                     limits: self.effective(version.settings.limits),
                     calls: slot.stats.calls.load(Ordering::Relaxed),
                     max_calls: slot.turn_limit.load(Ordering::Relaxed),
-                    instance: version.settings.instances.mode,
+                    instance: version.kept.mode(),
                     instances: version.kept.live(),
                     failures: slot.stats.failures.load(Ordering::Relaxed),
                     last_error: read(&slot.stats.last_error),

@@ -17,7 +17,7 @@ use super::hooks::Interest;
 use super::kind::Pre;
 use super::listing::ListingV2;
 use super::{convert, engine, kept, lock, pool};
-use crate::config::{InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
+use crate::config::{InstanceMode, InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
 
 /// The configuration-derived part of a plugin: everything but its code.
 pub struct Settings {
@@ -159,6 +159,27 @@ pub(super) struct Code {
     pub(super) units: u32,
 }
 
+/// The instance policy a version's calls run under: the operator's, unless the plugin
+/// declared the mode its state needs (0.2's `meta.describe`). A declared `session` is
+/// honoured; a declared `shared` (state every principal sees) only when the operator said
+/// `shared` too, else it runs as `session`, with a warning.
+pub(super) fn instances(name: &str, code: &Code, settings: &Settings) -> InstancePolicy {
+    let mut policy = settings.instances;
+    let declared = code.listing.as_ref().and_then(|l| l.declared);
+    match declared {
+        Some(InstanceMode::Session) => policy.mode = InstanceMode::Session,
+        Some(InstanceMode::Shared) if policy.mode != InstanceMode::Shared => {
+            tracing::warn!(
+                plugin = name,
+                "the plugin declares instance \"shared\" (state every client sees); it runs as \"session\" unless its config says instance = \"shared\""
+            );
+            policy.mode = InstanceMode::Session;
+        }
+        _ => {}
+    }
+    policy
+}
+
 /// One loaded version of a plugin. Calls hold an `Arc` of the version they
 /// started with, so a reload never disturbs them.
 pub(super) struct Version {
@@ -188,6 +209,7 @@ impl Version {
         code: Arc<Code>,
         settings: Arc<Settings>,
     ) -> Version {
+        let policy = instances(&name, &code, &settings);
         let tools = code
             .tools
             .iter()
@@ -201,7 +223,7 @@ impl Version {
         Version {
             name,
             source,
-            kept: Arc::new(kept::Kept::new(settings.instances)),
+            kept: Arc::new(kept::Kept::new(policy)),
             settings,
             tools,
             loaded_at: SystemTime::now(),

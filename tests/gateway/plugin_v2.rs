@@ -445,3 +445,32 @@ fn a_declared_shared_instance_needs_the_operators_word() {
         "{status}"
     );
 }
+
+#[test]
+fn inspect_shows_what_a_0_2_plugin_serves_and_declares() {
+    let output = std::process::Command::new(wasmgate())
+        .args(["plugin", "inspect"])
+        .arg(crate::harness::fixture_path("v2demo"))
+        .output()
+        .expect("run plugin inspect");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "world:   wasmgate:plugin/plugin@0.2.0",
+        "instance: declares \"session\"",
+        "wasmgate:plugin/client@0.2.0",
+        "resources (1):",
+        "  demo://hello  A greeting.",
+        "resource templates (1):",
+        "  demo://items/{id}  An item by id.",
+        "prompts (1):",
+        "  greet  Greets `name`.",
+        "completions: yes",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
+}

@@ -100,6 +100,36 @@ pub fn roots() -> Result<Vec<Root>, AskError> {
     serde_json::from_str(&text).map_err(|e| AskError::Failed(format!("not a list of roots: {e}")))
 }
 
+/// One request of [`ask_all`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// `elicitation/create` with these params.
+    Elicit(Value),
+    /// `sampling/createMessage` with these params.
+    Sample(Value),
+    /// `roots/list`; its answer is the JSON array of roots.
+    Roots,
+}
+
+/// Several requests at once: they reach the client together and their answers come back
+/// in the same order, each as [`elicit_raw`], [`sample`] or [`roots`] would give it (as
+/// JSON). `Err`: none was asked.
+pub fn ask_all(requests: &[Ask]) -> Result<Vec<Result<Value, AskError>>, AskError> {
+    use crate::wit::wasmgate::plugin::client::Request;
+    let requests: Vec<Request> = requests
+        .iter()
+        .map(|ask| match ask {
+            Ask::Elicit(params) => Request::Elicit(params.to_string()),
+            Ask::Sample(params) => Request::Sample(params.to_string()),
+            Ask::Roots => Request::Roots,
+        })
+        .collect();
+    Ok(imp::ask_all(&requests)?
+        .into_iter()
+        .map(|answer| answer.and_then(parse))
+        .collect())
+}
+
 fn parse(text: String) -> Result<Value, AskError> {
     serde_json::from_str(&text)
         .map_err(|e| AskError::Failed(format!("the answer is not JSON: {e}")))
@@ -107,10 +137,10 @@ fn parse(text: String) -> Result<Value, AskError> {
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
-    pub use crate::wit::wasmgate::plugin::client::{elicit, roots, sample};
+    pub use crate::wit::wasmgate::plugin::client::{ask_all, elicit, roots, sample};
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
-    pub(super) use crate::testing::{elicit, roots, sample};
+    pub(super) use crate::testing::{ask_all, elicit, roots, sample};
 }

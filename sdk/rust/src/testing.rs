@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use serde_json::{Value, json};
 
 use crate::notify::Notification;
+use crate::wit::wasmgate::plugin::client::Request;
 use crate::wit::{AskError, Level, StoreError};
 
 /// One `progress` report: progress, total, message.
@@ -191,6 +192,17 @@ pub(crate) fn elicit(params: &str) -> Result<String, AskError> {
 
 pub(crate) fn sample(params: &str) -> Result<String, AskError> {
     ask("sampling/createMessage", params, |h| h.samples.pop_front())
+}
+
+pub(crate) fn ask_all(requests: &[Request]) -> Result<Vec<Result<String, AskError>>, AskError> {
+    Ok(requests
+        .iter()
+        .map(|request| match request {
+            Request::Elicit(params) => elicit(params),
+            Request::Sample(params) => sample(params),
+            Request::Roots => roots(),
+        })
+        .collect())
 }
 
 pub(crate) fn roots() -> Result<String, AskError> {

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::client::{self, AskError, Elicited, Root};
+use crate::client::{self, Ask, AskError, Elicited, Root};
 use crate::notify::{self, Notification};
 use crate::prompt::{assistant, user};
 use crate::store::{self, StoreError};
@@ -288,4 +288,24 @@ fn errors_of_the_host_read_as_sentences_and_convert_with_question_mark() {
     }
     let message = tool().unwrap_err().message().to_string();
     assert!(message.contains("512"), "{message}");
+}
+
+#[test]
+fn several_requests_go_at_once_and_answer_in_order() {
+    testing::sample_answer_text("sampled");
+    testing::set_roots(&[("file:///a", "a")]);
+    let answers = client::ask_all(&[
+        Ask::Sample(json!({"messages": [], "maxTokens": 5})),
+        Ask::Elicit(json!({"message": "?", "requestedSchema": {}})),
+        Ask::Roots,
+    ])
+    .unwrap();
+    assert_eq!(answers[0].as_ref().unwrap()["content"]["text"], "sampled");
+    assert!(matches!(&answers[1], Err(AskError::Unsupported(_))));
+    assert_eq!(answers[2].as_ref().unwrap()[0]["uri"], "file:///a");
+    let methods: Vec<String> = testing::take_asks().into_iter().map(|a| a.0).collect();
+    assert_eq!(
+        methods,
+        ["sampling/createMessage", "elicitation/create", "roots/list"]
+    );
 }

@@ -13,7 +13,12 @@ fn build_template() -> Vec<u8> {
     let dir = TestDir::new("sdk-template");
     let target = shared_target();
     let env = [("CARGO_TARGET_DIR", target.to_str().unwrap())];
-    run_cli(&["plugin", "new", "notes", "--dir", "notes"], &dir.path, LIMIT).assert_exit(0);
+    run_cli(
+        &["plugin", "new", "notes", "--dir", "notes"],
+        &dir.path,
+        LIMIT,
+    )
+    .assert_exit(0);
     run_cli_with_env(&["plugin", "build", "notes"], &dir.path, &env, BUILD_LIMIT).assert_exit(0);
     std::fs::read(target.join("wasm32-wasip2/release/notes.wasm")).expect("the built component")
 }
@@ -65,5 +70,8 @@ fn the_template_s_notes_last_across_calls_and_a_reload() {
         (crate::harness::backend(&mut client, "notes")["digest"] == digest.as_str()).then_some(())
     });
     let found = client.call("notes__search", json!({"query": ""}));
-    assert_eq!(structured(&found)["notes"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        structured(&found)["notes"].as_array().map(Vec::len),
+        Some(2)
+    );
 }

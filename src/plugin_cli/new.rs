@@ -54,8 +54,8 @@ const RUST_MIDDLEWARE: &[(&str, &str)] = &[
 /// Where a Rust project gets its copy of the SDK crate, which its Cargo.toml names by path.
 const SDK_DIR: &str = "wasmgate-plugin";
 
-/// The SDK crate's files, but its WITs (`PLUGIN_WIT` and `MIDDLEWARE_WIT`, the same text
-/// by tests below).
+/// The SDK crate's files, but its WITs (`PLUGIN_WIT`, `PLUGIN_WIT_02` and
+/// `MIDDLEWARE_WIT`, the same text by tests below).
 const SDK: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("../../sdk/rust/Cargo.toml")),
     ("README.md", include_str!("../../sdk/rust/README.md")),
@@ -82,8 +82,46 @@ const SDK: &[(&str, &str)] = &[
     ("src/tool.rs", include_str!("../../sdk/rust/src/tool.rs")),
     ("src/wit.rs", include_str!("../../sdk/rust/src/wit.rs")),
     (
+        "src/client.rs",
+        include_str!("../../sdk/rust/src/client.rs"),
+    ),
+    (
+        "src/complete.rs",
+        include_str!("../../sdk/rust/src/complete.rs"),
+    ),
+    (
+        "src/notify.rs",
+        include_str!("../../sdk/rust/src/notify.rs"),
+    ),
+    (
+        "src/prompt.rs",
+        include_str!("../../sdk/rust/src/prompt.rs"),
+    ),
+    ("src/reply.rs", include_str!("../../sdk/rust/src/reply.rs")),
+    (
+        "src/request_error.rs",
+        include_str!("../../sdk/rust/src/request_error.rs"),
+    ),
+    (
+        "src/resource.rs",
+        include_str!("../../sdk/rust/src/resource.rs"),
+    ),
+    ("src/store.rs", include_str!("../../sdk/rust/src/store.rs")),
+    (
+        "src/tests_capabilities.rs",
+        include_str!("../../sdk/rust/src/tests_capabilities.rs"),
+    ),
+    (
+        "src/uri_template.rs",
+        include_str!("../../sdk/rust/src/uri_template.rs"),
+    ),
+    (
         "src/middleware/mod.rs",
         include_str!("../../sdk/rust/src/middleware/mod.rs"),
+    ),
+    (
+        "src/middleware/host.rs",
+        include_str!("../../sdk/rust/src/middleware/host.rs"),
     ),
     (
         "src/middleware/interest.rs",
@@ -120,6 +158,9 @@ fn sdk_version() -> &'static str {
 
 /// The middleware world, which the SDK carries beside the plugin one.
 const MIDDLEWARE_WIT: &str = include_str!("../../wit/middleware/middleware.wit");
+
+/// The plugin world 0.2, which the SDK's plugins speak (0.1's `host` stays for middleware).
+const PLUGIN_WIT_02: &str = include_str!("../../wit/plugin-0.2/plugin.wit");
 
 const PYTHON: &[(&str, &str)] = &[
     (
@@ -242,6 +283,10 @@ pub fn create(name: &str, lang: Lang, kind: Kind, dir: &Path) -> Result<(), Stri
             }
             write(&format!("{SDK_DIR}/wit/plugin.wit"), super::PLUGIN_WIT)?;
             write(
+                &format!("{SDK_DIR}/wit/plugin-0.2/plugin.wit"),
+                PLUGIN_WIT_02,
+            )?;
+            write(
                 &format!("{SDK_DIR}/wit/middleware/middleware.wit"),
                 MIDDLEWARE_WIT,
             )
@@ -304,6 +349,15 @@ mod tests {
         assert!(
             include_str!("../../sdk/rust/wit/plugin.wit") == crate::plugin_cli::PLUGIN_WIT,
             "sdk/rust/wit/plugin.wit differs from wit/plugin.wit: cp wit/plugin.wit sdk/rust/wit/"
+        );
+    }
+
+    #[test]
+    fn the_sdk_carries_the_0_2_wit_this_binary_loads() {
+        assert!(
+            include_str!("../../sdk/rust/wit/plugin-0.2/plugin.wit") == PLUGIN_WIT_02,
+            "sdk/rust/wit/plugin-0.2/plugin.wit differs from wit/plugin-0.2/plugin.wit: \
+             cp wit/plugin-0.2/plugin.wit sdk/rust/wit/plugin-0.2/"
         );
     }
 
@@ -402,6 +456,10 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(dir.join("wasmgate-plugin/wit/plugin.wit")).unwrap(),
             crate::plugin_cli::PLUGIN_WIT
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("wasmgate-plugin/wit/plugin-0.2/plugin.wit")).unwrap(),
+            PLUGIN_WIT_02
         );
         assert!(dir.join("wasmgate-plugin/src/tool.rs").is_file());
         assert!(

@@ -47,6 +47,7 @@ mod replicas;
 mod replicas_stateless;
 mod routing;
 mod sdk_cells;
+mod sdk_template;
 mod stdio_bound;
 mod tenancy;
 mod third_party;

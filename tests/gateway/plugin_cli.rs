@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use crate::harness::{TestDir, fixture, fixture_path, on_path, run_cli, run_cli_with_env};
 
-const LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
 /// A fresh crate's first build compiles wit-bindgen and its dependencies.
-const BUILD_LIMIT: Duration = Duration::from_secs(900);
+pub(crate) const BUILD_LIMIT: Duration = Duration::from_secs(900);
 
 /// A fixture component's path, as a command-line argument.
 fn fixture_arg(name: &str) -> String {
@@ -58,28 +58,29 @@ fn inspect_names_the_world_the_tools_and_the_grants_of_a_plugin() {
     );
     text.assert_exit(0);
     assert!(text.stdout.contains("tools (1):"), "{}", text.stdout);
+    // `minimal` is built with the SDK, which speaks 0.2.
     assert!(
         text.stdout
-            .contains("world:   wasmgate:plugin/plugin@0.1.0"),
+            .contains("world:   wasmgate:plugin/plugin@0.2.0"),
         "{}",
         text.stdout
     );
 }
 
 /// `minimal`, as if built against another version of the plugin WIT: every name the
-/// package gives (`wasmgate:plugin/tool@0.1.0`, its types and host imports) carries the
+/// package gives (`wasmgate:plugin/tool@0.2.0`, its types and other imports) carries the
 /// other version. The version strings have the same length, so the sizes that frame the
 /// names still hold and the file stays a valid component.
 fn minimal_at_wit_version(dir: &TestDir, version: &str) -> PathBuf {
     let ours = b"wasmgate:plugin";
     let bytes = fixture("minimal");
-    let (from, to) = (b"@0.1.0".as_slice(), format!("@{version}"));
+    let (from, to) = (b"@0.2.0".as_slice(), format!("@{version}"));
     assert_eq!(from.len(), to.len(), "the version must keep its length");
     let mut out = bytes.clone();
     let mut replaced = 0;
     for at in 0..bytes.len().saturating_sub(ours.len() + 16) {
         if bytes[at..].starts_with(ours) {
-            // `wasmgate:plugin/NAME@0.1.0` or `wasmgate:plugin@0.1.0`: the version comes next.
+            // `wasmgate:plugin/NAME@0.2.0` or `wasmgate:plugin@0.2.0`: the version comes next.
             let tail = at + ours.len();
             let end = tail
                 + bytes[tail..]

@@ -1,5 +1,5 @@
 //! What the gateway offers a running tool (the WIT `host` interface): log lines, progress,
-//! the plugin's config. Off wasm (`cargo test` on the host) they go to [`crate::testing`]
+//! the plugin's config, whether the call was cancelled. Off wasm (`cargo test` on the host) they go to [`crate::testing`]
 //! instead, so tools that use them can be unit-tested.
 
 pub use crate::wit::Level;
@@ -26,6 +26,12 @@ pub fn config_or(key: &str, default: &str) -> String {
     config(key).unwrap_or_else(|| default.into())
 }
 
+/// Whether the client cancelled the current call (or went away). A long call checks it
+/// between steps and stops early; what it answers then is not sent.
+pub fn cancelled() -> bool {
+    imp::cancelled()
+}
+
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use crate::wit::wasmgate::plugin::host;
@@ -41,9 +47,13 @@ mod imp {
     pub fn config(key: &str) -> Option<String> {
         host::config(key)
     }
+
+    pub fn cancelled() -> bool {
+        host::cancelled()
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
-    pub(super) use crate::testing::{config, log, progress};
+    pub(super) use crate::testing::{cancelled, config, log, progress};
 }

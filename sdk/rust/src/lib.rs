@@ -1,11 +1,11 @@
 //! Write [wasmgate](https://github.com/wasmgate/wasmgate) plugins as typed Rust functions,
 //! and middleware as typed hooks ([`middleware`]).
 //!
-//! A plugin is a WASI 0.2 component of the `wasmgate:plugin` world (its WIT travels in
-//! this crate, `wit/plugin.wit`). With this crate each tool is a function from an
-//! argument type to an output, and the rest is derived: the JSON Schemas from the types
-//! (with `schemars`), the argument parsing (with `serde`), the `list-tools` and
-//! `call-tool` exports. A plugin depends on `serde` and `schemars` (1.x) too, for their
+//! A plugin is a WASI 0.2 component of the `wasmgate:plugin@0.2.0` world (its WIT
+//! travels in this crate, `wit/plugin-0.2/plugin.wit`). With this crate each tool,
+//! resource and prompt is a function from an argument type to an output, and the rest is
+//! derived: the JSON Schemas from the types (with `schemars`), the argument parsing (with
+//! `serde`), the exports. A plugin depends on `serde` and `schemars` (1.x) too, for their
 //! derives.
 //!
 //! ```
@@ -46,27 +46,47 @@
 //!
 //! - [`Tool`] (`tool.rs`): a function with its name, description and annotations;
 //!   arguments parsed into its argument type.
-//! - [`Plugin`] and [`export!`] (`plugin.rs`): the tools of a component, exported.
-//! - [`IntoOutput`], [`Structured`] (`output.rs`): what a tool returns: text, a
-//!   structured value, content items.
-//! - [`ToolError`] (`error.rs`): a failure the model reads.
+//! - [`Plugin`] and [`export!`] (`plugin.rs`): what a component serves, exported, and
+//!   the [`Instance`] mode it declares.
+//! - [`IntoOutput`], [`Structured`], [`ToolOutput`] (`output.rs`): what a tool returns:
+//!   text, a structured value, content items; `reply.rs` writes it into the gateway's
+//!   `reply`, each item checked against the room left.
+//! - [`Resource`], [`ResourceTemplate`], [`IntoContents`] (`resource.rs`, matching in
+//!   `uri_template.rs`): resources of a URI, or of a URI template's variables.
+//! - [`Prompt`], [`IntoPrompt`] ([`prompt`]): prompts from typed arguments.
+//! - Completions of prompt arguments and template variables (`complete.rs`), by
+//!   [`Prompt::complete`] and [`ResourceTemplate::complete`].
+//! - [`ToolError`] (`error.rs`), [`RequestError`] (`request_error.rs`): failures.
 //! - [`schema`]: the schemas derived from the types, shaped as MCP wants them.
-//! - [`log`], [`progress`], [`config`] (`host.rs`): the gateway's `host` interface;
-//!   [`testing`] stands in for it under `cargo test`.
+//! - [`log`], [`progress`], [`config`], [`cancelled`] (`host.rs`): the gateway's `host`
+//!   interface; [`client`] (elicitation, sampling, roots), [`store`], [`notify`]: the
+//!   other imports. [`testing`] stands in for all of them under `cargo test`.
 //! - [`http`] (feature `http`): outbound HTTP through `wasi:http`, a GET or any method
 //!   with headers and a body.
 //! - [`middleware`]: components of the `wasmgate:middleware` world (`wit/middleware/`),
 //!   which see, change or refuse requests, results and lists; [`export_middleware!`].
-//! - [`wit`]: the raw bindings of the world, for what the rest does not cover, with
+//! - [`wit`]: the raw bindings of the 0.2 world, for what the rest does not cover, with
 //!   [`schema`] and [`parse_arguments`] to use beside them.
 
+pub mod client;
+mod complete;
 mod error;
 mod host;
 pub mod middleware;
+pub mod notify;
 mod output;
 mod plugin;
+pub mod prompt;
+mod reply;
+mod request_error;
+mod resource;
 pub mod schema;
+pub mod store;
 mod tool;
+mod uri_template;
+
+#[cfg(test)]
+mod tests_capabilities;
 pub mod wit;
 
 #[cfg(feature = "http")]
@@ -75,9 +95,12 @@ pub mod http;
 pub mod testing;
 
 pub use error::ToolError;
-pub use host::{Level, config, config_or, log, progress};
-pub use output::{IntoOutput, Structured};
-pub use plugin::Plugin;
+pub use host::{Level, cancelled, config, config_or, log, progress};
+pub use output::{IntoOutput, Structured, ToolOutput};
+pub use plugin::{Instance, Plugin, completions};
+pub use prompt::{IntoPrompt, Prompt};
+pub use request_error::RequestError;
+pub use resource::{IntoContents, Resource, ResourceTemplate};
 pub use tool::{Annotations, Tool, parse_arguments};
 
 /// For argument types with no fields: `Tool::new("now", "...", |_: NoArgs| ...)`.

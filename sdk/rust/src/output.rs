@@ -7,7 +7,18 @@ use serde_json::Value;
 
 use crate::ToolError;
 use crate::schema;
-use crate::wit::{Content, ToolOutput};
+use crate::wit::Content;
+
+/// A tool's result, item by item (MCP `CallToolResult`), as [`Plugin::call`](crate::Plugin::call)
+/// gives it to a test; the export writes it into the call's `reply`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: Vec<Content>,
+    /// The structured result, as JSON text (MCP `structuredContent`).
+    pub structured: Option<String>,
+    /// The tool ran and failed (MCP `isError`): return a [`ToolError`] rather than set it.
+    pub is_error: bool,
+}
 
 /// A tool function's success value. The type decides the tool's output schema too.
 pub trait IntoOutput {
@@ -40,7 +51,7 @@ impl IntoOutput for Vec<Content> {
     }
 }
 
-/// The WIT record itself, for what the other forms cannot say. Its `is-error` is not
+/// The result as it is, for what the other forms cannot say. Its `is-error` is not
 /// the way to fail: return a [`ToolError`].
 impl IntoOutput for ToolOutput {
     fn into_output(self) -> Result<ToolOutput, ToolError> {

@@ -1,14 +1,27 @@
-//! [`Plugin`]: the tools of one component, and the [`export!`](crate::export) that makes
-//! them its `tool` export.
+//! [`Plugin`]: the tools, resources, prompts and completions of one component, and the
+//! [`export!`](crate::export) that makes them its exports.
 
-use crate::Tool;
-use crate::wit::{CallError, ToolInfo, ToolOutput};
+use crate::complete::{Completers, cut};
+use crate::output::ToolOutput;
+use crate::reply::{self, Sink};
+use crate::wit::{
+    About, CallError, CompletionRef, CompletionRequest, Completions, EmbeddedResource,
+    InstanceMode, PromptInfo, PromptOutput, Reply, ResourceInfo, ToolInfo,
+};
+use crate::{Prompt, RequestError, Resource, ResourceTemplate, Tool, wit};
 
-/// The tools of a plugin. A function returning it is what [`export!`](crate::export)
-/// takes; tests call [`Plugin::call`] on it as the gateway would.
+/// The instance a plugin's calls run in: [`Plugin::instance`].
+pub type Instance = InstanceMode;
+
+/// What a plugin serves. A function returning it is what [`export!`](crate::export)
+/// takes; tests call [`Plugin::call`] and the others on it as the gateway would.
 #[derive(Default)]
 pub struct Plugin {
     tools: Vec<Tool>,
+    resources: Vec<Resource>,
+    templates: Vec<ResourceTemplate>,
+    prompts: Vec<Prompt>,
+    instance: Option<Instance>,
 }
 
 impl Plugin {
@@ -18,6 +31,30 @@ impl Plugin {
 
     pub fn tool(mut self, tool: Tool) -> Self {
         self.tools.push(tool);
+        self
+    }
+
+    pub fn resource(mut self, resource: Resource) -> Self {
+        self.resources.push(resource);
+        self
+    }
+
+    pub fn template(mut self, template: ResourceTemplate) -> Self {
+        self.templates.push(template);
+        self
+    }
+
+    pub fn prompt(mut self, prompt: Prompt) -> Self {
+        self.prompts.push(prompt);
+        self
+    }
+
+    /// The instance mode the plugin's state needs: [`Instance::Session`] when its tools
+    /// keep state in globals (a `static`) between the calls of one client. Left unset,
+    /// the operator's choice holds (`call` by default: a fresh instance per call). State
+    /// that must outlive an instance goes in [`store`](crate::store) instead.
+    pub fn instance(mut self, instance: Instance) -> Self {
+        self.instance = Some(instance);
         self
     }
 
@@ -34,31 +71,165 @@ impl Plugin {
             None => Err(CallError::UnknownTool(name.into())),
         }
     }
+
+    /// `call-tool` as the export runs it: the output written into the gateway's `reply`.
+    pub fn call_into(&self, name: &str, arguments: &str, reply: &Reply) -> Result<(), CallError> {
+        reply::write_output(reply, self.call(name, arguments)?)
+    }
+
+    /// What `list-resources` answers.
+    pub fn resources(&self) -> Vec<ResourceInfo> {
+        self.resources.iter().map(Resource::info).collect()
+    }
+
+    /// What `list-templates` answers.
+    pub fn templates(&self) -> Vec<wit::ResourceTemplate> {
+        self.templates.iter().map(ResourceTemplate::info).collect()
+    }
+
+    /// What `read-resource` answers: the resource of that URI, else the first template
+    /// it matches, else `not-found`.
+    pub fn read(&self, uri: &str) -> Result<Vec<EmbeddedResource>, RequestError> {
+        if let Some(resource) = self.resources.iter().find(|r| r.uri() == uri) {
+            return resource.read();
+        }
+        self.templates
+            .iter()
+            .find_map(|t| t.read(uri))
+            .unwrap_or_else(|| Err(RequestError::not_found(format!("no resource {uri}"))))
+    }
+
+    /// `read-resource` as the export runs it: the contents written into `reply`.
+    pub fn read_into(&self, uri: &str, reply: &Reply) -> Result<(), wit::RequestError> {
+        self.read_to(uri, reply)
+    }
+
+    fn read_to(&self, uri: &str, sink: &impl Sink) -> Result<(), wit::RequestError> {
+        reply::write_contents(sink, self.read(uri)?)
+    }
+
+    /// What `list-prompts` answers.
+    pub fn prompts(&self) -> Vec<PromptInfo> {
+        self.prompts.iter().map(Prompt::info).collect()
+    }
+
+    /// What `get-prompt` answers.
+    pub fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+    ) -> Result<PromptOutput, RequestError> {
+        match self.prompts.iter().find(|p| p.name() == name) {
+            Some(prompt) => prompt.get(arguments),
+            None => Err(RequestError::not_found(format!("no prompt {name}"))),
+        }
+    }
+
+    /// What `complete` answers: the values of the prompt's or template's completion
+    /// function for the argument, none if it has no such function.
+    pub fn complete(&self, request: &CompletionRequest) -> Result<Completions, RequestError> {
+        let completers: &Completers = match &request.ref_ {
+            CompletionRef::Prompt(name) => self
+                .prompts
+                .iter()
+                .find(|p| p.name() == name)
+                .map(|p| &p.completers)
+                .ok_or_else(|| RequestError::not_found(format!("no prompt {name}")))?,
+            CompletionRef::ResourceTemplate(template) => self
+                .templates
+                .iter()
+                .find(|t| t.uri_template() == template)
+                .map(|t| &t.completers)
+                .ok_or_else(|| {
+                    RequestError::not_found(format!("no resource template {template}"))
+                })?,
+        };
+        Ok(completers.complete(&request.argument_name, &request.argument_value))
+    }
+
+    /// What `describe` answers.
+    pub fn describe(&self) -> About {
+        About {
+            instance: self.instance,
+        }
+    }
 }
 
-/// Makes the [`Plugin`] a function returns the component's `tool` export:
-/// `wasmgate_plugin::export!(plugin);` after `fn plugin() -> Plugin`.
+/// Completions from a list of values: the first 100, with the total.
+pub fn completions(values: Vec<String>) -> Completions {
+    cut(values)
+}
+
+/// Makes the [`Plugin`] a function returns the component's exports (`tool`, `resources`,
+/// `prompts`, `completion`, `meta`): `wasmgate_plugin::export!(plugin);` after
+/// `fn plugin() -> Plugin`.
 ///
-/// The function runs for each `list-tools` and for each call, so keep it to building the
-/// list (schemas are derived only for `list-tools`). What a tool keeps between calls, in
-/// the instance modes that keep instances (`session`, `shared`), goes in a `static`.
+/// The function runs for each list and each call, so keep it to building the lists
+/// (schemas are derived only when listed). What a tool keeps between calls goes in
+/// [`store`](crate::store), or, in a `static` with [`Plugin::instance`] declared.
 #[macro_export]
 macro_rules! export {
     ($plugin:path) => {
         const _: () = {
+            use ::std::result::Result;
+            use ::std::string::String;
+            use ::std::vec::Vec;
+            use $crate::wit;
+
             struct WasmgatePluginExport;
 
-            impl $crate::wit::Guest for WasmgatePluginExport {
-                fn list_tools() -> ::std::vec::Vec<$crate::wit::ToolInfo> {
+            impl wit::Guest for WasmgatePluginExport {
+                fn list_tools() -> Vec<wit::ToolInfo> {
                     $crate::Plugin::list(&$plugin())
                 }
 
                 fn call_tool(
-                    name: ::std::string::String,
-                    arguments: ::std::string::String,
-                ) -> ::std::result::Result<$crate::wit::ToolOutput, $crate::wit::CallError>
-                {
-                    $crate::Plugin::call(&$plugin(), &name, &arguments)
+                    name: String,
+                    arguments: String,
+                    reply: &wit::Reply,
+                ) -> Result<(), wit::CallError> {
+                    $crate::Plugin::call_into(&$plugin(), &name, &arguments, reply)
+                }
+            }
+
+            impl wit::ResourcesGuest for WasmgatePluginExport {
+                fn list_resources() -> Vec<wit::ResourceInfo> {
+                    $crate::Plugin::resources(&$plugin())
+                }
+
+                fn list_templates() -> Vec<wit::ResourceTemplate> {
+                    $crate::Plugin::templates(&$plugin())
+                }
+
+                fn read_resource(uri: String, reply: &wit::Reply) -> Result<(), wit::RequestError> {
+                    $crate::Plugin::read_into(&$plugin(), &uri, reply)
+                }
+            }
+
+            impl wit::PromptsGuest for WasmgatePluginExport {
+                fn list_prompts() -> Vec<wit::PromptInfo> {
+                    $crate::Plugin::prompts(&$plugin())
+                }
+
+                fn get_prompt(
+                    name: String,
+                    arguments: Vec<(String, String)>,
+                ) -> Result<wit::PromptOutput, wit::RequestError> {
+                    Ok($crate::Plugin::get_prompt(&$plugin(), &name, &arguments)?)
+                }
+            }
+
+            impl wit::CompletionGuest for WasmgatePluginExport {
+                fn complete(
+                    request: wit::CompletionRequest,
+                ) -> Result<wit::Completions, wit::RequestError> {
+                    Ok($crate::Plugin::complete(&$plugin(), &request)?)
+                }
+            }
+
+            impl wit::MetaGuest for WasmgatePluginExport {
+                fn describe() -> wit::About {
+                    $crate::Plugin::describe(&$plugin())
                 }
             }
 
@@ -70,6 +241,7 @@ macro_rules! export {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ToolOutput;
     use crate::wit::Content;
     use crate::{Level, NoArgs, Structured, ToolError, testing};
     use schemars::JsonSchema;

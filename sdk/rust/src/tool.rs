@@ -21,8 +21,10 @@ pub struct Tool {
     // Schemas are derived only when the tools are listed, not on every call.
     input_schema: fn() -> Value,
     output_schema: fn() -> Option<Value>,
-    run: Box<dyn Fn(&str) -> Result<ToolOutput, CallError>>,
+    run: Run,
 }
+
+type Run = Box<dyn Fn(&str) -> Result<ToolOutput, CallError>>;
 
 /// MCP tool annotations: hints to the client about what a tool does. A hint left `None`
 /// is not sent, and clients assume the cautious default.

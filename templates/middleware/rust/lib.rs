@@ -21,7 +21,7 @@ impl Middleware for {{type}} {
     fn on_request(req: Request) -> RequestAction {
         // An example of a refusal: a `config = { deny = "NAME" }` in the gateway's
         // `[[middleware]]` entry refuses calls of that tool.
-        if let Some(denied) = wasmgate_plugin::config("deny")
+        if let Some(denied) = wasmgate_plugin::middleware::config("deny")
             && req.tool() == Some(denied.as_str())
         {
             return RequestAction::deny(format!("{denied} is refused by {{name}}"));

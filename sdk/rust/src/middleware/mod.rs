@@ -40,16 +40,18 @@
 //! - [`ListView`], [`Entry`], [`Edit`] (`list.rs`).
 //! - [`wit`]: the raw bindings; [`on_request`] and the other `on_*` functions are what the
 //!   export calls, for tests that go through the same JSON text as the gateway.
-//! - Config and logs are the plugin side's: [`config`],
-//!   [`log`], served by [`crate::testing`] under `cargo test`.
+//! - [`config`], [`log`] (`host.rs`): the `host` of 0.1, which the middleware world
+//!   imports (not the plugin side's [`crate::config`], which is 0.2's); served by
+//!   [`crate::testing`] under `cargo test`.
 
+mod host;
 mod interest;
 mod list;
 mod request;
 mod response;
 pub mod wit;
 
-pub use crate::host::{Level, config, config_or, log};
+pub use host::{Level, config, config_or, log};
 pub use list::{Edit, Entry, ListView};
 pub use request::{Request, RequestAction};
 pub use response::{Outcome, Response, ResultAction};

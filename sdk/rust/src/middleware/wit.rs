@@ -1,13 +1,13 @@
 //! The raw bindings of the `wasmgate:middleware` world, generated from
 //! `wit/middleware/middleware.wit`: its records as Rust types and the `Guest` trait with
-//! its export macro. The `host` imports are the plugin world's ([`crate::wit`]), shared so
-//! that [`crate::config`] and [`crate::log`] serve both kinds of component.
+//! its export macro, and the `host` of `wasmgate:plugin@0.1.0` the world imports (the
+//! plugin side speaks 0.2: [`crate::wit`]).
 
 wit_bindgen::generate!({
     path: ["wit", "wit/middleware"],
     world: "wasmgate:middleware/middleware",
     with: {
-        "wasmgate:plugin/host@0.1.0": crate::wit::wasmgate::plugin::host,
+        "wasmgate:plugin/host@0.1.0": generate,
     },
     // So that actions holding a denial compare in tests.
     additional_derives: [PartialEq],

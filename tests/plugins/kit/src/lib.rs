@@ -1,7 +1,8 @@
-//! The fixtures' shorthand for writing guests on the SDK's raw bindings
-//! (`wasmgate_plugin::wit`): the fixtures implement `Guest` by hand, because they
-//! test the host with what the SDK's typed layer would never produce (schemas
-//! that are not objects, results that break their schema, tools that spin).
+//! The fixtures' shorthand for writing guests on the raw bindings of the 0.1 world
+//! (`wit/plugin.wit`, generated here in [`wit`]): the fixtures implement `Guest` by
+//! hand, because they test the host with what the SDK's typed layer would never produce
+//! (schemas that are not objects, results that break their schema, tools that spin).
+//! They stay 0.1 components, the SDK being 0.2, so the gateway's 0.1 path stays tested.
 //!
 //! ```ignore
 //! struct Upper;
@@ -17,24 +18,34 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::fmt::Display;
 
-pub use wasmgate_plugin::wit::{
-    Blob, CallError, Content, EmbeddedResource, Guest, Level, ToolInfo, ToolOutput,
-};
+/// The raw bindings of `wasmgate:plugin@0.1.0`.
+pub mod wit {
+    wit_bindgen::generate!({
+        path: "../../../wit/plugin.wit",
+        world: "wasmgate:plugin/plugin@0.1.0",
+        pub_export_macro: true,
+        default_bindings_module: "plugin_kit::wit",
+        export_macro_name: "export_raw",
+    });
+}
 
-#[doc(hidden)]
-pub use wasmgate_plugin as __sdk;
+pub use wit::exports::wasmgate::plugin::tool::Guest;
+pub use wit::wasmgate::plugin::host::Level;
+pub use wit::wasmgate::plugin::types::{
+    Blob, CallError, Content, EmbeddedResource, ToolInfo, ToolOutput,
+};
 
 /// `export!(T)` makes `T: Guest` the component's `tool` export.
 #[macro_export]
 macro_rules! export {
     ($ty:ident) => {
-        $crate::__sdk::wit::export_raw!($ty with_types_in $crate::__sdk::wit);
+        $crate::wit::export_raw!($ty with_types_in $crate::wit);
     };
 }
 
-/// The host's functions, as the SDK offers them.
+/// The host's functions of 0.1.
 pub mod host {
-    pub use wasmgate_plugin::{config, log, progress};
+    pub use crate::wit::wasmgate::plugin::host::{config, log, progress};
 }
 
 #[cfg(feature = "http")]
@@ -102,6 +113,17 @@ impl ToolInfoExt for ToolInfo {
 /// The arguments object, parsed as the SDK's typed tools parse theirs.
 pub fn args<T: DeserializeOwned>(arguments: &str) -> Result<T, CallError> {
     Ok(wasmgate_plugin::parse_arguments(arguments)?)
+}
+
+/// The SDK's errors (`parse_arguments`, `http`) as 0.1 call errors, for `?`.
+impl From<wasmgate_plugin::ToolError> for CallError {
+    fn from(e: wasmgate_plugin::ToolError) -> Self {
+        if e.is_invalid_arguments() {
+            CallError::InvalidArguments(e.message().into())
+        } else {
+            CallError::Failed(e.message().into())
+        }
+    }
 }
 
 /// A result of one text item.

@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
 # Python plugin, componentize-js for the JavaScript template, Node 22 and the MCP
-# conformance suite (0.1.16 for 2025-11-25, 0.2.0-alpha.12 for 2026-07-28), nginx), then
+# conformance suite (0.1.16 for 2025-11-25, 0.2.0-alpha.12 for 2026-07-28), nginx,
+# docker-registry), then
 # runs every test and checks the formatting (`cargo fmt` fixes it).
 # `.ci/run` calls exactly this.
 set -euo pipefail
@@ -51,24 +52,35 @@ export WASMGATE_CONFORMANCE="$conformance"
 export WASMGATE_CONFORMANCE_2026="$conformance_2026"
 export PATH="$tools/py/bin:$tools/js/node_modules/.bin:$PATH"
 
-step "nginx (Debian's package) for the replicas test"
-# The test runs nginx processes of its own: the package's service must not start, which
-# Debian's policy-rc.d (exit 101) ensures.
-if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
-  sudo=""
+# Installs Debian package "$1" (a pinned "name=version" allowed). The tests run processes
+# of their own: the package's service must not start, which Debian's policy-rc.d (exit
+# 101) ensures.
+apt_install() {
+  local sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo
   $sudo apt-get update -qq >&2
-  made_policy=""
+  local made_policy=""
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     made_policy=1
     printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
     $sudo chmod +x /usr/sbin/policy-rc.d
   fi
-  status=0
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >&2 || status=$?
+  local status=0
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >&2 || status=$?
   [ -z "$made_policy" ] || $sudo rm -f /usr/sbin/policy-rc.d
   [ "$status" = 0 ]
+}
+
+step "nginx (Debian's package) for the replicas test"
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  apt_install nginx
 fi
+
+step "docker-registry (Debian's package: the CNCF distribution registry) for the OCI tests"
+if [ ! -x /usr/bin/docker-registry ]; then
+  apt_install docker-registry=2.8.2+ds1-1
+fi
+export WASMGATE_REGISTRY=/usr/bin/docker-registry
 
 step "Python plugin (componentize-py)"
 bash plugins/python/text/build.sh >&2

@@ -66,7 +66,8 @@ enum Command {
     },
     /// Print the plugin WIT (wasmgate:plugin) that this gateway loads, for a plugin's `wit/`.
     Wit,
-    /// A plugin author's commands: `new`, `build`, `inspect`, `call`.
+    /// A plugin author's commands: `new`, `build`, `inspect`, `call`, and `push`, `pull`,
+    /// `sign`, `keygen` for OCI registries.
     #[command(subcommand)]
     Plugin(crate::plugin_cli::PluginCommand),
     /// The `pin` middleware's pinned and pending tool definitions: `list`, `approve NAME`.
@@ -264,7 +265,7 @@ async fn serve(
     sources: Vec<crate::plugin_cli::dev::DevSource>,
 ) -> Result<()> {
     let watch_path = config.source.clone();
-    let gateway = Gateway::start(config);
+    let gateway = start_gateway(config).await;
     let _watcher =
         watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path, plugin_files));
     let _sources = (!sources.is_empty())
@@ -374,7 +375,7 @@ async fn warn_empty_profiles(gateway: Arc<Gateway>) {
 /// for as long as `startup_timeout`, plugins until they are compiled and loaded (or
 /// refused), since a one-shot command has no later `list_changed` to wait for.
 async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
-    let gateway = Gateway::start(config);
+    let gateway = start_gateway(config).await;
     gateway.wait_for_start(true).await;
     let catalog = gateway.catalog();
     if as_json {
@@ -426,7 +427,7 @@ async fn list_tools(config: Config, as_json: bool) -> Result<ExitCode> {
 async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     let arguments: Value =
         serde_json::from_str(arguments).context("the arguments are not valid JSON")?;
-    let gateway = Gateway::start(config);
+    let gateway = start_gateway(config).await;
     let builtin = gateway
         .catalog()
         .tool(tool)
@@ -441,4 +442,13 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     let outcome = crate::plugin_cli::call_once(&gateway, tool, arguments).await;
     gateway.shutdown().await;
     Ok(crate::plugin_cli::print_outcome(outcome))
+}
+
+/// Starts the gateway once the config's `oci://` plugin sources are pulled (or found in
+/// the cache), telling what failed as events.
+async fn start_gateway(config: Config) -> std::sync::Arc<Gateway> {
+    let (config, notices) = crate::oci_sources::resolve(config, None).await;
+    let gateway = Gateway::start(config);
+    crate::oci_sources::report(&gateway.events, notices);
+    gateway
 }

@@ -49,6 +49,8 @@ pub mod memory;
 pub mod middleware;
 pub mod names;
 pub mod nesting;
+pub mod oci;
+pub mod oci_sources;
 pub mod peer;
 pub mod pins;
 pub mod pipe;

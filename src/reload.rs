@@ -52,7 +52,11 @@ async fn apply_change(gateway: &Arc<Gateway>, path: &Path, plugin_files: &[PathB
     match config::load_with_plugin_files(Some(path), plugin_files) {
         Ok(next) => {
             tracing::info!("config changed: {}", path.display());
+            // A tag is re-resolved: it may name a new version since the last pull.
+            let running = gateway.config.load_full();
+            let (next, notices) = crate::oci_sources::resolve(next, Some(&running)).await;
             gateway.reconfigure(next).await;
+            crate::oci_sources::report(&gateway.events, notices);
         }
         Err(err) => {
             tracing::error!("config change ignored, the running config stays: {err}");

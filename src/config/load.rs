@@ -126,6 +126,7 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
             limits: PluginLimits::default(),
             compile_timeout: super::model::DEFAULT_COMPILE_TIMEOUT,
             total_memory: validate::default_total_memory(),
+            oci_insecure: Vec::new(),
             plugins: Default::default(),
         },
         http: HttpConfig::default(),

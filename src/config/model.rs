@@ -409,6 +409,8 @@ pub struct PluginsConfig {
     /// Linear memory all live plugin instances may hold together (default half the
     /// machine's memory).
     pub total_memory: u64,
+    /// Registries (`host:port`) that `oci://` sources reach over plain HTTP, not HTTPS.
+    pub oci_insecure: Vec<String>,
     /// `[plugins.NAME]` entries: a plugin at an explicit path, or grants and limits for
     /// a plugin found in `dir` under that name.
     pub plugins: BTreeMap<String, PluginConfig>,
@@ -454,6 +456,9 @@ pub struct PluginConfig {
     /// The plugin's project folder (`wasmgate plugin new`), which `wasmgate dev` builds,
     /// serves and rebuilds on a change; `serve` ignores it.
     pub source: Option<PathBuf>,
+    /// `source = "oci://…"`: the registry artifact `serve` and `dev` pull, verify and load
+    /// (into `path`, a file of the pull cache).
+    pub oci: Option<crate::oci::OciSource>,
     /// Prefix of the plugin's tools (defaults to `name`).
     pub namespace: String,
     pub limits: PluginLimits,
@@ -605,6 +610,7 @@ impl PluginConfig {
             name: name.to_owned(),
             path,
             source: None,
+            oci: None,
             namespace,
             limits,
             allow_dirs: Vec::new(),

@@ -246,6 +246,8 @@ pub struct Plugins {
     pub fuel: Option<u64>,
     pub compile_timeout: Option<Duration>,
     pub total_memory: Option<u64>,
+    /// Registries (`host:port`) spoken to over plain HTTP.
+    pub oci_insecure: Vec<String>,
     pub entries: BTreeMap<String, PluginEntry>,
 }
 
@@ -262,6 +264,7 @@ pub const PLUGINS_KEYS: &[&str] = &[
     "fuel",
     "compile_timeout",
     "total_memory",
+    "oci_insecure",
 ];
 
 /// `[plugins.NAME]`.
@@ -269,8 +272,11 @@ pub const PLUGINS_KEYS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 pub struct PluginEntry {
     pub path: Option<String>,
-    /// The plugin's project folder, which `wasmgate dev` builds and watches.
+    /// The plugin's project folder, which `wasmgate dev` builds and watches, or an
+    /// `oci://` reference to pull it from.
     pub source: Option<String>,
+    /// The cosign public key (PEM) an `oci://` source's signature must verify with.
+    pub public_key: Option<String>,
     pub namespace: Option<String>,
     pub memory: Option<Bytes>,
     pub timeout: Option<Timeout>,
@@ -682,6 +688,9 @@ impl Item<'_> {
             }
             ("timeout" | "compile_timeout", _) => return Err(wrong("a duration like \"10s\"")),
             ("fuel", _) => return Err(wrong("an integer, like fuel = 1000000")),
+            ("oci_insecure", _) => {
+                return Err(wrong("a list of registries, like [\"127.0.0.1:5000\"]"));
+            }
             _ => {
                 return Err(format!(
                     "unknown key `plugins.{key}`: expected one of {}, or a [plugins.{key}] table for a plugin",
@@ -713,7 +722,13 @@ impl<'de> Visitor<'de> for Item<'_> {
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
         self.set(Scalar::Float).map_err(E::custom)
     }
-    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if self.key == "oci_insecure" {
+            while let Some(registry) = seq.next_element::<String>()? {
+                self.plugins.oci_insecure.push(registry);
+            }
+            return Ok(());
+        }
         Err(de::Error::custom(format!(
             "`plugins.{}` cannot be a list; a plugin is a [plugins.{}] table",
             self.key, self.key

@@ -38,6 +38,8 @@ impl Loader {
                 .plugins
                 .values()
                 .filter(|p| !p.disabled)
+                // A pulled file never changes: a new version comes from a config reload.
+                .filter(|p| p.oci.is_none())
                 .filter_map(|p| p.path.as_deref())
                 .chain(links.iter().map(|(target, _)| target.as_path()));
             (watch::dirs_to_watch(config.dir.as_deref(), files), links)

@@ -81,6 +81,7 @@ pub(super) fn config(entries: Vec<PluginConfig>) -> PluginsConfig {
         limits: PluginLimits::default(),
         compile_timeout: crate::config::DEFAULT_COMPILE_TIMEOUT,
         total_memory: 8 << 30,
+        oci_insecure: Vec::new(),
         plugins: entries.into_iter().map(|e| (e.name.clone(), e)).collect(),
     }
 }

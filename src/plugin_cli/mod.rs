@@ -1,7 +1,8 @@
 //! `wasmgate plugin …`: a plugin author's commands. `new` writes a project that builds as
 //! it is, `build` builds and validates it, `inspect` says what a component is and needs,
 //! `call` runs one tool. `inspect` and `call` go through the gateway's own loader, sandbox
-//! and limits, so what they accept is what the gateway serves.
+//! and limits, so what they accept is what the gateway serves. `push`, `pull`, `sign` and
+//! `keygen` publish to OCI registries.
 
 mod build;
 mod build_errors;
@@ -11,6 +12,7 @@ mod call_many;
 pub mod dev;
 mod inspect;
 mod new;
+mod oci;
 mod setup;
 
 use std::future::Future;
@@ -60,6 +62,35 @@ pub enum PluginCommand {
     /// --repeat or --script, several calls on one instance. Exit 0 on success, 1 on an
     /// error result (a failed hook), 2 when the call could not be made.
     Call(Box<call::CallArgs>),
+    /// Push a component to an OCI registry (the layout `wkg` uses); prints REF@sha256:….
+    Push {
+        file: PathBuf,
+        #[command(flatten)]
+        target: oci::Target,
+    },
+    /// Pull a component from an OCI registry, verified against its digest (and signature,
+    /// with --public-key).
+    Pull {
+        #[command(flatten)]
+        target: oci::Target,
+        /// Where to write it (default: ./REPOSITORY-NAME.wasm).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// A cosign public key (PEM) the artifact's signature must verify with.
+        #[arg(long, value_name = "PEM")]
+        public_key: Option<PathBuf>,
+    },
+    /// Sign a pushed component (REF@sha256:…, as push prints it) with a private key,
+    /// storing a cosign-style signature beside it in the registry.
+    Sign {
+        #[command(flatten)]
+        target: oci::Target,
+        /// The ECDSA P-256 private key, PKCS#8 PEM (`plugin keygen` writes one).
+        #[arg(long, value_name = "PEM")]
+        key: PathBuf,
+    },
+    /// Write a new signing key pair to DIR: cosign.key (private) and cosign.pub.
+    Keygen { dir: PathBuf },
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,7 +127,33 @@ pub fn run(command: PluginCommand, config: Vec<PathBuf>) -> ExitCode {
                 .collect();
             block_on(call::run(*args, settings))
         }
+        PluginCommand::Push { file, target } => {
+            oci::finish(block_on_result(oci::push(&file, &target)))
+        }
+        PluginCommand::Pull {
+            target,
+            output,
+            public_key,
+        } => oci::finish(block_on_result(oci::pull(
+            &target,
+            output,
+            public_key.as_deref(),
+        ))),
+        PluginCommand::Sign { target, key } => {
+            oci::finish(block_on_result(oci::sign(&target, &key)))
+        }
+        PluginCommand::Keygen { dir } => oci::finish(oci::keygen(&dir)),
     }
+}
+
+/// [`block_on`] for work that fails with an error of its own.
+fn block_on_result<E>(work: impl Future<Output = Result<ExitCode, E>>) -> Result<ExitCode, E> {
+    let mut outcome = None;
+    let code = block_on(async {
+        outcome = Some(work.await);
+        ExitCode::SUCCESS
+    });
+    outcome.unwrap_or(Ok(code))
 }
 
 fn block_on(work: impl Future<Output = ExitCode>) -> ExitCode {

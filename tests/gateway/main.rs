@@ -29,6 +29,7 @@ mod middleware_pins;
 mod middleware_sdk;
 mod modern_front;
 mod notifications;
+mod oci;
 mod param_headers;
 mod plugin_author;
 mod plugin_cli;

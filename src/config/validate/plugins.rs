@@ -68,6 +68,7 @@ impl Ctx<'_> {
             limits: defaults,
             compile_timeout: raw.compile_timeout.unwrap_or(DEFAULT_COMPILE_TIMEOUT),
             total_memory: raw.total_memory.unwrap_or_else(default_total_memory),
+            oci_insecure: raw.oci_insecure,
             plugins,
         }
     }
@@ -94,12 +95,27 @@ impl Ctx<'_> {
         // `--plugin`, gives it grants and limits.
         let served_bundled = bundled && is_bundled(name);
         let given = self.src.given_plugins.iter().any(|g| g == name);
+        let is_oci = |s: &&str| s.starts_with(crate::oci::SCHEME);
+        let oci = raw
+            .source
+            .as_deref()
+            .filter(is_oci)
+            .and_then(|source| self.oci_source(name, source, &raw, strict));
         let source = raw
             .source
             .as_deref()
+            .filter(|s| !is_oci(s))
             .and_then(|source| self.plugin_source(name, source, strict));
+        if raw.public_key.is_some() && !raw.source.as_deref().is_some_and(|s| is_oci(&s)) {
+            self.error(
+                &key("public_key"),
+                raw.public_key.as_deref(),
+                "public_key checks the signature of an oci:// source, and this plugin has none",
+                "set source = \"oci://REGISTRY/REPO:TAG\", or remove public_key",
+            );
+        }
         match (raw.path.is_some(), dir) {
-            _ if given || section != "plugins" => {}
+            _ if given || section != "plugins" || oci.is_some() => {}
             // `wasmgate dev` builds it; `serve` has no file to serve.
             (false, None) if raw.source.is_some() => self.warnings.push(format!(
                 "plugin `{name}` names a source folder and no path: `wasmgate dev` builds and \
@@ -205,6 +221,7 @@ impl Ctx<'_> {
             name: name.to_owned(),
             path,
             source,
+            oci,
             namespace,
             limits: PluginLimits {
                 memory: raw.memory.map_or(defaults.memory, |b| b.0),
@@ -224,6 +241,59 @@ impl Ctx<'_> {
             calls_at_once,
             middleware: false,
             uses_bundled: None,
+        })
+    }
+
+    /// `source = "oci://…"` and its `public_key`, or an error saying what is wrong.
+    fn oci_source(
+        &mut self,
+        name: &str,
+        text: &str,
+        raw: &raw::PluginEntry,
+        strict: bool,
+    ) -> Option<crate::oci::OciSource> {
+        let key = ["plugins", name, "source"];
+        if raw.path.is_some() {
+            self.error(
+                &key,
+                Some(text),
+                "an oci:// source is pulled into the cache and served from there, so the plugin \
+                 has no path of its own",
+                "remove path, or serve the file at path and drop source",
+            );
+            return None;
+        }
+        let reference = match crate::oci::OciRef::parse(text) {
+            Ok(reference) => reference,
+            Err(err) => {
+                self.error(
+                    &key,
+                    Some(text),
+                    err.to_string(),
+                    "write oci://REGISTRY/REPOSITORY:TAG or oci://REGISTRY/REPOSITORY@sha256:HEX",
+                );
+                return None;
+            }
+        };
+        let public_key = raw
+            .public_key
+            .as_deref()
+            .and_then(|p| self.path(p, &["plugins", name, "public_key"], strict));
+        if let Some(path) = &public_key
+            && strict
+            && !path.is_file()
+        {
+            self.error(
+                &["plugins", name, "public_key"],
+                raw.public_key.as_deref(),
+                format!("the public key {} does not exist", path.display()),
+                "give the cosign.pub that `wasmgate plugin keygen` wrote",
+            );
+            return None;
+        }
+        Some(crate::oci::OciSource {
+            reference,
+            public_key,
         })
     }
 
@@ -430,6 +500,51 @@ mod tests {
         ] {
             assert!(check_host(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_oci_source_is_parsed_and_its_keys_checked() {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::write(base.path().join("cosign.pub"), "pem").unwrap();
+        let load = |text: &str| {
+            crate::config::from_toml_str(text, Path::new("g.toml"), base.path(), &|_| None)
+        };
+        let config = load(
+            "[plugins]\noci_insecure = [\"127.0.0.1:5000\"]\n[plugins.t]\n\
+             source = \"oci://127.0.0.1:5000/tools/t:1\"\npublic_key = \"cosign.pub\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.plugins.oci_insecure, ["127.0.0.1:5000"]);
+        let entry = &config.plugins.plugins["t"];
+        let oci = entry.oci.as_ref().unwrap();
+        assert_eq!(oci.reference.to_string(), "oci://127.0.0.1:5000/tools/t:1");
+        assert_eq!(
+            oci.public_key.as_deref(),
+            Some(base.path().join("cosign.pub").as_path())
+        );
+        assert!(entry.path.is_none() && entry.source.is_none());
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        for (text, why) in [
+            ("source = \"oci://tools/t:1\"", "the registry comes first"),
+            (
+                "source = \"oci://r.io/t:1\"\npath = \"t.wasm\"",
+                "has no path of its own",
+            ),
+            ("path = \"t.wasm\"\npublic_key = \"cosign.pub\"", "has none"),
+            (
+                "source = \"oci://r.io/t:1\"\npublic_key = \"nope.pub\"",
+                "does not exist",
+            ),
+        ] {
+            let err = load(&format!("[plugins.t]\n{text}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{text}: {err}");
+        }
+        let list = load("[plugins]\noci_insecure = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(list.contains("a list of registries"), "{list}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod chain;
 mod exclusive;
+mod from_plugins;
 mod from_servers;
 mod rebuild;
 
@@ -433,9 +434,17 @@ async fn plugin_events(gateway: Weak<Gateway>, mut rx: mpsc::UnboundedReceiver<P
         let mut new_code = false;
         let mut batch = Vec::new();
         for event in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            // What a plugin announced changes no catalog by itself.
+            if let PluginEvent::Notice { name, notice } = event {
+                gateway.on_plugin_notice(name, notice);
+                continue;
+            }
             new_code |= matches!(event, PluginEvent::Reloaded { new_code: true, .. });
             batch.push(event.clone());
             record_plugin_event(&gateway, event);
+        }
+        if batch.is_empty() {
+            continue;
         }
         gateway.rebuild_catalog_announcing(new_code);
         for event in batch {
@@ -538,6 +547,7 @@ fn record_plugin_event(gateway: &Gateway, event: PluginEvent) {
         ),
         PluginEvent::Unloaded { name } => ("plugin.unloaded", name, Status::Success, Value::Null),
         PluginEvent::Recovered { name } => ("plugin.recovered", name, Status::Success, Value::Null),
+        PluginEvent::Notice { .. } => return,
     };
     gateway.events.emit(event_type, &name, status, fields);
 }

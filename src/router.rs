@@ -8,6 +8,7 @@ mod chained;
 mod lists;
 mod logging;
 mod mrtr_bridge;
+mod plugins;
 mod resources;
 mod tools;
 

@@ -183,18 +183,10 @@ impl Gateway {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value, RpcError> {
-        let capability = match method {
-            methods::SAMPLING_CREATE_MESSAGE => "sampling",
-            methods::ELICITATION_CREATE => "elicitation",
-            methods::ROOTS_LIST => "roots",
-            methods::PING => return Ok(json!({})),
-            _ => {
-                return Err(RpcError::new(
-                    protocol::METHOD_NOT_FOUND,
-                    format!("Method not found: {method}"),
-                ));
-            }
-        };
+        if method == methods::PING {
+            return Ok(json!({}));
+        }
+        let capability = capability_for(method, params.as_ref())?;
         let Some((session, related)) = self.relay.calls.asker_of(server, call)? else {
             if method == methods::ROOTS_LIST {
                 return Ok(json!({"roots": []}));
@@ -205,10 +197,6 @@ impl Gateway {
                     "{method} from server `{server}` outside a client's call: no client to ask"
                 ),
             ));
-        };
-        let capability = match url_elicitation::is_url_mode(params.as_ref()) {
-            true if method == methods::ELICITATION_CREATE => url_elicitation::CAPABILITY,
-            _ => capability,
         };
         if !session.client_has(capability) {
             return Err(session.lacks_capability(server, capability));
@@ -225,5 +213,24 @@ impl Gateway {
             )
         })
         .await
+    }
+}
+
+/// The client capability a request to the client needs (a path: `elicitation.url`).
+pub(super) fn capability_for(
+    method: &str,
+    params: Option<&Value>,
+) -> Result<&'static str, RpcError> {
+    match method {
+        methods::SAMPLING_CREATE_MESSAGE => Ok("sampling"),
+        methods::ELICITATION_CREATE if url_elicitation::is_url_mode(params) => {
+            Ok(url_elicitation::CAPABILITY)
+        }
+        methods::ELICITATION_CREATE => Ok("elicitation"),
+        methods::ROOTS_LIST => Ok("roots"),
+        _ => Err(RpcError::new(
+            protocol::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )),
     }
 }

@@ -112,6 +112,9 @@ impl Gateway {
             .iter()
             .map(|p| Discovered {
                 tools: p.tools.clone(),
+                resources: p.resources.clone(),
+                resource_templates: p.templates.clone(),
+                prompts: p.prompts.clone(),
                 ..Default::default()
             })
             .collect();

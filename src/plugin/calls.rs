@@ -14,10 +14,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::{Engine, Store};
 
 use super::bindings::{self, CallError};
+use super::calls_v2::call_tool;
+use super::cancel::Cancel;
 use super::kind::Bound;
 use super::sandbox::StoreState;
 use super::version::{Slot, TimeLimit, Version};
-use super::{CallContext, PluginError, convert, engine, host_impl, kept, limits, pool, workers};
+use super::{
+    CallContext, PluginError, convert, engine, host_impl, kept, kv, limits, pool, workers,
+};
 
 /// Extra time the async timeout grants over the epoch deadline, which normally
 /// fires first; the async timeout catches guests blocked in host I/O.
@@ -60,6 +64,10 @@ pub(super) struct Calls {
     pub(super) ready_pool: AtomicBool,
     /// The linear memory of all live instances, against `total_memory`.
     pub(super) memory: Arc<limits::MemoryBudget>,
+    /// The 0.2 plugins' key-value stores.
+    pub(super) kv: kv::KvStores,
+    /// Where 0.2 plugins' announcements go (the loader's events).
+    pub(super) events: tokio::sync::mpsc::UnboundedSender<super::PluginEvent>,
     pub(super) this: Weak<Calls>,
 }
 
@@ -111,24 +119,17 @@ impl Calls {
             time,
         } = entered;
         let task_tool = tool.to_string();
+        let cancel = Arc::new(Cancel::default());
+        let sinks = self.sinks(&slot, &version, ctx.clone(), &cancel);
         let outcome = self
             .run(
                 version.clone(),
                 time,
-                host_impl::Sinks {
-                    progress: ctx.progress,
-                    log: ctx.log,
-                },
+                sinks,
                 instance,
                 inline,
                 |store, bound| {
-                    Box::pin(async move {
-                        bound
-                            .tools()?
-                            .wasmgate_plugin_tool()
-                            .call_call_tool(store, &task_tool, &arguments)
-                            .await
-                    })
+                    Box::pin(async move { call_tool(store, bound, &task_tool, &arguments).await })
                 },
             )
             .await;
@@ -259,6 +260,7 @@ impl Calls {
             .upgrade()
             .ok_or("the plugin host is shutting down")?;
         let started_on = inline.then(|| version.clone());
+        let cancel = sinks.cancel.clone();
         let mut task =
             Box::pin(async move { host.run_here(&version, time, sinks, instance, f).await });
         if let Some(version) = started_on {
@@ -279,7 +281,10 @@ impl Calls {
                 version.polled_long();
             }
         }
-        self.workers.run(task).await.and_then(|outcome| outcome)
+        self.workers
+            .run(task, cancel)
+            .await
+            .and_then(|outcome| outcome)
     }
 
     /// [`Self::run`] on the current thread. A used store goes to the version's pool, for
@@ -329,7 +334,8 @@ impl Calls {
         store.data_mut().begin_call(sinks);
         let pre = version.code.pre.clone();
         let busy = self.ticker.busy();
-        let result = tokio::time::timeout(remaining + TIMEOUT_GRACE, async {
+        let paused = store.data().deadline.paused.clone();
+        let result = limits::within(remaining + TIMEOUT_GRACE, &paused, async {
             let instance = match instance {
                 Some(instance) => instance,
                 None => pre.instantiate_async(&mut store).await?,
@@ -342,8 +348,8 @@ impl Calls {
         store.data_mut().end_call();
         let data = store.data();
         let (outcome, instance) = match result {
-            Ok(Ok((value, instance))) => (Ok(value), Some(instance)),
-            Ok(Err(error)) => (
+            Some(Ok((value, instance))) => (Ok(value), Some(instance)),
+            Some(Err(error)) => (
                 Err(limits::describe_failure(
                     name,
                     &error,
@@ -355,7 +361,7 @@ impl Calls {
                 )),
                 None,
             ),
-            Err(_elapsed) => (Err(limits::time_limit_message(name, timeout)), None),
+            None => (Err(limits::time_limit_message(name, timeout)), None),
         };
         // Only an instance whose call ended cleanly is kept: one that trapped, hit a limit
         // or was cut off may have been stopped half-way through changing its memory.
@@ -422,6 +428,8 @@ impl Calls {
     pub(super) fn new_store(&self, version: &Version) -> Result<Store<StoreState>, String> {
         let state = StoreState::new(&version.name, &version.settings, &self.memory)
             .map_err(|e| format!("plugin `{}`: {e:#}", version.name))?;
+        let mut state = state;
+        state.host.events = Some(self.events.clone());
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.memory);
         Ok(store)

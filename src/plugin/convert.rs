@@ -394,7 +394,7 @@ fn json_values(text: &str) -> usize {
 }
 
 /// MCP content from the plugin's; `Err` says what breaks the WIT's rules.
-fn content_to_mcp(content: Content) -> Result<Value, String> {
+pub fn content_to_mcp(content: Content) -> Result<Value, String> {
     Ok(match content {
         Content::Text(text) => json!({"type": "text", "text": text}),
         Content::Image(blob) => blob_to_mcp("image", blob),
@@ -632,4 +632,9 @@ mod tests {
             assert!(text.contains(words), "{text}");
         }
     }
+}
+
+/// Binary data as MCP carries it.
+pub fn base64(data: &[u8]) -> String {
+    BASE64.encode(data)
 }

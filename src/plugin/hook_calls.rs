@@ -183,6 +183,7 @@ impl Middleware {
         let sinks = host_impl::Sinks {
             progress: None,
             log: call.log,
+            ..Default::default()
         };
         let outcome = (self.calls)
             .run(

@@ -8,7 +8,9 @@ use wasmtime::component::HasData;
 
 use super::bindings::Level;
 use super::bindings::wasmgate::plugin::host;
-use super::{LogSink, ProgressSink, lock};
+use super::cancel::Cancel;
+use super::kv::KvHandle;
+use super::{AskSink, LogSink, PluginEvent, ProgressSink, lock};
 use crate::telemetry::budget::{self, Budget};
 
 /// Per-instance state behind the `host` interface.
@@ -28,6 +30,11 @@ pub struct HostCtx {
     held_progress: Option<Progress>,
     /// The last progress value sent: MCP wants progress to increase.
     last_progress: Option<f64>,
+    /// Requests the call made to its client, and notifications it sent (0.2).
+    pub asks: u32,
+    pub notices: u32,
+    /// Where a 0.2 plugin's notifications go (the plugin host's events).
+    pub events: Option<tokio::sync::mpsc::UnboundedSender<PluginEvent>>,
 }
 
 type Progress = (f64, Option<f64>, Option<String>);
@@ -38,6 +45,23 @@ type Progress = (f64, Option<f64>, Option<String>);
 pub struct Sinks {
     pub progress: Option<ProgressSink>,
     pub log: Option<LogSink>,
+    /// Where a 0.2 plugin's requests to its client go; `None` outside a client's call.
+    pub ask: Option<AskRoute>,
+    /// Set when the call is cancelled.
+    pub cancel: Option<Arc<Cancel>>,
+    /// The store of the call's plugin and principal.
+    pub kv: Option<KvHandle>,
+}
+
+/// The route of a call's requests to its client, and their bounds.
+#[derive(Clone)]
+pub struct AskRoute {
+    pub sink: AskSink,
+    /// Permits for the plugin's calls that wait for their clients at once.
+    pub waiting: Arc<tokio::sync::Semaphore>,
+    pub max_waiting: usize,
+    /// How long one request waits for its answer (`ask_timeout`).
+    pub timeout: std::time::Duration,
 }
 
 impl HostCtx {
@@ -54,7 +78,14 @@ impl HostCtx {
             log_budget,
             held_progress: None,
             last_progress: None,
+            asks: 0,
+            notices: 0,
+            events: None,
         }
+    }
+
+    pub fn plugin(&self) -> &str {
+        &self.plugin
     }
 
     /// A call starts with the whole budget, whatever an earlier call in the same (kept)
@@ -64,6 +95,8 @@ impl HostCtx {
         self.client_budget = Budget::default();
         self.held_progress = None;
         self.last_progress = None;
+        self.asks = 0;
+        self.notices = 0;
     }
 
     fn send_progress(&mut self, (progress, total, message): Progress) {

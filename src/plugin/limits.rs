@@ -3,7 +3,7 @@
 //! optional fuel; and the words that tell a client which limit stopped a call.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, Store, StoreContextMut, Trap, UpdateDeadline};
@@ -141,10 +141,61 @@ impl ResourceLimiter for MemoryLimiter {
 }
 
 /// The time limit of one call, checked by the epoch callback.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Deadline {
     pub at: Instant,
     pub expired: bool,
+    /// Time the call spent waiting for its client (0.2's `client` imports), which does
+    /// not count: shared with the async timeout that guards the call.
+    pub paused: Arc<Paused>,
+}
+
+/// What a call waited for its client, and whether it waits now.
+#[derive(Debug, Default)]
+pub struct Paused {
+    micros: AtomicU64,
+    waiting: AtomicBool,
+}
+
+impl Paused {
+    pub fn begin(&self) {
+        self.waiting.store(true, Ordering::Relaxed);
+    }
+
+    pub fn end(&self, waited: Duration) {
+        self.micros
+            .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+        self.waiting.store(false, Ordering::Relaxed);
+    }
+
+    fn total(&self) -> Duration {
+        Duration::from_micros(self.micros.load(Ordering::Relaxed))
+    }
+}
+
+/// `future` within `limit`, plus the time it waited for its client: the timer that fires
+/// while the call waits, or after it waited, is set again for what was added.
+pub async fn within<F: Future>(limit: Duration, paused: &Paused, future: F) -> Option<F::Output> {
+    let started = Instant::now();
+    let mut future = std::pin::pin!(future);
+    loop {
+        let granted = paused.total();
+        let until = started + limit + granted;
+        match tokio::time::timeout_at(until.into(), &mut future).await {
+            Ok(output) => return Some(output),
+            // Waiting on the client now: look again a second from now (the wait itself
+            // is bounded by `ask_timeout`).
+            Err(_) if paused.waiting.load(Ordering::Relaxed) => {
+                if let Ok(output) = tokio::time::timeout(Duration::from_secs(1), &mut future).await
+                {
+                    return Some(output);
+                }
+            }
+            // It waited meanwhile: the limit moved.
+            Err(_) if paused.total() != granted => {}
+            Err(_) => return None,
+        }
+    }
 }
 
 impl Deadline {
@@ -152,6 +203,7 @@ impl Deadline {
         Deadline {
             at: Instant::now() + timeout,
             expired: false,
+            paused: Arc::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use super::calls::{Calls, Instance, cut_error};
 use super::discovery::{Desired, desired_plugins, missing_bundled};
 use super::hooks::{self, Interest, PluginKind};
 use super::kind::{Bound, HOOKS_EXPORT, Pre, TOOL_EXPORT};
+use super::listing::{self, ListingV2, check_tools};
 use super::sandbox::StoreState;
 use super::version::{Code, Settings, Slot, Source, TimeLimit, Version, turn_limit};
 use super::{
@@ -24,17 +25,15 @@ use super::{
 };
 use crate::config::PluginsConfig;
 
-/// Tools one plugin may list: clients handle a few hundred tools in all, and a catalog
-/// of a hundred thousand makes every list page slow.
-const MAX_TOOLS: usize = 1000;
-
 /// How long `list-tools` may take when a version is validated, at most.
-const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const LIST_TOOLS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A tool plugin's checked tools, and the output schemas of those that declare one.
+/// A tool plugin's checked tools and output schemas, and what a 0.2 plugin lists besides.
 type ToolListing = (
     Vec<serde_json::Value>,
     HashMap<String, Arc<convert::OutputSchema>>,
+    Option<ListingV2>,
 );
 
 /// The largest component file read, well above an interpreter's (CPython's).
@@ -525,6 +524,7 @@ impl Loader {
                 digest: digest.clone(),
                 pre: pre.clone(),
                 interest: None,
+                listing: None,
                 tools: Vec::new(),
                 output_schemas: HashMap::new(),
                 big_runtime: false,
@@ -536,14 +536,14 @@ impl Loader {
             limit: settings.limits.timeout.min(LIST_TOOLS_TIMEOUT),
             since: Instant::now(),
         };
-        let (tools, output_schemas, interest) = match pre.kind() {
+        let (tools, output_schemas, interest, listing) = match pre.kind() {
             PluginKind::Tools => {
-                let (tools, schemas) = self.probe_tools(probe, time).await?;
-                (tools, schemas, None)
+                let (tools, schemas, listing) = self.probe_tools(probe, time).await?;
+                (tools, schemas, None, listing.map(Arc::new))
             }
             PluginKind::Middleware => {
                 let interest = self.probe_middleware(probe, time).await?;
-                (Vec::new(), HashMap::new(), Some(Arc::new(interest)))
+                (Vec::new(), HashMap::new(), Some(Arc::new(interest)), None)
             }
         };
         Ok(Some((
@@ -551,6 +551,7 @@ impl Loader {
                 digest,
                 pre,
                 interest,
+                listing,
                 tools,
                 output_schemas,
                 big_runtime,
@@ -581,12 +582,23 @@ impl Loader {
     }
 
     /// A tool plugin's tools, from `list-tools`, checked: their number, size, names and
-    /// schemas; with the output schemas compiled.
-    async fn probe_tools(
+    /// schemas; with the output schemas compiled. A 0.2 plugin's other lists too.
+    pub(super) async fn probe_tools(
         &self,
         probe: Arc<Version>,
         time: TimeLimit,
     ) -> Result<ToolListing, String> {
+        if probe.code.pre.is_v2() {
+            let raw = self
+                .probe(probe, time, |store, bound| {
+                    Box::pin(async move { listing::read(store, bound.v2()?).await })
+                })
+                .await
+                .map_err(|e| format!("listing failed: {e}"))?;
+            let (infos, listing) = raw.check()?;
+            let (tools, schemas) = check_tools(infos).await?;
+            return Ok((tools, schemas, Some(listing)));
+        }
         let infos = self
             .probe(probe, time, |store, bound| {
                 Box::pin(async move {
@@ -599,49 +611,8 @@ impl Loader {
             })
             .await
             .map_err(|e| format!("list-tools failed: {e}"))?;
-        if infos.len() > MAX_TOOLS {
-            return Err(format!(
-                "list-tools returned {} tools; a plugin may have {MAX_TOOLS} at most",
-                infos.len()
-            ));
-        }
-        let listing = convert::listing_bytes(&infos);
-        if listing > convert::MAX_LISTING_BYTES {
-            return Err(format!(
-                "list-tools returned {listing} bytes of names, descriptions and \
-                 schemas; a plugin may list {} MiB at most",
-                convert::MAX_LISTING_BYTES >> 20
-            ));
-        }
-        // Compiling schemas takes time and memory: off the I/O thread.
-        tokio::task::spawn_blocking({
-            move || {
-                let mut tools = Vec::with_capacity(infos.len());
-                let mut output_schemas = HashMap::new();
-                let mut seen = BTreeSet::new();
-                let mut patterns = 0;
-                for info in &infos {
-                    let tool = convert::tool_to_mcp(info)?;
-                    if !seen.insert(info.name.clone()) {
-                        return Err(format!("lists tool `{}` twice", info.name));
-                    }
-                    patterns += tool.patterns;
-                    if patterns > convert::MAX_PLUGIN_PATTERNS {
-                        return Err(format!(
-                            "its schemas have more than {} patterns in all",
-                            convert::MAX_PLUGIN_PATTERNS
-                        ));
-                    }
-                    if let Some(schema) = tool.output_schema {
-                        output_schemas.insert(info.name.clone(), schema);
-                    }
-                    tools.push(tool.mcp);
-                }
-                Ok((tools, output_schemas))
-            }
-        })
-        .await
-        .map_err(|e| format!("checking its tools failed: {e}"))?
+        let (tools, schemas) = check_tools(infos).await?;
+        Ok((tools, schemas, None))
     }
 
     /// A middleware's interest, from `describe`, bounded.

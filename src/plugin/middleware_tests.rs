@@ -645,6 +645,9 @@ async fn measure_hooks() {
         log: None,
         trace_id: "t".into(),
         session: None,
+        ask: None,
+        ask_timeout: Duration::from_secs(30),
+        principal: None,
     };
     let arguments = serde_json::json!({"text": "x"});
     for _ in 0..1000 {

@@ -12,6 +12,8 @@ mod bindings;
 mod bindings_v2;
 mod cache;
 mod calls;
+mod calls_v2;
+mod cancel;
 mod convert;
 mod discovery;
 mod engine;
@@ -19,14 +21,20 @@ mod grants;
 mod hook_calls;
 mod hooks;
 mod host_impl;
+mod host_v2;
 mod kept;
 mod kind;
+mod kv;
 mod limits;
+mod listing;
 mod loading;
 mod middleware_bindings;
 mod outbound;
+mod plugin_v2;
 mod pool;
 mod refill;
+mod relist;
+mod reply;
 mod sandbox;
 mod version;
 mod watch;
@@ -67,6 +75,23 @@ pub type LogSink = Arc<dyn Fn(&'static str, &str) + Send + Sync>;
 /// Receives a call's progress reports: `(progress, total, message)`.
 pub type ProgressSink = Arc<dyn Fn(f64, Option<f64>, Option<String>) + Send + Sync>;
 
+/// Sends a 0.2 plugin's request (`elicitation/create`, `sampling/createMessage`,
+/// `roots/list` and its params) to the client whose call it runs in, and gives its answer.
+pub type AskSink =
+    Arc<dyn Fn(&'static str, Option<Value>) -> BoxFuture<Result<Value, RpcError>> + Send + Sync>;
+
+/// A boxed future the plugin host awaits on its threads.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// What a 0.2 plugin announced (`notify`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginNotice {
+    ToolsChanged,
+    ResourcesChanged,
+    PromptsChanged,
+    ResourceUpdated(String),
+}
+
 /// A loaded plugin, as the gateway's catalog and status see it.
 #[derive(Debug, Clone)]
 pub struct PluginInfo {
@@ -81,6 +106,17 @@ pub struct PluginInfo {
     pub kind: PluginKind,
     /// A middleware's `describe`; `None` for a tool plugin.
     pub interest: Option<Interest>,
+    /// The WIT package version its component implements: `0.1.0` or `0.2.0`.
+    pub world: &'static str,
+    /// A 0.2 plugin's resources, resource templates and prompts (MCP objects, names
+    /// unprefixed); empty otherwise.
+    pub resources: Vec<Value>,
+    pub templates: Vec<Value>,
+    pub prompts: Vec<Value>,
+    /// A 0.2 plugin that exports `completion`.
+    pub completes: bool,
+    /// The instance mode a 0.2 plugin declared (`meta.describe`).
+    pub declared_instance: Option<crate::config::InstanceMode>,
     /// sha256 of the component bytes, hex.
     pub digest: String,
     pub loaded_at: SystemTime,
@@ -146,6 +182,13 @@ pub struct CallContext {
     pub trace_id: String,
     /// The client session that calls: `instance = "session"` keeps an instance per session.
     pub session: Option<Arc<str>>,
+    /// Where a 0.2 plugin's requests to the client go; `None`: no client to ask.
+    pub ask: Option<AskSink>,
+    /// How long one such request waits for the client's answer.
+    pub ask_timeout: Duration,
+    /// The key of the store a 0.2 plugin's call uses (see `kv::scope_for`): one per
+    /// principal, so state never crosses tokens.
+    pub principal: Option<Arc<str>>,
 }
 
 /// Why a call did not run. Failures while it ran are tool results with `isError`.
@@ -229,6 +272,11 @@ pub enum PluginEvent {
     Recovered {
         name: String,
     },
+    /// A 0.2 plugin's announcement, from one of its calls.
+    Notice {
+        name: String,
+        notice: PluginNotice,
+    },
 }
 
 /// Instances kept free of calls so that loads and reloads can always validate.
@@ -276,6 +324,7 @@ impl PluginHost {
             |s| &mut s.host,
         )
         .map_err(wasm_err)?;
+        host_v2::add_to_linker(&mut linker).map_err(wasm_err)?;
         let ticker = engine::Ticker::start(engine.clone())?;
         let workers = workers::Workers::start()?;
         let calls = Arc::new_cyclic(|this| Calls {
@@ -287,6 +336,8 @@ impl PluginHost {
             instances: Arc::new(Semaphore::new(CALL_UNITS)),
             ready_pool: AtomicBool::new(true),
             memory: Arc::new(limits::MemoryBudget::new(config.total_memory)),
+            kv: kv::KvStores::new(None, 1 << 20),
+            events: events.clone(),
             this: this.clone(),
         });
         calls.start_sweeping();
@@ -317,6 +368,43 @@ impl PluginHost {
         self.calls.call(plugin, tool, arguments, ctx).await
     }
 
+    /// A 0.2 plugin's lists changed (`notify`): reads them again and serves them.
+    pub async fn relist(&self, plugin: &str) -> Result<(), String> {
+        self.loader.relist(plugin).await
+    }
+
+    /// `resources/read` of a URI a 0.2 plugin serves.
+    pub async fn read_resource(
+        &self,
+        plugin: &str,
+        uri: &str,
+        ctx: CallContext,
+    ) -> Result<Value, RpcError> {
+        self.calls.read_resource(plugin, uri, ctx).await
+    }
+
+    /// `prompts/get` of a 0.2 plugin's prompt (`name` as the plugin knows it).
+    pub async fn get_prompt(
+        &self,
+        plugin: &str,
+        name: &str,
+        arguments: Vec<(String, String)>,
+        ctx: CallContext,
+    ) -> Result<Value, RpcError> {
+        self.calls.get_prompt(plugin, name, arguments, ctx).await
+    }
+
+    /// `completion/complete` of a 0.2 plugin's prompt argument or template variable;
+    /// `params` as the client sent them, with names as the plugin knows them.
+    pub async fn complete(
+        &self,
+        plugin: &str,
+        params: &Value,
+        ctx: CallContext,
+    ) -> Result<Value, RpcError> {
+        self.calls.complete(plugin, params, ctx).await
+    }
+
     /// Client session `id` ended: the instances kept for it go.
     pub fn end_session(&self, id: &str) {
         self.calls.end_session(id);
@@ -330,6 +418,7 @@ impl PluginHost {
             .iter()
             .map(|(name, slot)| {
                 let version = slot.current.load();
+                let listing = version.code.listing.as_deref().cloned().unwrap_or_default();
                 PluginInfo {
                     name: name.clone(),
                     namespace: version.settings.namespace.clone(),
@@ -337,12 +426,22 @@ impl PluginHost {
                     tools: version.tools.clone(),
                     kind: version.code.pre.kind(),
                     interest: version.code.interest.as_deref().cloned(),
+                    world: match version.code.pre.kind() {
+                        PluginKind::Middleware => "0.1.0",
+                        PluginKind::Tools if version.code.pre.is_v2() => "0.2.0",
+                        PluginKind::Tools => "0.1.0",
+                    },
+                    resources: listing.resources,
+                    templates: listing.templates,
+                    prompts: listing.prompts,
+                    completes: listing.completes,
+                    declared_instance: listing.declared,
                     digest: version.code.digest.clone(),
                     loaded_at: version.loaded_at,
                     limits: self.effective(version.settings.limits),
                     calls: slot.stats.calls.load(Ordering::Relaxed),
                     max_calls: slot.turn_limit.load(Ordering::Relaxed),
-                    instance: version.settings.instances.mode,
+                    instance: version.kept.mode(),
                     instances: version.kept.live(),
                     failures: slot.stats.failures.load(Ordering::Relaxed),
                     last_error: read(&slot.stats.last_error),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::io::AsyncWrite;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{
@@ -129,6 +129,31 @@ impl StoreState {
     pub fn end_call(&mut self) {
         self.host.call_ended();
         self.host.sinks = Default::default();
+    }
+
+    /// A reply for a 0.2 call to write its result into.
+    pub fn new_reply(
+        &mut self,
+        purpose: super::reply::ReplyFor,
+    ) -> wasmtime::Result<Resource<super::reply::Reply>> {
+        Ok(self.table.push(super::reply::Reply::new(purpose))?)
+    }
+
+    /// The reply a call wrote, taken back.
+    pub fn take_reply(
+        &mut self,
+        reply: Resource<super::reply::Reply>,
+    ) -> wasmtime::Result<super::reply::Reply> {
+        Ok(self.table.delete(reply)?)
+    }
+
+    /// What the 0.2 world's imports reach.
+    pub fn v2(&mut self) -> super::host_v2::HostV2<'_> {
+        super::host_v2::HostV2 {
+            host: &mut self.host,
+            table: &mut self.table,
+            deadline: &mut self.deadline,
+        }
     }
 
     /// The instance's last non-empty stderr lines, joined; empty when it wrote none.

@@ -118,6 +118,9 @@ fn ctx() -> CallContext {
         log: None,
         trace_id: "test".into(),
         session: None,
+        ask: None,
+        ask_timeout: Duration::from_secs(30),
+        principal: None,
     }
 }
 

@@ -15,8 +15,9 @@ use super::discovery::default_namespace;
 use super::grants::GrantedDir;
 use super::hooks::Interest;
 use super::kind::Pre;
+use super::listing::ListingV2;
 use super::{convert, engine, kept, lock, pool};
-use crate::config::{InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
+use crate::config::{InstanceMode, InstancePolicy, PluginConfig, PluginLimits, ToolFilter};
 
 /// The configuration-derived part of a plugin: everything but its code.
 pub struct Settings {
@@ -35,6 +36,8 @@ pub struct Settings {
     pub calls_at_once: Option<usize>,
     /// From a `[[middleware]]` entry: its code must be a middleware, and a plugin's must not.
     pub middleware: bool,
+    /// One store for every principal (`store = "shared"`), not one each.
+    pub store_shared: bool,
 }
 
 impl Settings {
@@ -57,6 +60,7 @@ impl Settings {
                 instances: c.instances,
                 calls_at_once: c.calls_at_once,
                 middleware: c.middleware,
+                store_shared: false,
             },
             None => Settings {
                 namespace: default_namespace(name),
@@ -71,6 +75,7 @@ impl Settings {
                 instances: InstancePolicy::default(),
                 calls_at_once: None,
                 middleware: false,
+                store_shared: false,
             },
         }
     }
@@ -91,6 +96,7 @@ impl Settings {
             && self.instances == other.instances
             && self.calls_at_once == other.calls_at_once
             && self.middleware == other.middleware
+            && self.store_shared == other.store_shared
     }
 }
 
@@ -140,6 +146,8 @@ pub(super) struct Code {
     pub(super) pre: Pre,
     /// A middleware's `describe`, bounded; `None` for a tool plugin.
     pub(super) interest: Option<Arc<Interest>>,
+    /// A 0.2 plugin's resources, templates and prompts, and what it declared.
+    pub(super) listing: Option<Arc<ListingV2>>,
     /// Every tool the plugin lists, validated, unfiltered (none for a middleware).
     pub(super) tools: Vec<Value>,
     /// The output schemas of the tools that declare one, by tool name.
@@ -149,6 +157,27 @@ pub(super) struct Code {
     pub(super) big_runtime: bool,
     /// Permits of the instance semaphores one instance takes: its memories' pool slots.
     pub(super) units: u32,
+}
+
+/// The instance policy a version's calls run under: the operator's, unless the plugin
+/// declared the mode its state needs (0.2's `meta.describe`). A declared `session` is
+/// honoured; a declared `shared` (state every principal sees) only when the operator said
+/// `shared` too, else it runs as `session`, with a warning.
+pub(super) fn instances(name: &str, code: &Code, settings: &Settings) -> InstancePolicy {
+    let mut policy = settings.instances;
+    let declared = code.listing.as_ref().and_then(|l| l.declared);
+    match declared {
+        Some(InstanceMode::Session) => policy.mode = InstanceMode::Session,
+        Some(InstanceMode::Shared) if policy.mode != InstanceMode::Shared => {
+            tracing::warn!(
+                plugin = name,
+                "the plugin declares instance \"shared\" (state every client sees); it runs as \"session\" unless its config says instance = \"shared\""
+            );
+            policy.mode = InstanceMode::Session;
+        }
+        _ => {}
+    }
+    policy
 }
 
 /// One loaded version of a plugin. Calls hold an `Arc` of the version they
@@ -180,6 +209,7 @@ impl Version {
         code: Arc<Code>,
         settings: Arc<Settings>,
     ) -> Version {
+        let policy = instances(&name, &code, &settings);
         let tools = code
             .tools
             .iter()
@@ -193,7 +223,7 @@ impl Version {
         Version {
             name,
             source,
-            kept: Arc::new(kept::Kept::new(settings.instances)),
+            kept: Arc::new(kept::Kept::new(policy)),
             settings,
             tools,
             loaded_at: SystemTime::now(),
@@ -264,6 +294,10 @@ pub(super) struct Slot {
     /// Turns for calls: `turn_limit` at once (see [`turn_limit`]), whatever the version.
     pub(super) turns: Arc<Semaphore>,
     pub(super) turn_limit: AtomicUsize,
+    /// Permits for its calls that wait for their clients (0.2's `client`): half its turns,
+    /// so that calls waiting on people never hold every turn.
+    pub(super) waiting: Arc<Semaphore>,
+    pub(super) max_waiting: usize,
 }
 
 impl Slot {
@@ -274,6 +308,8 @@ impl Slot {
             stats: Stats::default(),
             turns: Arc::new(Semaphore::new(limit)),
             turn_limit: AtomicUsize::new(limit),
+            waiting: Arc::new(Semaphore::new((limit / 2).max(1))),
+            max_waiting: (limit / 2).max(1),
         }
     }
 

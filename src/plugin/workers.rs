@@ -6,7 +6,12 @@
 
 use std::future::Future;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use tokio::runtime::{Builder, Runtime};
+
+use super::cancel::Cancel;
 
 pub struct Workers {
     /// Always `Some` until dropped; an `Option` so that `drop` can take it.
@@ -43,10 +48,15 @@ impl Workers {
     pub async fn run<T: Send + 'static>(
         &self,
         task: impl Future<Output = T> + Send + 'static,
+        cancel: Option<Arc<Cancel>>,
     ) -> Result<T, String> {
         let runtime = self.runtime.as_ref().expect("present until drop");
         let task = runtime.spawn(task);
-        let _abort_if_dropped = AbortOnDrop(task.abort_handle());
+        let _abort_if_dropped = AbortOnDrop {
+            task: task.abort_handle(),
+            cancel,
+            runtime: runtime.handle().clone(),
+        };
         task.await.map_err(|e| {
             if e.is_panic() {
                 "the plugin host panicked".to_string()
@@ -83,10 +93,29 @@ impl Drop for Workers {
 }
 
 /// Aborts a task when dropped; a no-op once the task has finished.
-struct AbortOnDrop(tokio::task::AbortHandle);
+/// How long a cancelled 0.2 call may go on to see `host.cancelled` and end on its own.
+const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
+/// Stops a call whose caller went away: at once, or (a 0.2 call, which can see its
+/// cancellation) after it was told and had [`CANCEL_GRACE`] to end cleanly.
+struct AbortOnDrop {
+    task: tokio::task::AbortHandle,
+    cancel: Option<Arc<Cancel>>,
+    runtime: tokio::runtime::Handle,
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        self.0.abort();
+        match &self.cancel {
+            Some(cancel) if !self.task.is_finished() => {
+                cancel.cancel();
+                let task = self.task.clone();
+                self.runtime.spawn(async move {
+                    tokio::time::sleep(CANCEL_GRACE).await;
+                    task.abort();
+                });
+            }
+            _ => self.task.abort(),
+        }
     }
 }

@@ -2,7 +2,6 @@
 //! then the call (to a built-in tool, a server or a plugin), recorded as a `tool.called`
 //! event; and the forwarding of any request to a server, with its progress token mapped.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -10,11 +9,11 @@ use serde_json::{Value, json};
 use super::{RequestContext, Router, required_string};
 use crate::backend::mcp_client::Upstream;
 use crate::backend::{Backend, BackendError, BackendState};
+use crate::catalog::Target;
 use crate::catalog::view::Kind;
-use crate::catalog::{self, Target};
 use crate::gateway::{Gateway, ProgressMapping};
 use crate::names;
-use crate::plugin::PluginError;
+
 use crate::protocol::methods;
 use crate::protocol::{self, Reply, RpcError};
 use crate::telemetry::events::{CallFields, Status};
@@ -147,56 +146,6 @@ impl Router<'_> {
         outcome
     }
 
-    /// `name` is the tool as the client calls it, `route.name` as the plugin knows it.
-    async fn call_plugin(
-        &self,
-        context: &RequestContext,
-        name: &str,
-        plugin: &str,
-        route: &catalog::ToolRoute,
-        arguments: Value,
-        params: &Value,
-    ) -> Result<Reply, RpcError> {
-        let (tool, timeout) = (route.name.as_str(), route.timeout);
-        let host = self
-            .gateway
-            .plugin_host()
-            .ok_or_else(|| PluginError::NotFound(plugin.into()).to_rpc(name))?;
-        // Progress goes straight to the asking session: no backend id to map.
-        let progress = progress_token(params).map(|token| {
-            let session = Arc::downgrade(&context.peer);
-            let token = token.clone();
-            let request = context.request.clone();
-            let sink: crate::plugin::ProgressSink = Arc::new(move |progress, total, message| {
-                let Some(session) = session.upgrade() else {
-                    return;
-                };
-                let mut params = json!({"progressToken": token, "progress": progress});
-                if let Some(total) = total {
-                    params["total"] = json!(total);
-                }
-                if let Some(message) = message {
-                    params["message"] = json!(message);
-                }
-                session.send_related(
-                    protocol::notification(methods::PROGRESS, Some(params)),
-                    request.as_ref(),
-                );
-            });
-            sink
-        });
-        let ctx = crate::plugin::CallContext {
-            timeout,
-            progress,
-            log: plugin_log_sink(context, plugin),
-            trace_id: context.trace_id.clone(),
-            session: Some(Arc::from(context.peer.id.as_str())),
-        };
-        host.call(plugin, tool, arguments, ctx)
-            .await
-            .map_err(|err| err.to_rpc(name))
-    }
-
     /// Replaces the client's progress token with one unique across sessions.
     fn map_progress(
         &self,
@@ -226,7 +175,11 @@ impl Router<'_> {
                 self.forward_to_server(context, backend, method, params, backend.timeout_for(None))
                     .await
             }
-            Target::Builtin | Target::Wasm(_) => Err(RpcError::new(
+            Target::Wasm(plugin) => {
+                self.forward_to_plugin(context, plugin, method, params)
+                    .await
+            }
+            Target::Builtin => Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!("{method} is not supported by `{}`", target.server()),
             )),
@@ -328,22 +281,8 @@ impl Router<'_> {
     }
 }
 
-/// A plugin's `host.log` lines, as `notifications/message` to the calling session once its
-/// client has asked for messages with `logging/setLevel` (at that level or above).
-fn plugin_log_sink(context: &RequestContext, plugin: &str) -> Option<crate::plugin::LogSink> {
-    context.peer.log_level()?;
-    let session = Arc::downgrade(&context.peer);
-    let logger = plugin.to_string();
-    let request = context.request.clone();
-    Some(Arc::new(move |level: &'static str, message: &str| {
-        if let Some(session) = session.upgrade() {
-            session.log_related(level, &logger, message, false, request.as_ref());
-        }
-    }))
-}
-
 /// The client's progress token (`_meta.progressToken`), unless absent or null.
-fn progress_token(params: &Value) -> Option<&Value> {
+pub(super) fn progress_token(params: &Value) -> Option<&Value> {
     params
         .get("_meta")
         .and_then(|m| m.get("progressToken"))

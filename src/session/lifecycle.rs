@@ -142,7 +142,24 @@ pub(super) fn offers(gateway: &Gateway, cap: &str) -> bool {
         || backends
             .iter()
             .any(|b| b.discovered().capabilities.is_null());
-    may_offer_any || backends.iter().any(|b| b.discovered().has_capability(cap))
+    may_offer_any
+        || backends.iter().any(|b| b.discovered().has_capability(cap))
+        || plugins_offer(gateway, cap)
+}
+
+/// Whether a 0.2 plugin serves `cap` (resources, prompts, completions), or plugins still
+/// loading may. A plugin that becomes 0.2 by a reload is offered to new sessions.
+fn plugins_offer(gateway: &Gateway, cap: &str) -> bool {
+    let Some(host) = gateway.plugin_host() else {
+        return false;
+    };
+    !host.loading_plugins().is_empty()
+        || host.plugins().iter().any(|p| match cap {
+            "resources" => !p.resources.is_empty() || !p.templates.is_empty(),
+            "prompts" => !p.prompts.is_empty(),
+            "completions" => p.completes,
+            _ => false,
+        })
 }
 
 /// The instructions of the servers `peer`'s view includes, each under its name.

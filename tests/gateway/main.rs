@@ -32,6 +32,7 @@ mod modern_front;
 mod notifications;
 mod param_headers;
 mod plugin_cli;
+mod plugin_v2;
 mod plugins;
 mod promises;
 mod protocol;

@@ -1,0 +1,247 @@
+//! Plugins of the 0.2 world end to end: the real binary over stdio with the `v2demo`
+//! fixture (tests/plugins/v2demo) beside the 0.1 `echo` one — resources, a template,
+//! prompts and completions; requests to the client (elicitation, sampling, roots), their
+//! bounds and their wait outside the call's limit; the store; announcements; the declared
+//! instance mode; cancellation; and a result bounded as it is written.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::harness::{Client, LIST_CHANGED, LOAD_TIMEOUT, fixture, setup, wait_tools};
+
+/// A gateway with `v2demo` (and the 0.1 `echo`), `settings` in `[plugins.v2demo]`,
+/// initialized with `capabilities`, its first tool list in.
+fn start(settings: &str, capabilities: Value) -> Client {
+    let mut client = setup()
+        .file("v2demo.wasm", fixture("v2demo"))
+        .file("echo.wasm", fixture("echo"))
+        .plugins(&format!("[plugins.v2demo]\n{settings}"))
+        .start();
+    client.initialize_with("2025-11-25", capabilities);
+    wait_tools(&mut client, "both plugins' tools", |names| {
+        names.iter().any(|n| n == "v2demo__echo") && names.iter().any(|n| n == "echo__echo")
+    });
+    client
+}
+
+fn every_capability() -> Value {
+    json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
+}
+
+fn text_of(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {answer}"))
+        .to_string()
+}
+
+#[test]
+fn a_0_2_plugin_serves_resources_prompts_and_completions_beside_a_0_1_one() {
+    let mut client = start("", every_capability());
+    assert_eq!(
+        text_of(&client.call("v2demo__echo", json!({"text": "hi"}))),
+        "hi"
+    );
+    assert_eq!(
+        text_of(&client.call("echo__echo", json!({"text": "old"}))),
+        "old"
+    );
+
+    let resources = client.result("resources/list", json!({}));
+    let hello = &resources["resources"][0];
+    assert_eq!(hello["uri"], "demo://hello", "{resources}");
+    assert_eq!(hello["title"], "Hello", "{resources}");
+    let read = client.result("resources/read", json!({"uri": "demo://hello"}));
+    assert_eq!(
+        read["contents"][0]["text"], "Hello from a 0.2 plugin",
+        "{read}"
+    );
+
+    let templates = client.result("resources/templates/list", json!({}));
+    assert_eq!(
+        templates["resourceTemplates"][0]["uriTemplate"], "demo://items/{id}",
+        "{templates}"
+    );
+    let item = client.result("resources/read", json!({"uri": "demo://items/7"}));
+    assert_eq!(item["contents"][0]["text"], r#"{"id":"7"}"#, "{item}");
+    let missing = client.error("resources/read", json!({"uri": "demo://nothing"}));
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+
+    let prompts = client.result("prompts/list", json!({}));
+    assert_eq!(prompts["prompts"][0]["name"], "v2demo__greet", "{prompts}");
+    let prompt = client.result(
+        "prompts/get",
+        json!({"name": "v2demo__greet", "arguments": {"name": "Ada"}}),
+    );
+    assert_eq!(
+        prompt["messages"][0]["content"]["text"], "Please greet Ada.",
+        "{prompt}"
+    );
+    let no_name = client.error("prompts/get", json!({"name": "v2demo__greet"}));
+    assert_eq!(no_name["error"]["code"], -32602, "{no_name}");
+
+    let completion = client.result(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "v2demo__greet"},
+               "argument": {"name": "name", "value": "A"}}),
+    );
+    assert_eq!(
+        completion["completion"]["values"],
+        json!(["Ada", "Alan"]),
+        "{completion}"
+    );
+
+    let structured = client.call("v2demo__structured", json!({}));
+    assert_eq!(
+        structured["result"]["structuredContent"]["answer"], 42,
+        "{structured}"
+    );
+    assert_eq!(structured["result"]["isError"], true, "{structured}");
+}
+
+#[test]
+fn a_0_2_plugin_asks_the_client_and_its_wait_does_not_count() {
+    // One second for the call; the client takes longer to answer, and the call goes on.
+    let mut client = start(r#"timeout = "1s""#, every_capability());
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "v2demo__ask", "arguments": {}}),
+    );
+    let asked = client.next_client_request(LOAD_TIMEOUT);
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "Who are you?", "{asked}");
+    std::thread::sleep(Duration::from_millis(1500));
+    client.respond(
+        asked["id"].clone(),
+        json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
+    let answer = client.wait_response(&id, LOAD_TIMEOUT);
+    assert_eq!(text_of(&answer), "Hello, Ada!");
+
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "v2demo__sample", "arguments": {}}),
+    );
+    let asked = client.next_client_request(LOAD_TIMEOUT);
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    client.respond(
+        asked["id"].clone(),
+        json!({"role": "assistant", "model": "m", "content": {"type": "text", "text": "hi!"}}),
+    );
+    assert_eq!(
+        text_of(&client.wait_response(&id, LOAD_TIMEOUT)),
+        "model said: hi!"
+    );
+
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "v2demo__roots", "arguments": {}}),
+    );
+    let asked = client.next_client_request(LOAD_TIMEOUT);
+    assert_eq!(asked["method"], "roots/list", "{asked}");
+    client.respond(
+        asked["id"].clone(),
+        json!({"roots": [{"uri": "file:///w", "name": "w"}]}),
+    );
+    let roots: Value =
+        serde_json::from_str(&text_of(&client.wait_response(&id, LOAD_TIMEOUT))).unwrap();
+    assert_eq!(roots[0]["uri"], "file:///w");
+}
+
+#[test]
+fn requests_to_the_client_are_bounded_and_need_its_capability() {
+    let mut client = start("", json!({"elicitation": {}}));
+    // No sampling capability: the plugin is told, and its call goes on.
+    let sampled = text_of(&client.call("v2demo__sample", json!({})));
+    assert!(
+        sampled.starts_with("unsupported:") && sampled.contains("sampling"),
+        "{sampled}"
+    );
+    // An oversized schema is refused before it reaches the client.
+    let huge = text_of(&client.call("v2demo__ask_huge", json!({})));
+    assert!(
+        huge.starts_with("refused:") && huge.contains("KiB"),
+        "{huge}"
+    );
+    // A call that asks in a loop is stopped after 32 requests.
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "v2demo__ask_many", "arguments": {"n": 1000}}),
+    );
+    for _ in 0..32 {
+        let asked = client.next_client_request(LOAD_TIMEOUT);
+        client.respond(asked["id"].clone(), json!({"action": "decline"}));
+    }
+    let last = text_of(&client.wait_response(&id, LOAD_TIMEOUT));
+    assert!(
+        last.starts_with("refused:") && last.contains("32 times"),
+        "{last}"
+    );
+    assert!(!client.has_buffered_client_request());
+}
+
+#[test]
+fn a_0_2_plugin_keeps_notes_in_its_store_and_announces_changes() {
+    let mut client = start("", every_capability());
+    // It declares `session`: its global counter lives on between this client's calls,
+    // with no instance mode in the config.
+    assert_eq!(text_of(&client.call("v2demo__count", json!({}))), "1");
+    assert_eq!(text_of(&client.call("v2demo__count", json!({}))), "2");
+    let kept = text_of(&client.call("v2demo__note_add", json!({"key": "k", "text": "remember"})));
+    assert_eq!(kept, "kept");
+    // Another instance (a call of its own) reads what the first one kept.
+    assert_eq!(
+        text_of(&client.call("v2demo__note_get", json!({"key": "k"}))),
+        "remember"
+    );
+
+    client.result("resources/subscribe", json!({"uri": "demo://hello"}));
+    assert_eq!(
+        text_of(&client.call("v2demo__announce", json!({}))),
+        "announced"
+    );
+    let updated = client.next_notification("notifications/resources/updated", LOAD_TIMEOUT);
+    assert_eq!(updated["params"]["uri"], "demo://hello", "{updated}");
+    client.next_notification(LIST_CHANGED, LOAD_TIMEOUT);
+    wait_tools(&mut client, "the announced tool", |names| {
+        names.iter().any(|n| n == "v2demo__announced")
+    });
+}
+
+#[test]
+fn a_result_is_bounded_as_it_is_written() {
+    let mut client = start("", every_capability());
+    let answer = client.call("v2demo__flood", json!({}));
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(text_of(&answer), "kept 16 items; the next refused: true");
+}
+
+#[test]
+fn a_cancelled_0_2_call_sees_its_cancellation() {
+    let mut client = start("", every_capability());
+    let id = client.send_request(
+        "tools/call",
+        json!({"name": "v2demo__wait_for_cancel", "arguments": {}}),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    client.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "enough"}),
+    );
+    crate::harness::eventually(
+        LOAD_TIMEOUT,
+        "the plugin to log that it saw the cancel",
+        || {
+            client
+                .stderr()
+                .contains("saw the cancellation")
+                .then_some(())
+        },
+    );
+    // The gateway keeps serving.
+    assert_eq!(
+        text_of(&client.call("v2demo__echo", json!({"text": "still"}))),
+        "still"
+    );
+}

@@ -53,6 +53,9 @@ pub fn wit_version() -> &'static str {
         .map_or("?", |rest| rest.trim_end_matches(';'))
 }
 
+/// The newer world this binary also loads (wit/plugin-0.2).
+const WIT_0_2: &str = "0.2.0";
+
 /// A component's top-level imports and exports, by name.
 #[derive(Debug, Default)]
 pub struct Shape {
@@ -102,7 +105,8 @@ pub fn world(shape: &Shape) -> Result<String, String> {
         (interface == TOOL_EXPORT).then_some(version)
     });
     match version {
-        Some(version) if version == ours => Ok(version.to_owned()),
+        // 0.1 components keep loading beside 0.2 ones.
+        Some(version) if version == ours || version == WIT_0_2 => Ok(version.to_owned()),
         Some("") => Err(format!(
             "exports {TOOL_EXPORT} without a version; this gateway loads \
              wasmgate:plugin@{ours}: build it against the WIT `wasmgate wit` prints"
@@ -390,7 +394,9 @@ mod tests {
         assert_eq!(ours, "0.1.0");
         let good = with_exports(&["wasmgate:plugin/tool@0.1.0"]);
         assert_eq!(world(&good).unwrap(), "0.1.0");
-        let newer = world(&with_exports(&["wasmgate:plugin/tool@0.2.0"])).unwrap_err();
+        let v2 = with_exports(&["wasmgate:plugin/tool@0.2.0"]);
+        assert_eq!(world(&v2).unwrap(), "0.2.0");
+        let newer = world(&with_exports(&["wasmgate:plugin/tool@0.3.0"])).unwrap_err();
         assert!(newer.contains("newer than the @0.1.0"), "{newer}");
         let older = world(&with_exports(&["wasmgate:plugin/tool@0.0.9"])).unwrap_err();
         assert!(older.contains("older"), "{older}");

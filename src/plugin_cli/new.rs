@@ -121,6 +121,20 @@ fn sdk_version() -> &'static str {
 /// The middleware world, which the SDK carries beside the plugin one.
 const MIDDLEWARE_WIT: &str = include_str!("../../wit/middleware/middleware.wit");
 
+/// The world Python and JavaScript projects are written against: their SDKs speak 0.2.
+const PLUGIN_WIT_0_2: &str = include_str!("../../wit/plugin-0.2/plugin.wit");
+
+/// The SDK module written beside a Python project's app.py, and a JavaScript one's app.js:
+/// copied as they are (no placeholders), so that a project carries the SDK it was made with.
+const PYTHON_SDK: (&str, &str) = (
+    "wasmgate_sdk.py",
+    include_str!("../../templates/plugin/python/wasmgate_sdk.py"),
+);
+const JS_SDK: (&str, &str) = (
+    "wasmgate.js",
+    include_str!("../../templates/plugin/js/wasmgate.js"),
+);
+
 const PYTHON: &[(&str, &str)] = &[
     (
         "app.py",
@@ -246,7 +260,15 @@ pub fn create(name: &str, lang: Lang, kind: Kind, dir: &Path) -> Result<(), Stri
                 MIDDLEWARE_WIT,
             )
         }
-        Lang::Python | Lang::Js => write("wit/plugin.wit", super::PLUGIN_WIT),
+        Lang::Python | Lang::Js => {
+            let (path, text) = if lang == Lang::Python {
+                PYTHON_SDK
+            } else {
+                JS_SDK
+            };
+            write(path, text)?;
+            write("wit/plugin.wit", PLUGIN_WIT_0_2)
+        }
     }
 }
 
@@ -373,6 +395,30 @@ mod tests {
                 .contains("{{")
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Python and JavaScript projects carry their SDK and the 0.2 world it speaks.
+    #[test]
+    fn a_python_or_js_project_carries_its_sdk_and_the_0_2_wit() {
+        for (lang, app, sdk) in [
+            (Lang::Python, "app.py", PYTHON_SDK),
+            (Lang::Js, "app.js", JS_SDK),
+        ] {
+            let dir = std::env::temp_dir()
+                .join(format!("wasmgate-new-{lang:?}-sdk-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            create("my-notes", lang, Kind::Plugin, &dir).unwrap();
+            let wit = std::fs::read_to_string(dir.join("wit/plugin.wit")).unwrap();
+            assert!(wit.contains("package wasmgate:plugin@0.2.0;"), "{lang:?}");
+            assert_eq!(std::fs::read_to_string(dir.join(sdk.0)).unwrap(), sdk.1);
+            let app = std::fs::read_to_string(dir.join(app)).unwrap();
+            assert!(app.contains("`my-notes`") && !app.contains("{{"), "{app}");
+            assert!(
+                app.contains("notes_add") && app.contains("plugin.store"),
+                "{app}"
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 
     #[test]

@@ -233,6 +233,10 @@ class Tools(unittest.TestCase):
             return Point(x, y)
 
         @plugin.tool
+        def moved(point: Point, by: float) -> Point:
+            return Point(point.x + by, point.y + by, point.label)
+
+        @plugin.tool
         def picture() -> list:
             return ["a picture:", Image(b"\x89PNG", "image/png")]
 
@@ -244,6 +248,8 @@ class Tools(unittest.TestCase):
         reply = self.call("where", {"x": 1, "y": 2.5})
         self.assertEqual(reply.structured_json, {"x": 1, "y": 2.5, "label": None})
         self.assertEqual(json.loads(reply.items[0].value), reply.structured_json)
+        moved = self.call("moved", {"point": {"x": 1, "y": 2, "label": "a"}, "by": 1})
+        self.assertEqual(moved.structured_json, {"x": 2, "y": 3, "label": "a"})
         items = self.call("picture", {}).items
         self.assertEqual(items[0], T.Content_Text("a picture:"))
         self.assertEqual(items[1].value.data, b"\x89PNG")
@@ -405,6 +411,35 @@ class ResourcesPromptsCompletions(unittest.TestCase):
         self.assertEqual(wasmgate_sdk.Meta().describe().instance, T.InstanceMode.SESSION)
         fresh()
         self.assertIsNone(wasmgate_sdk.Meta().describe().instance)
+
+
+class Template(unittest.TestCase):
+    """The template's app.py, as `plugin new` writes it, against the fakes."""
+
+    def test_greet_and_notes(self):
+        fresh()
+        path = os.path.join(HERE, "..", "..", "templates", "plugin", "python", "app.py")
+        with open(path) as file:
+            source = file.read().replace("{{name}}", "t")
+        exec(compile(source, path, "exec"), {"__name__": "app"})
+        tool = wasmgate_sdk.Tool()
+        names = [t.name for t in tool.list_tools()]
+        self.assertEqual(names, ["greet", "notes_add", "notes_search"])
+        times = json.loads(tool.list_tools()[0].input_schema)["properties"]["times"]
+        self.assertEqual(times, {"type": "integer", "minimum": 1, "maximum": 10, "default": 1})
+        reply = Reply()
+        tool.call_tool("greet", '{"name": "Ada", "times": 2}', reply)
+        self.assertEqual(reply.items, [T.Content_Text("Hello, Ada!\nHello, Ada!")])
+        for text, count in [("buy milk", 1), ("call Bob", 2)]:
+            reply = Reply()
+            tool.call_tool("notes_add", json.dumps({"text": text}), reply)
+            self.assertEqual(reply.structured_json, {"id": count, "count": count})
+        reply = Reply()
+        tool.call_tool("notes_search", '{"query": "MILK"}', reply)
+        self.assertEqual(reply.items, [T.Content_Text('["buy milk"]')])
+        reply = Reply()
+        wasmgate_sdk.Resources().read_resource("notes://2", reply)
+        self.assertEqual(reply.items[0].value.text, "call Bob")
 
 
 if __name__ == "__main__":

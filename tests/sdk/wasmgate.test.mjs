@@ -6,6 +6,7 @@
 import { register } from "node:module";
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 
 const NAMES = {
   host: ["log", "progress", "config", "cancelled"],
@@ -295,4 +296,19 @@ test("resources, templates, prompts, completions and meta", () => {
   assert.deepEqual(meta.describe(), { instance: undefined });
   plugin.instance = "session";
   assert.deepEqual(meta.describe(), { instance: "session" });
+});
+
+test("the template's app.js: greet and the notes in the store", async () => {
+  reset();
+  const source = readFileSync(new URL("../../templates/plugin/js/app.js", import.meta.url), "utf8");
+  assert.ok(!source.replaceAll("{{name}}", "").includes("{{"));
+  await import("../../templates/plugin/js/app.js");
+  assert.deepEqual(tool.listTools().map((t) => t.name), ["greet", "notes_add", "notes_search"]);
+  assert.deepEqual(call("greet", { name: "Ada", times: 2 }).items, [{ tag: "text", val: "Hello, Ada!\nHello, Ada!" }]);
+  assert.deepEqual(call("notes_add", { text: "buy milk" }).structuredJson, { id: 1, count: 1 });
+  assert.deepEqual(call("notes_add", { text: "call Bob" }).structuredJson, { id: 2, count: 2 });
+  assert.deepEqual(call("notes_search", { query: "MILK" }).items, [{ tag: "text", val: '["buy milk"]' }]);
+  const reply = new Reply();
+  resources.readResource("notes://2", reply);
+  assert.equal(reply.items[0].val.text, "call Bob");
 });

@@ -12,8 +12,8 @@ Optional, Literal, Annotated[T, "description"], dataclasses and TypedDicts), the
 description from the docstring (an `Args:` section describes the parameters); a
 dataclass or TypedDict return type is the tool's output schema. The names `Tool`,
 `Resources`, `Prompts`, `Completion` and `Meta`, imported into app.py, are the exports
-componentize-py looks for. Nothing here needs the bindings until a call runs, so the
-registry and the schemas can be tested with plain CPython.
+componentize-py looks for. The bindings are imported when they are there; without them
+(plain CPython) the registry and the schemas work as they are, for tests.
 """
 
 import dataclasses
@@ -494,6 +494,11 @@ class Plugin:
             inspect.signature(entry["fn"]).bind(**arguments)
         except TypeError as e:
             raise InvalidArguments(str(e))
+        # A dataclass parameter gets an instance, not the JSON object.
+        hints = typing.get_type_hints(entry["fn"])
+        for key, value in arguments.items():
+            if dataclasses.is_dataclass(hints.get(key)) and isinstance(value, dict):
+                arguments[key] = hints[key](**value)
         _write_result(reply, entry["fn"](**arguments))
 
     def find_resource(self, uri):

@@ -149,7 +149,10 @@ pub fn status(gateway: &Gateway) -> Value {
                     "kind": kind,
                     "status": "ready",
                     "namespace": plugin.namespace,
+                    "world": plugin.world,
                     "tool_count": tools_of(true, &plugin.name),
+                    "resource_count": plugin.resources.len() + plugin.templates.len(),
+                    "prompt_count": plugin.prompts.len(),
                     "path": plugin.path.as_ref().map(|p| p.display().to_string()),
                     "digest": plugin.digest,
                     "loaded_at": loaded_at.to_rfc3339(),
@@ -158,6 +161,7 @@ pub fn status(gateway: &Gateway) -> Value {
                     "last_error": plugin.last_error,
                     "reload_error": plugin.reload_error,
                     "instance": plugin.instance.as_str(),
+                    "declared_instance": plugin.declared_instance.map(|m| m.as_str()),
                     "instances": plugin.instances,
                     "limits": {
                         "memory_bytes": plugin.limits.memory,

@@ -98,7 +98,7 @@ pub fn run(mut cli: Cli) -> ExitCode {
     };
     if let Command::Wit = command {
         use std::io::Write;
-        return match std::io::stdout().write_all(crate::plugin_cli::PLUGIN_WIT.as_bytes()) {
+        return match std::io::stdout().write_all(crate::plugin_cli::PLUGIN_WIT_V2.as_bytes()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("wasmgate: cannot write the WIT: {e}");

@@ -28,6 +28,8 @@
 mod listen;
 mod native;
 mod peer;
+// Shared with the 0.2 plugin that serves the same tools (tests/plugins/conformance2).
+#[path = "../../tests/plugins/conformance2/src/plans.rs"]
 mod plans;
 mod scenarios_2026;
 mod state;

@@ -10,7 +10,8 @@ use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use super::bindings::Level as LevelV1;
 use super::bindings::wasmgate::plugin::host as host_v1;
 use super::bindings_v2::wasmgate::plugin::{client, host, notify, results, store, types};
-use super::host_impl::HostCtx;
+use super::cancel::Cancel;
+use super::host_impl::{AskRoute, HostCtx};
 use super::kv::KvError;
 use super::limits::Deadline;
 use super::reply::Reply;
@@ -114,16 +115,89 @@ impl client::Host for HostV2<'_> {
     }
 
     async fn roots(&mut self) -> Result<String, types::AskError> {
-        let result = self.ask(methods::ROOTS_LIST, None).await?;
-        let roots = serde_json::from_str::<Value>(&result)
-            .ok()
-            .and_then(|mut v| v.get_mut("roots").map(Value::take))
-            .filter(Value::is_array)
-            .ok_or_else(|| {
-                types::AskError::Failed("the client's answer has no `roots` list".into())
-            })?;
-        Ok(roots.to_string())
+        roots_of(self.ask(methods::ROOTS_LIST, None).await?)
     }
+
+    async fn ask_all(
+        &mut self,
+        requests: Vec<client::Request>,
+    ) -> Result<Vec<Result<String, types::AskError>>, types::AskError> {
+        let route = self.route()?;
+        let left = MAX_ASKS_PER_CALL.saturating_sub(self.host.asks) as usize;
+        if requests.len() > left {
+            return Err(types::AskError::Refused(format!(
+                "{} requests, and this call may ask its client {left} more times \
+                 ({MAX_ASKS_PER_CALL} in all)",
+                requests.len()
+            )));
+        }
+        let asks: Vec<_> = requests
+            .into_iter()
+            .map(|request| {
+                let (method, params) = match request {
+                    client::Request::Elicit(p) => (methods::ELICITATION_CREATE, Some(p)),
+                    client::Request::Sample(p) => (methods::SAMPLING_CREATE_MESSAGE, Some(p)),
+                    client::Request::Roots => (methods::ROOTS_LIST, None),
+                };
+                (method, self.prepare(method, params.as_deref()))
+            })
+            .collect();
+        let _waiting = self.permit(&route)?;
+        let started = Instant::now();
+        self.deadline.paused.begin();
+        let cancel = self.host.sinks.cancel.clone();
+        // Sent together: a client of 2026-07-28 gets them in one `input_required` round.
+        let answers = futures_util::future::join_all(asks.into_iter().map(|(method, ask)| {
+            let (route, cancel) = (&route, cancel.as_deref());
+            async move {
+                let answer = wait(route, cancel, method, ask?).await?;
+                match method {
+                    methods::ROOTS_LIST => roots_of(answer),
+                    _ => Ok(answer),
+                }
+            }
+        }))
+        .await;
+        self.pause(started.elapsed());
+        Ok(answers)
+    }
+}
+
+/// The `roots` list of a `roots/list` result.
+fn roots_of(result: String) -> Result<String, types::AskError> {
+    let roots = serde_json::from_str::<Value>(&result)
+        .ok()
+        .and_then(|mut v| v.get_mut("roots").map(Value::take))
+        .filter(Value::is_array)
+        .ok_or_else(|| types::AskError::Failed("the client's answer has no `roots` list".into()))?;
+    Ok(roots.to_string())
+}
+
+/// Waits for the client's answer to one request, within `ask_timeout`, unless the call
+/// is cancelled meanwhile.
+async fn wait(
+    route: &AskRoute,
+    cancel: Option<&Cancel>,
+    method: &'static str,
+    params: Option<Value>,
+) -> Result<String, types::AskError> {
+    let asked = (route.sink)(method, params);
+    let outcome = tokio::select! {
+        answer = tokio::time::timeout(route.timeout, asked) => match answer {
+            Ok(answer) => answer.map_err(ask_error),
+            Err(_) => Err(types::AskError::TimedOut(format!(
+                "the client did not answer {method} within {} s (ask_timeout)",
+                route.timeout.as_secs_f64()
+            ))),
+        },
+        _ = async {
+            match cancel {
+                Some(cancel) => cancel.cancelled().await,
+                None => std::future::pending().await,
+            }
+        } => Err(types::AskError::Cancelled("the call was cancelled".into())),
+    };
+    outcome.map(|value| value.to_string())
 }
 
 impl HostV2<'_> {
@@ -134,13 +208,34 @@ impl HostV2<'_> {
         method: &'static str,
         params: Option<String>,
     ) -> Result<String, types::AskError> {
-        let refused = types::AskError::Refused;
-        let Some(route) = self.host.sinks.ask.clone() else {
-            return Err(types::AskError::Unsupported(
+        let route = self.route()?;
+        let params = self.prepare(method, params.as_deref())?;
+        let _waiting = self.permit(&route)?;
+        let started = Instant::now();
+        self.deadline.paused.begin();
+        let cancel = self.host.sinks.cancel.clone();
+        let outcome = wait(&route, cancel.as_deref(), method, params).await;
+        self.pause(started.elapsed());
+        outcome
+    }
+
+    /// Where this call's requests to its client go.
+    fn route(&self) -> Result<AskRoute, types::AskError> {
+        self.host.sinks.ask.clone().ok_or_else(|| {
+            types::AskError::Unsupported(
                 "no client to ask: the call did not come from an MCP client".into(),
-            ));
-        };
-        if let Some(params) = &params
+            )
+        })
+    }
+
+    /// The params of one request, checked, and counted against the call's bound.
+    fn prepare(
+        &mut self,
+        method: &'static str,
+        params: Option<&str>,
+    ) -> Result<Option<Value>, types::AskError> {
+        let refused = types::AskError::Refused;
+        if let Some(params) = params
             && params.len() > MAX_ASK_BYTES
         {
             return Err(refused(format!(
@@ -149,7 +244,7 @@ impl HostV2<'_> {
                 MAX_ASK_BYTES >> 10
             )));
         }
-        let params = match params.as_deref().map(serde_json::from_str::<Value>) {
+        let params = match params.map(serde_json::from_str::<Value>) {
             None => None,
             Some(Ok(value @ Value::Object(_))) => Some(value),
             Some(_) => {
@@ -164,33 +259,20 @@ impl HostV2<'_> {
                 "this call asked its client {MAX_ASKS_PER_CALL} times already"
             )));
         }
-        let Ok(_waiting) = route.waiting.clone().try_acquire_owned() else {
-            return Err(refused(format!(
+        Ok(params)
+    }
+
+    /// This call's turn among the plugin's calls that wait for their clients.
+    fn permit(
+        &self,
+        route: &AskRoute,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, types::AskError> {
+        route.waiting.clone().try_acquire_owned().map_err(|_| {
+            types::AskError::Refused(format!(
                 "{} calls of this plugin wait for their clients already",
                 route.max_waiting
-            )));
-        };
-        let started = Instant::now();
-        self.deadline.paused.begin();
-        let cancel = self.host.sinks.cancel.clone();
-        let asked = (route.sink)(method, params);
-        let outcome = tokio::select! {
-            answer = tokio::time::timeout(route.timeout, asked) => match answer {
-                Ok(answer) => answer.map_err(ask_error),
-                Err(_) => Err(types::AskError::TimedOut(format!(
-                    "the client did not answer {method} within {} s (ask_timeout)",
-                    route.timeout.as_secs_f64()
-                ))),
-            },
-            _ = async {
-                match &cancel {
-                    Some(cancel) => cancel.cancelled().await,
-                    None => std::future::pending().await,
-                }
-            } => Err(types::AskError::Cancelled("the call was cancelled".into())),
-        };
-        self.pause(started.elapsed());
-        outcome.map(|value| value.to_string())
+            ))
+        })
     }
 
     /// The time the call waited for its client does not count against its limit.

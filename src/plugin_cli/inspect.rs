@@ -45,16 +45,17 @@ pub fn middleware_world(shape: &Shape) -> Option<Result<String, String>> {
     })
 }
 
-/// The WIT version this binary loads, from its `package wasmgate:plugin@X;` line.
+/// The newest plugin WIT version this binary loads, from its `package wasmgate:plugin@X;`
+/// line; it loads every version of [`LOADED_VERSIONS`].
 pub fn wit_version() -> &'static str {
-    super::PLUGIN_WIT
+    super::PLUGIN_WIT_V2
         .lines()
         .find_map(|line| line.trim().strip_prefix("package wasmgate:plugin@"))
         .map_or("?", |rest| rest.trim_end_matches(';'))
 }
 
-/// The newer world this binary also loads (wit/plugin-0.2).
-const WIT_0_2: &str = "0.2.0";
+/// The plugin WIT versions this binary loads, side by side.
+pub const LOADED_VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
 
 /// A component's top-level imports and exports, by name.
 #[derive(Debug, Default)]
@@ -105,8 +106,7 @@ pub fn world(shape: &Shape) -> Result<String, String> {
         (interface == TOOL_EXPORT).then_some(version)
     });
     match version {
-        // 0.1 components keep loading beside 0.2 ones.
-        Some(version) if version == ours || version == WIT_0_2 => Ok(version.to_owned()),
+        Some(version) if LOADED_VERSIONS.contains(&version) => Ok(version.to_owned()),
         Some("") => Err(format!(
             "exports {TOOL_EXPORT} without a version; this gateway loads \
              wasmgate:plugin@{ours}: build it against the WIT `wasmgate wit` prints"
@@ -114,12 +114,13 @@ pub fn world(shape: &Shape) -> Result<String, String> {
         Some(version) => {
             let newer = numbers(version) > numbers(ours);
             Err(format!(
-                "targets wasmgate:plugin@{version}, {} than the @{ours} this gateway loads: {}",
+                "targets wasmgate:plugin@{version}, {} than the @{} this gateway loads: {}",
                 if newer { "newer" } else { "older" },
+                LOADED_VERSIONS.join(" and @"),
                 if newer {
                     "use a wasmgate that loads it, or build the plugin against `wasmgate wit`"
                 } else {
-                    "rebuild it against the WIT `wasmgate wit` prints (wit/plugin.wit)"
+                    "rebuild it against the WIT `wasmgate wit` prints (wit/plugin-0.2/plugin.wit)"
                 }
             ))
         }
@@ -246,7 +247,17 @@ pub async fn report(file: &Path) -> Report {
                     });
                     out["instance"] = json!(loaded.instance.as_str());
                 }
-                None => out["tools"] = json!(loaded.tools),
+                None => {
+                    out["tools"] = json!(loaded.tools);
+                    if world(&shape).is_ok_and(|v| v != "0.1.0") {
+                        out["resources"] = json!(loaded.resources);
+                        out["resource_templates"] = json!(loaded.templates);
+                        out["prompts"] = json!(loaded.prompts);
+                        out["completions"] = json!(loaded.completes);
+                        out["declared_instance"] =
+                            json!(loaded.declared_instance.map(|m| m.as_str()));
+                    }
+                }
             }
             Report {
                 json: out,
@@ -296,6 +307,12 @@ pub fn render(report: &Value) -> String {
     );
     if let Some(world) = report["world"].as_str() {
         let _ = writeln!(out, "world:   {world}");
+    }
+    if let Some(declared) = report["declared_instance"].as_str() {
+        let _ = writeln!(
+            out,
+            "instance: declares \"{declared}\" (see instance in the plugin guide)"
+        );
     }
     if report["kind"] == "middleware" {
         let _ = writeln!(
@@ -374,6 +391,28 @@ pub fn render(report: &Value) -> String {
             }
         }
     }
+    for (key, what, id) in [
+        ("resources", "resources", "uri"),
+        ("resource_templates", "resource templates", "uriTemplate"),
+        ("prompts", "prompts", "name"),
+    ] {
+        let Some(items) = report[key].as_array().filter(|items| !items.is_empty()) else {
+            continue;
+        };
+        let _ = writeln!(out, "{what} ({}):", items.len());
+        for item in items {
+            let description = item["description"].as_str().unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {}  {}",
+                item[id].as_str().unwrap_or_default(),
+                description.lines().next().unwrap_or_default()
+            );
+        }
+    }
+    if report["completions"] == true {
+        let _ = writeln!(out, "completions: yes (its export `completion`)");
+    }
     out
 }
 
@@ -391,13 +430,16 @@ mod tests {
     #[test]
     fn the_world_and_its_version_are_named() {
         let ours = wit_version();
-        assert_eq!(ours, "0.1.0");
+        assert_eq!(ours, "0.2.0");
         let good = with_exports(&["wasmgate:plugin/tool@0.1.0"]);
         assert_eq!(world(&good).unwrap(), "0.1.0");
-        let v2 = with_exports(&["wasmgate:plugin/tool@0.2.0"]);
-        assert_eq!(world(&v2).unwrap(), "0.2.0");
+        let good = with_exports(&["wasmgate:plugin/tool@0.2.0"]);
+        assert_eq!(world(&good).unwrap(), "0.2.0");
         let newer = world(&with_exports(&["wasmgate:plugin/tool@0.3.0"])).unwrap_err();
-        assert!(newer.contains("newer than the @0.1.0"), "{newer}");
+        assert!(
+            newer.contains("newer than the @0.1.0 and @0.2.0"),
+            "{newer}"
+        );
         let older = world(&with_exports(&["wasmgate:plugin/tool@0.0.9"])).unwrap_err();
         assert!(older.contains("older"), "{older}");
         let other = world(&with_exports(&["run"])).unwrap_err();

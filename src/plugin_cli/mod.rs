@@ -23,6 +23,9 @@ pub use call::{call_once, print_outcome};
 /// The plugin contract this binary was built with: `wasmgate wit > wit/plugin.wit`.
 pub const PLUGIN_WIT: &str = include_str!("../../wit/plugin.wit");
 
+/// The 0.2 plugin world (`wasmgate wit` prints it: new plugins are built against it).
+pub const PLUGIN_WIT_V2: &str = include_str!("../../wit/plugin-0.2/plugin.wit");
+
 #[derive(Subcommand, Debug)]
 pub enum PluginCommand {
     /// Write a new plugin project that builds as it is (one example tool, WIT vendored in),

@@ -121,9 +121,6 @@ fn sdk_version() -> &'static str {
 /// The middleware world, which the SDK carries beside the plugin one.
 const MIDDLEWARE_WIT: &str = include_str!("../../wit/middleware/middleware.wit");
 
-/// The world Python and JavaScript projects are written against: their SDKs speak 0.2.
-const PLUGIN_WIT_0_2: &str = include_str!("../../wit/plugin-0.2/plugin.wit");
-
 /// The SDK module written beside a Python project's app.py, and a JavaScript one's app.js:
 /// copied as they are (no placeholders), so that a project carries the SDK it was made with.
 const PYTHON_SDK: (&str, &str) = (
@@ -267,7 +264,8 @@ pub fn create(name: &str, lang: Lang, kind: Kind, dir: &Path) -> Result<(), Stri
                 JS_SDK
             };
             write(path, text)?;
-            write("wit/plugin.wit", PLUGIN_WIT_0_2)
+            // Their SDKs speak 0.2.
+            write("wit/plugin.wit", super::PLUGIN_WIT_V2)
         }
     }
 }

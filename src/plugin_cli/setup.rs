@@ -114,6 +114,12 @@ pub struct Loaded {
     pub compile_ms: Option<u64>,
     pub interest: Option<Interest>,
     pub instance: config::InstanceMode,
+    /// A 0.2 plugin's other lists and the instance mode it declared.
+    pub resources: Vec<Value>,
+    pub templates: Vec<Value>,
+    pub prompts: Vec<Value>,
+    pub completes: bool,
+    pub declared_instance: Option<config::InstanceMode>,
 }
 
 /// Loads the config's one plugin in a plugin host of its own; `Err` is why it was refused,
@@ -138,6 +144,11 @@ pub async fn load(config: &Config) -> Result<Loaded, String> {
             compile_ms,
             interest: info.interest,
             instance: info.instance,
+            resources: info.resources,
+            templates: info.templates,
+            prompts: info.prompts,
+            completes: info.completes,
+            declared_instance: info.declared_instance,
         }),
         (None, Some(failed)) => Err(failed.reason()),
         (None, None) => Err("was not loaded (no such file?)".into()),

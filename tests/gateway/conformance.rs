@@ -1,10 +1,9 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`), server
 //! side, against the gateway over Streamable HTTP fronting the project's conformance
 //! fixture (examples/conformance_server/) as a stdio backend; then again with the
-//! fixture's tools that the plugin WIT can serve moved into a plugin (tests/plugins/
-//! conformance). The rest stay with the fixture: tools that ask the client something
-//! mid-call (sampling, elicitation: the WIT's `host` has no way to), and resources,
-//! prompts and completions (the WIT has tools only).
+//! fixture's tools that a 0.1 plugin can serve moved into one (tests/plugins/conformance;
+//! the rest stay with the fixture: 0.1 has tools only, and cannot ask the client); and
+//! with the whole fixture as one 0.2 plugin and no stdio server (plugins.rs).
 //!
 //! Two releases of the suite: 0.1.16 for 2025-11-25 (every scenario must pass), and
 //! 0.2.0-alpha.12 for `--requirements 2026-07-28`, whose scored passes must not fall
@@ -25,6 +24,8 @@ use crate::harness::{
     Client, TIMEOUT, TestDir, config, fixture_path, is_response, toml_str, wasmgate,
 };
 use crate::http_client::{HttpGateway, runtime};
+
+mod plugins;
 
 /// The whole suite takes a few seconds; this bounds a hung scenario on a loaded machine.
 const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -287,6 +288,7 @@ fn conformance_2026_passes_at_least_the_floor_and_2025_still_passes() {
         &fixture_config(&[]),
         SCORED_PASSES_2026_FLOOR,
         WHOLE_2026,
+        |_| {},
     );
 }
 
@@ -300,6 +302,7 @@ fn conformance_2026_and_2025_pass_through_a_2026_upstream() {
         &dual_era_config(SPEC_2026),
         SCORED_PASSES_2026_NATIVE_FLOOR,
         WHOLE_2026_NATIVE,
+        |_| {},
     );
 }
 
@@ -313,13 +316,21 @@ fn conformance_suite_passes_through_a_2025_upstream_of_the_dual_era_fixture() {
     );
 }
 
-/// The 2026 suite against a gateway on `config` (its scored passes at least `floor`, the
-/// scenarios of `whole` passing whole), then the 2025 suite against the same gateway.
-fn check_both_eras(label: &str, config: &str, floor: usize, whole: &[(&str, usize)]) {
+/// The 2026 suite against a gateway on `config`, once `ready` returns (its scored passes
+/// at least `floor`, the scenarios of `whole` passing whole), then the 2025 suite against
+/// the same gateway.
+fn check_both_eras(
+    label: &str,
+    config: &str,
+    floor: usize,
+    whole: &[(&str, usize)],
+    ready: impl FnOnce(&HttpGateway),
+) {
     let (Some(prefix_2026), Some(prefix_2025)) = (SUITE_2026.prefix(), SUITE_2025.prefix()) else {
         return;
     };
     let gateway = HttpGateway::start(config, &[]);
+    ready(&gateway);
     let dir = TestDir::new("conformance-2026");
     let url = gateway.url("/mcp");
     // Every check's outcome and message, one `checks.json` a scenario, kept on failure.

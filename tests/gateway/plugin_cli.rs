@@ -109,17 +109,16 @@ fn inspect_says_precisely_why_a_file_is_no_plugin() {
     std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
     let text = dir.write("notes.wasm", "not wasm at all");
     let older = minimal_at_wit_version(&dir, "0.0.9");
-    // 0.2.0 is loaded too (beside 0.1.0): 0.3.0 is the newer one.
     let newer = minimal_at_wit_version(&dir, "0.3.0");
     let cases = [
         (
             older.to_str().unwrap().to_owned(),
-            "targets wasmgate:plugin@0.0.9, older than the @0.1.0 this gateway loads: \
+            "targets wasmgate:plugin@0.0.9, older than the @0.1.0 and @0.2.0 this gateway loads: \
              rebuild it against the WIT `wasmgate wit` prints",
         ),
         (
             newer.to_str().unwrap().to_owned(),
-            "targets wasmgate:plugin@0.3.0, newer than the @0.1.0 this gateway loads: \
+            "targets wasmgate:plugin@0.3.0, newer than the @0.1.0 and @0.2.0 this gateway loads: \
              use a wasmgate that loads it",
         ),
         (

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Client, LIST_CHANGED, LOAD_TIMEOUT, fixture, setup, wait_tools};
+use crate::harness::{
+    Client, LIST_CHANGED, LOAD_TIMEOUT, TestDir, fixture, setup, wait_tools, wasmgate,
+};
+use crate::http_client::HttpGateway;
 
 /// A gateway with `v2demo` (and the 0.1 `echo`), `settings` in `[plugins.v2demo]`,
 /// initialized with `capabilities`, its first tool list in.
@@ -29,8 +32,10 @@ fn every_capability() -> Value {
     json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
 }
 
+/// The first text of a tool result, or of the response that carries one.
 fn text_of(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"]
+    let result = answer.get("result").unwrap_or(answer);
+    result["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no text in {answer}"))
         .to_string()
@@ -66,7 +71,7 @@ fn a_0_2_plugin_serves_resources_prompts_and_completions_beside_a_0_1_one() {
     let item = client.result("resources/read", json!({"uri": "demo://items/7"}));
     assert_eq!(item["contents"][0]["text"], r#"{"id":"7"}"#, "{item}");
     let missing = client.error("resources/read", json!({"uri": "demo://nothing"}));
-    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    assert_eq!(missing["code"], -32002, "{missing}");
 
     let prompts = client.result("prompts/list", json!({}));
     assert_eq!(prompts["prompts"][0]["name"], "v2demo__greet", "{prompts}");
@@ -79,7 +84,8 @@ fn a_0_2_plugin_serves_resources_prompts_and_completions_beside_a_0_1_one() {
         "{prompt}"
     );
     let no_name = client.error("prompts/get", json!({"name": "v2demo__greet"}));
-    assert_eq!(no_name["error"]["code"], -32602, "{no_name}");
+    assert_eq!(no_name["code"], -32602, "{no_name}");
+    assert_eq!(no_name["message"], "`name` is required", "{no_name}");
 
     let completion = client.result(
         "completion/complete",
@@ -94,10 +100,10 @@ fn a_0_2_plugin_serves_resources_prompts_and_completions_beside_a_0_1_one() {
 
     let structured = client.call("v2demo__structured", json!({}));
     assert_eq!(
-        structured["result"]["structuredContent"]["answer"], 42,
+        structured["structuredContent"]["answer"], 42,
         "{structured}"
     );
-    assert_eq!(structured["result"]["isError"], true, "{structured}");
+    assert_eq!(structured["isError"], true, "{structured}");
 }
 
 #[test]
@@ -183,7 +189,16 @@ fn requests_to_the_client_are_bounded_and_need_its_capability() {
 
 #[test]
 fn a_0_2_plugin_keeps_notes_in_its_store_and_announces_changes() {
-    let mut client = start("", every_capability());
+    let grant = r#"allow_dirs = [{ host = "{dir}/data", guest = "/data", mode = "rw" }]"#;
+    let mut client = setup()
+        .folder("data")
+        .file("v2demo.wasm", fixture("v2demo"))
+        .plugins(&format!("[plugins.v2demo]\n{grant}"))
+        .start();
+    client.initialize_with("2025-11-25", every_capability());
+    wait_tools(&mut client, "the plugin's tools", |names| {
+        names.iter().any(|n| n == "v2demo__echo")
+    });
     // It declares `session`: its global counter lives on between this client's calls,
     // with no instance mode in the config.
     assert_eq!(text_of(&client.call("v2demo__count", json!({}))), "1");
@@ -213,7 +228,7 @@ fn a_0_2_plugin_keeps_notes_in_its_store_and_announces_changes() {
 fn a_result_is_bounded_as_it_is_written() {
     let mut client = start("", every_capability());
     let answer = client.call("v2demo__flood", json!({}));
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(answer["isError"], true, "{answer}");
     assert_eq!(text_of(&answer), "kept 16 items; the next refused: true");
 }
 
@@ -244,4 +259,218 @@ fn a_cancelled_0_2_call_sees_its_cancellation() {
         text_of(&client.call("v2demo__echo", json!({"text": "still"}))),
         "still"
     );
+}
+
+/// The official Python SDK's `Client` in `mode` answers the plugin's requests, over stdio
+/// and HTTP (tests/gateway/fixtures/plugin_ask_client.py).
+fn python_client_answers(mode: &str) {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let dir = TestDir::new("plugin-v2-sdk");
+    let config = setup()
+        .file("v2demo.wasm", fixture("v2demo"))
+        .plugins("[plugins.v2demo]\n");
+    config.write(&dir.path);
+    let text = config.render(&dir.path);
+    let path = dir.write("stdio.toml", &text);
+    let wasmgate = wasmgate();
+    let over_stdio = crate::third_party::run_fixture_script(
+        &python,
+        "plugin_ask_client.py",
+        &[
+            mode,
+            "stdio",
+            wasmgate.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let gateway = HttpGateway::start_in(dir, &text, &[]);
+    let url = gateway.url("/mcp");
+    let over_http = crate::third_party::run_fixture_script(
+        &python,
+        "plugin_ask_client.py",
+        &[mode, "http", &url],
+        &[],
+    );
+    for seen in [over_stdio, over_http] {
+        assert_eq!(seen["ask"], format!("Hello, Ada-{mode}!"), "{seen}");
+        assert_eq!(seen["sample"], format!("model said: hi-{mode}"), "{seen}");
+        assert_eq!(seen["roots"][0]["uri"], "file:///work", "{seen}");
+        assert_eq!(seen["read"], "Hello from a 0.2 plugin", "{seen}");
+        assert_eq!(seen["prompt"], "Please greet Grace.", "{seen}");
+        assert_eq!(
+            seen["asked"],
+            json!(["elicitation", "sampling", "roots"]),
+            "{seen}"
+        );
+    }
+}
+
+#[test]
+fn the_python_sdk_answers_a_plugin_in_the_session_era() {
+    python_client_answers("legacy");
+}
+
+#[test]
+fn the_python_sdk_answers_a_plugin_in_the_stateless_era() {
+    python_client_answers("2026-07-28");
+}
+
+/// Replaces `path` with `bytes` as build tools do (a new file renamed over the old).
+fn replace(path: &std::path::Path, bytes: &[u8]) {
+    let partial = path.with_extension("wasm.partial");
+    std::fs::write(&partial, bytes).expect("write the new version");
+    std::fs::rename(&partial, path).expect("rename it over the old one");
+}
+
+#[test]
+fn a_0_1_and_a_0_2_plugin_reload_under_calls_and_lose_none() {
+    const RELOADS: usize = 20;
+    let variants = |name: &str| {
+        let a = fixture(name);
+        let b = crate::custom_section::with_custom_section(&a, "wasmgate-test-variant", b"b");
+        [a, b]
+    };
+    let plugins = [("echo", variants("echo")), ("v2demo", variants("v2demo"))];
+    let mut client = start("", every_capability());
+    let status = client.status();
+    assert_eq!(status["backends"]["echo"]["world"], "0.1.0", "{status}");
+    assert_eq!(status["backends"]["v2demo"]["world"], "0.2.0", "{status}");
+    assert_eq!(
+        status["backends"]["v2demo"]["declared_instance"], "session",
+        "{status}"
+    );
+    let folder = crate::harness::plugin_dir(&client);
+    let mut calls = 0;
+    let mut failures = Vec::new();
+    for reload in 1..=RELOADS {
+        let (name, bytes) = &plugins[reload % 2];
+        let digest = crate::harness::sha256_hex(&bytes[(reload / 2) % 2]);
+        replace(
+            &folder.join(format!("{name}.wasm")),
+            &bytes[(reload / 2) % 2],
+        );
+        // Calls to both keep going, several in flight, until the new version serves.
+        let deadline = std::time::Instant::now() + LOAD_TIMEOUT;
+        loop {
+            let sent: Vec<(Value, String)> = (0..4)
+                .map(|k| {
+                    let word = format!("call-{reload}-{calls}-{k}");
+                    let tool = ["echo__echo", "v2demo__echo"][k % 2];
+                    let id = client.send_request(
+                        "tools/call",
+                        json!({"name": tool, "arguments": {"text": word}}),
+                    );
+                    (id, word)
+                })
+                .collect();
+            for (id, word) in sent {
+                calls += 1;
+                let response = client.wait_response(&id, LOAD_TIMEOUT);
+                if response["result"]["isError"] == true || text_of(&response) != word {
+                    failures.push(response);
+                }
+            }
+            if crate::harness::backend(&mut client, name)["digest"] == digest.as_str() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "reload {reload} of {name} not served"
+            );
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {calls} calls failed during the reloads, the first: {}",
+        failures.len(),
+        failures[0]
+    );
+}
+
+#[test]
+fn calls_waiting_for_their_clients_never_hold_every_turn() {
+    // Two calls at once: one of them may wait for its client, the other turn stays free.
+    let settings = "calls_at_once = 2\nconfig = { declare = \"none\" }";
+    let mut client = start(settings, every_capability());
+    let first = client.send_request(
+        "tools/call",
+        json!({"name": "v2demo__ask", "arguments": {}}),
+    );
+    let asked = client.next_client_request(LOAD_TIMEOUT);
+    let second = text_of(&client.call("v2demo__ask", json!({})));
+    assert!(
+        second.starts_with("refused:") && second.contains("wait for their clients"),
+        "{second}"
+    );
+    assert_eq!(
+        text_of(&client.call("v2demo__echo", json!({"text": "served"}))),
+        "served"
+    );
+    client.respond(
+        asked["id"].clone(),
+        json!({"action": "accept", "content": {"name": "Bo"}}),
+    );
+    assert_eq!(
+        text_of(&client.wait_response(&first, LOAD_TIMEOUT)),
+        "Hello, Bo!"
+    );
+}
+
+#[test]
+fn a_declared_shared_instance_needs_the_operators_word() {
+    let mut client = start("config = { declare = \"shared\" }", every_capability());
+    let status = client.status();
+    assert_eq!(
+        status["backends"]["v2demo"]["declared_instance"], "shared",
+        "{status}"
+    );
+    assert_eq!(
+        status["backends"]["v2demo"]["instance"], "session",
+        "{status}"
+    );
+    assert!(
+        client.stderr().contains("declares instance \"shared\""),
+        "{}",
+        client.stderr()
+    );
+
+    let settings = "instance = \"shared\"\nconfig = { declare = \"shared\" }";
+    let mut client = start(settings, every_capability());
+    let status = client.status();
+    assert_eq!(
+        status["backends"]["v2demo"]["instance"], "shared",
+        "{status}"
+    );
+}
+
+#[test]
+fn inspect_shows_what_a_0_2_plugin_serves_and_declares() {
+    let output = std::process::Command::new(wasmgate())
+        .args(["plugin", "inspect"])
+        .arg(crate::harness::fixture_path("v2demo"))
+        .output()
+        .expect("run plugin inspect");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "world:   wasmgate:plugin/plugin@0.2.0",
+        "instance: declares \"session\"",
+        "wasmgate:plugin/client@0.2.0",
+        "resources (1):",
+        "  demo://hello  A greeting.",
+        "resource templates (1):",
+        "  demo://items/{id}  An item by id.",
+        "prompts (1):",
+        "  greet  Greets `name`.",
+        "completions: yes",
+    ] {
+        assert!(text.contains(line), "no {line:?} in:\n{text}");
+    }
 }

@@ -1,7 +1,8 @@
 //! `v2demo`: a plugin of the 0.2 world, written on the raw bindings, for the host's tests
 //! of what 0.2 adds: results through `reply`, resources and a template, a prompt and its
 //! completion, requests to the client, the store, announcements, cancellation, and a
-//! declared instance mode (`session`: its `count` tool keeps a global).
+//! declared instance mode (`session` unless its config's `declare` says otherwise: its
+//! `count` tool keeps a global).
 
 use std::cell::Cell;
 
@@ -22,8 +23,11 @@ use wasmgate::plugin::{client, host, notify, results::Reply, store};
 
 thread_local! {
     static COUNT: Cell<u64> = const { Cell::new(0) };
-    static ANNOUNCED: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Where `announce` leaves its mark for the next `list-tools` (which runs in a fresh
+/// instance): a folder the test grants as `/data`.
+const ANNOUNCED: &str = "/data/announced";
 
 struct Demo;
 
@@ -91,7 +95,7 @@ impl tool::Guest for Demo {
             ),
             tool_info("structured", "Gives a structured result.", any()),
         ];
-        if ANNOUNCED.get() {
+        if std::fs::metadata(ANNOUNCED).is_ok() {
             tools.push(tool_info("announced", "Here after `announce`.", any()));
         }
         tools
@@ -209,7 +213,7 @@ impl tool::Guest for Demo {
                 )))
             }
             "announce" => {
-                ANNOUNCED.set(true);
+                std::fs::write(ANNOUNCED, b"yes").map_err(|e| CallError::Failed(e.to_string()))?;
                 notify::tools_changed();
                 notify::resource_updated("demo://hello");
                 text(reply, "announced")
@@ -325,10 +329,15 @@ impl completion::Guest for Demo {
 }
 
 impl meta::Guest for Demo {
+    /// `session`, or what the `declare` config value says (`call`, `shared`, `none`).
     fn describe() -> About {
-        About {
-            instance: Some(InstanceMode::Session),
-        }
+        let instance = match host::config("declare").as_deref() {
+            Some("none") => None,
+            Some("call") => Some(InstanceMode::Call),
+            Some("shared") => Some(InstanceMode::Shared),
+            _ => Some(InstanceMode::Session),
+        };
+        About { instance }
     }
 }
 

@@ -1,8 +1,10 @@
 //! What each tool and prompt that needs the client asks of it, round by round, and the
-//! result it ends with: one definition that both forms run. The 2025-11-25 form
-//! (scenarios_2026.rs) sends each round's questions as requests mid-call; the 2026-07-28
+//! result it ends with: one definition that every form runs. The conformance fixture
+//! (examples/conformance_server/, which includes this file) has two: its 2025-11-25 form
+//! (scenarios_2026.rs) sends each round's questions as requests mid-call; its 2026-07-28
 //! form (native.rs) answers `input_required` with them and reads `inputResponses` on the
-//! retry. Keys, questions and final texts are those of the suite's reference server.
+//! retry. The 0.2 plugin `conformance2` asks them through its `client` import (asks.rs).
+//! Keys, questions and final texts are those of the suite's reference server.
 
 use serde_json::{Map, Value, json};
 

@@ -412,7 +412,11 @@ fn a_new_rust_plugin_builds_as_it_is_and_answers_a_call() {
 /// A template's component served by the gateway with no operator config: `greet`, and
 /// the notes kept in the store across calls (each in a fresh instance, by default).
 fn serve_the_template(dir: TestDir, wasm: &str, prefix: &str) {
-    let mut client = crate::harness::Client::spawn(&["--plugin", wasm], dir);
+    // The store's default home (`$XDG_DATA_HOME/wasmgate`) in the test's folder: each run
+    // starts with no notes, and none are left in the user's home.
+    let data = dir.path.to_str().unwrap().to_owned();
+    let env = [("XDG_DATA_HOME", data.as_str())];
+    let mut client = crate::harness::Client::spawn_with_env(&["--plugin", wasm], dir, &env);
     client.initialize();
     // The first load compiles a language runtime: a client that listed the tools while
     // it compiles hears when they are there.

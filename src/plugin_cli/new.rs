@@ -54,7 +54,7 @@ const RUST_MIDDLEWARE: &[(&str, &str)] = &[
 /// Where a Rust project gets its copy of the SDK crate, which its Cargo.toml names by path.
 const SDK_DIR: &str = "wasmgate-plugin";
 
-/// The SDK crate's files, but its WITs (`PLUGIN_WIT`, `PLUGIN_WIT_02` and
+/// The SDK crate's files, but its WITs (`PLUGIN_WIT`, `PLUGIN_WIT_V2` and
 /// `MIDDLEWARE_WIT`, the same text by tests below).
 const SDK: &[(&str, &str)] = &[
     ("Cargo.toml", include_str!("../../sdk/rust/Cargo.toml")),
@@ -159,8 +159,16 @@ fn sdk_version() -> &'static str {
 /// The middleware world, which the SDK carries beside the plugin one.
 const MIDDLEWARE_WIT: &str = include_str!("../../wit/middleware/middleware.wit");
 
-/// The plugin world 0.2, which the SDK's plugins speak (0.1's `host` stays for middleware).
-const PLUGIN_WIT_02: &str = include_str!("../../wit/plugin-0.2/plugin.wit");
+/// The SDK module written beside a Python project's app.py, and a JavaScript one's app.js:
+/// copied as they are (no placeholders), so that a project carries the SDK it was made with.
+const PYTHON_SDK: (&str, &str) = (
+    "wasmgate_sdk.py",
+    include_str!("../../templates/plugin/python/wasmgate_sdk.py"),
+);
+const JS_SDK: (&str, &str) = (
+    "wasmgate.js",
+    include_str!("../../templates/plugin/js/wasmgate.js"),
+);
 
 const PYTHON: &[(&str, &str)] = &[
     (
@@ -284,14 +292,23 @@ pub fn create(name: &str, lang: Lang, kind: Kind, dir: &Path) -> Result<(), Stri
             write(&format!("{SDK_DIR}/wit/plugin.wit"), super::PLUGIN_WIT)?;
             write(
                 &format!("{SDK_DIR}/wit/plugin-0.2/plugin.wit"),
-                PLUGIN_WIT_02,
+                super::PLUGIN_WIT_V2,
             )?;
             write(
                 &format!("{SDK_DIR}/wit/middleware/middleware.wit"),
                 MIDDLEWARE_WIT,
             )
         }
-        Lang::Python | Lang::Js => write("wit/plugin.wit", super::PLUGIN_WIT),
+        Lang::Python | Lang::Js => {
+            let (path, text) = if lang == Lang::Python {
+                PYTHON_SDK
+            } else {
+                JS_SDK
+            };
+            write(path, text)?;
+            // Their SDKs speak 0.2.
+            write("wit/plugin.wit", super::PLUGIN_WIT_V2)
+        }
     }
 }
 
@@ -355,7 +372,8 @@ mod tests {
     #[test]
     fn the_sdk_carries_the_0_2_wit_this_binary_loads() {
         assert!(
-            include_str!("../../sdk/rust/wit/plugin-0.2/plugin.wit") == PLUGIN_WIT_02,
+            include_str!("../../sdk/rust/wit/plugin-0.2/plugin.wit")
+                == crate::plugin_cli::PLUGIN_WIT_V2,
             "sdk/rust/wit/plugin-0.2/plugin.wit differs from wit/plugin-0.2/plugin.wit: \
              cp wit/plugin-0.2/plugin.wit sdk/rust/wit/plugin-0.2/"
         );
@@ -443,6 +461,30 @@ mod tests {
         assert_eq!(release["codegen-units"].as_integer(), Some(1));
     }
 
+    /// Python and JavaScript projects carry their SDK and the 0.2 world it speaks.
+    #[test]
+    fn a_python_or_js_project_carries_its_sdk_and_the_0_2_wit() {
+        for (lang, app, sdk) in [
+            (Lang::Python, "app.py", PYTHON_SDK),
+            (Lang::Js, "app.js", JS_SDK),
+        ] {
+            let dir = std::env::temp_dir()
+                .join(format!("wasmgate-new-{lang:?}-sdk-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            create("my-notes", lang, Kind::Plugin, &dir).unwrap();
+            let wit = std::fs::read_to_string(dir.join("wit/plugin.wit")).unwrap();
+            assert!(wit.contains("package wasmgate:plugin@0.2.0;"), "{lang:?}");
+            assert_eq!(std::fs::read_to_string(dir.join(sdk.0)).unwrap(), sdk.1);
+            let app = std::fs::read_to_string(dir.join(app)).unwrap();
+            assert!(app.contains("`my-notes`") && !app.contains("{{"), "{app}");
+            assert!(
+                app.contains("notes_add") && app.contains("plugin.store"),
+                "{app}"
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
     #[test]
     fn a_project_is_written_with_the_wit_and_no_placeholder_left() {
         let dir = std::env::temp_dir().join(format!("wasmgate-new-{}", std::process::id()));
@@ -459,7 +501,7 @@ mod tests {
         );
         assert_eq!(
             std::fs::read_to_string(dir.join("wasmgate-plugin/wit/plugin-0.2/plugin.wit")).unwrap(),
-            PLUGIN_WIT_02
+            crate::plugin_cli::PLUGIN_WIT_V2
         );
         assert!(dir.join("wasmgate-plugin/src/tool.rs").is_file());
         assert!(

@@ -18,6 +18,7 @@ mod events;
 mod faults;
 mod front_bounds;
 mod fuzz;
+mod guest_sdks;
 mod hardening;
 mod http_front;
 mod input_required;

@@ -410,10 +410,62 @@ fn a_new_rust_plugin_builds_as_it_is_and_answers_a_call() {
     );
 }
 
+/// A template's component served by the gateway with no operator config: `greet`, and
+/// the notes kept in the store across calls (each in a fresh instance, by default).
+fn serve_the_template(dir: TestDir, wasm: &str, prefix: &str) {
+    // The store's default home (`$XDG_DATA_HOME/wasmgate`) in the test's folder: each run
+    // starts with no notes, and none are left in the user's home.
+    let data = dir.path.to_str().unwrap().to_owned();
+    let env = [("XDG_DATA_HOME", data.as_str())];
+    let mut client = crate::harness::Client::spawn_with_env(&["--plugin", wasm], dir, &env);
+    client.initialize();
+    // The first load compiles a language runtime: a client that listed the tools while
+    // it compiles hears when they are there.
+    let greet = format!("{prefix}__greet");
+    let listed = client.result("tools/list", serde_json::json!({}));
+    if !listed.to_string().contains(&greet) {
+        client.next_notification("notifications/tools/list_changed", BUILD_LIMIT);
+    }
+    let result = client.call(&greet, serde_json::json!({"name": "CI", "times": 2}));
+    assert_eq!(
+        result["content"][0]["text"], "Hello, CI!\nHello, CI!",
+        "{result}"
+    );
+    // Arguments off the schema the SDK derived are refused before the plugin runs.
+    let refused = client.call_invalid(&greet, serde_json::json!({"times": 2}));
+    assert!(refused.contains("name"), "{refused}");
+
+    let add = format!("{prefix}__notes_add");
+    for (text, count) in [("buy milk", 1), ("call Bob", 2)] {
+        let added = client.call(&add, serde_json::json!({ "text": text }));
+        assert_eq!(
+            added["structuredContent"],
+            serde_json::json!({"id": count, "count": count}),
+            "{added}"
+        );
+    }
+    let found = client.call(
+        &format!("{prefix}__notes_search"),
+        serde_json::json!({"query": "MILK"}),
+    );
+    assert_eq!(found["content"][0]["text"], r#"["buy milk"]"#, "{found}");
+
+    // The template `notes://{id}` reads the same store; an unknown note is not found.
+    let templates = client.result("resources/templates/list", serde_json::json!({}));
+    assert_eq!(
+        templates["resourceTemplates"][0]["uriTemplate"], "notes://{id}",
+        "{templates}"
+    );
+    let note = client.result("resources/read", serde_json::json!({"uri": "notes://2"}));
+    assert_eq!(note["contents"][0]["text"], "call Bob", "{note}");
+    let missing = client.error("resources/read", serde_json::json!({"uri": "notes://9"}));
+    assert_eq!(missing["code"], -32002, "{missing}");
+}
+
 /// componentize-py is in CI's test tools (target/test-tools/py/bin on PATH); without it
 /// the test says so and passes.
 #[test]
-fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
+fn a_new_python_plugin_builds_with_componentize_py_and_keeps_notes_in_the_store() {
     if on_path("componentize-py").is_none() {
         eprintln!("skipped: componentize-py is not on PATH");
         return;
@@ -427,7 +479,9 @@ fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
     .assert_exit(0);
     let build = run_cli(&["plugin", "build", "hello_py"], &dir.path, BUILD_LIMIT);
     build.assert_exit(0);
-    assert!(build.stdout.contains("greet"), "{}", build.stdout);
+    for said in ["greet", "notes_add", "wasmgate:plugin/plugin@0.2.0"] {
+        assert!(build.stdout.contains(said), "{said}: {}", build.stdout);
+    }
     let call = run_cli(
         &[
             "plugin",
@@ -441,13 +495,14 @@ fn a_new_python_plugin_builds_with_componentize_py_and_answers_a_call() {
     );
     call.assert_exit(0);
     assert!(call.stdout.contains("Hello, CI!"), "{}", call.stdout);
+    serve_the_template(dir, "hello_py/hello_py.wasm", "hello_py");
 }
 
 /// componentize-js is in CI's test tools (target/test-tools/js/node_modules/.bin on PATH);
 /// without it the test says so and passes. The component is served by the gateway and
 /// called by a client, as a plugin author's would be.
 #[test]
-fn a_new_js_plugin_builds_with_componentize_js_and_answers_a_client() {
+fn a_new_js_plugin_builds_with_componentize_js_and_keeps_notes_in_the_store() {
     if on_path("componentize-js").is_none() {
         eprintln!("skipped: componentize-js is not on PATH");
         return;
@@ -468,34 +523,14 @@ fn a_new_js_plugin_builds_with_componentize_js_and_answers_a_client() {
     );
     let build = run_cli(&["plugin", "build", "hello-js"], &dir.path, BUILD_LIMIT);
     build.assert_exit(0);
-    assert!(build.stdout.contains("greet"), "{}", build.stdout);
-    assert!(
-        build
-            .stdout
-            .contains("world:   wasmgate:plugin/plugin@0.1.0"),
-        "{}",
-        build.stdout
-    );
-
-    let mut client = crate::harness::Client::spawn(&["--plugin", "hello-js/hello_js.wasm"], dir);
-    client.initialize();
-    // The first load compiles a JavaScript engine: a client that listed the tools while
-    // it compiles hears when they are there.
-    let listed = client.result("tools/list", serde_json::json!({}));
-    if !listed.to_string().contains("hello_js__greet") {
-        client.next_notification("notifications/tools/list_changed", BUILD_LIMIT);
+    for said in [
+        "greet",
+        "notes_add",
+        "world:   wasmgate:plugin/plugin@0.2.0",
+    ] {
+        assert!(build.stdout.contains(said), "{said}: {}", build.stdout);
     }
-    let result = client.call(
-        "hello_js__greet",
-        serde_json::json!({"name": "CI", "times": 2}),
-    );
-    assert_eq!(
-        result["content"][0]["text"], "Hello, CI!\nHello, CI!",
-        "{result}"
-    );
-    // Arguments off the schema are refused before the JavaScript runs.
-    let refused = client.call_invalid("hello_js__greet", serde_json::json!({"times": 2}));
-    assert!(refused.contains("name"), "{refused}");
+    serve_the_template(dir, "hello-js/hello_js.wasm", "hello_js");
 }
 
 /// `wasmgate dev SOURCE`: a plugin project built and served; an edit of its source is

@@ -56,6 +56,11 @@ pub struct CallArgs {
     /// "arguments": {...}}, on one instance, printing one result per line.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["hook", "repeat"])]
     script: Option<PathBuf>,
+    /// What the command line answers a 0.2 plugin's elicitation (`elicitation/create`)
+    /// with: a JSON result such as '{"action": "accept", "content": {"name": "Ada"}}', or
+    /// @FILE to read it from a file. Without it the plugin hears that no client can answer.
+    #[arg(long, value_name = "JSON|@FILE")]
+    answer: Option<String>,
 }
 
 /// Runs `plugin call`; `settings` are the `--config KEY=VALUE` values.
@@ -69,6 +74,13 @@ pub async fn run(args: CallArgs, settings: Vec<String>) -> ExitCode {
         Ok(arguments) => arguments,
         Err(e) => {
             eprintln!("wasmgate: the arguments are not valid JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let answer = match args.answer.as_deref().map(read_answer).transpose() {
+        Ok(answer) => answer,
+        Err(e) => {
+            eprintln!("wasmgate: --answer {e}");
             return ExitCode::from(2);
         }
     };
@@ -103,7 +115,7 @@ pub async fn run(args: CallArgs, settings: Vec<String>) -> ExitCode {
     let caller = Caller {
         gateway: &gateway,
         prefix,
-        observer: Observer::new(),
+        observer: Observer::new(answer),
     };
     let code = match (args.tool.as_deref(), args.repeat, &args.script) {
         (Some(tool), None, _) => call_one(&caller, &args.file, tool, arguments, load_ms).await,
@@ -277,22 +289,45 @@ pub async fn call_once(
 pub(super) struct Observer {
     context: RequestContext,
     inbox: tokio::sync::Mutex<crate::pipe::outbox::Inbox>,
+    /// What it answers an elicitation with (`--answer`).
+    answer: Option<Value>,
+}
+
+/// `--answer`'s value: JSON text, or `@FILE` holding it; an elicitation result object.
+fn read_answer(text: &str) -> Result<Value, String> {
+    let text = match text.strip_prefix('@') {
+        Some(file) => std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?,
+        None => text.to_string(),
+    };
+    let answer: Value = serde_json::from_str(&text).map_err(|e| format!("is not JSON: {e}"))?;
+    match answer["action"].as_str() {
+        Some("accept" | "decline" | "cancel") => Ok(answer),
+        _ => Err(format!(
+            "must be an elicitation result with `action` accept, decline or cancel: {answer}"
+        )),
+    }
 }
 
 impl Observer {
-    fn new() -> Self {
+    fn new(answer: Option<Value>) -> Self {
         let (out, inbox) = outbox("command line");
         let peer = ClientPeer::new(out);
+        // It declares elicitation only when it has an answer to give.
+        let capabilities = match answer {
+            Some(_) => json!({"elicitation": {}}),
+            None => json!({}),
+        };
         // Log messages go to initialized sessions only: this one is, as a current client.
         let _ = peer.initialized(
             protocol::LATEST_VERSION,
-            json!({}),
+            capabilities,
             json!({"name": "wasmgate plugin call"}),
         );
         peer.set_log_level(0);
         Observer {
             context: once_context(peer),
             inbox: tokio::sync::Mutex::new(inbox),
+            answer,
         }
     }
 
@@ -307,18 +342,51 @@ impl Observer {
             "arguments": arguments,
             "_meta": {"progressToken": "command line"},
         });
-        let outcome = Router::new(gateway)
-            .dispatch(&self.context, methods::TOOLS_CALL, Some(params))
-            .await
-            .map(Reply::into_value);
         let mut notifications = Vec::new();
         let mut inbox = self.inbox.lock().await;
+        let router = Router::new(gateway);
+        let call = router.dispatch(&self.context, methods::TOOLS_CALL, Some(params));
+        let mut call = std::pin::pin!(call);
+        // What the call sends meanwhile: notifications to show, and its requests to the
+        // client, answered here (an elicitation with `--answer`, the rest refused).
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut call => break outcome.map(Reply::into_value),
+                Some(message) = inbox.recv() => {
+                    if let Ok(value) = serde_json::from_str::<Value>(&message.line) {
+                        self.take(value, &mut notifications);
+                    }
+                }
+            }
+        };
         while let Some(message) = inbox.try_recv() {
             if let Ok(value) = serde_json::from_str(&message.line) {
-                notifications.push(value);
+                self.take(value, &mut notifications);
             }
         }
         (outcome, notifications)
+    }
+
+    /// A message the call sent: a request is answered, the rest kept to show.
+    fn take(&self, message: Value, notifications: &mut Vec<Value>) {
+        let (Some(id), Some(method)) = (message.get("id"), message["method"].as_str()) else {
+            notifications.push(message);
+            return;
+        };
+        let answer = match (&self.answer, method) {
+            (Some(answer), methods::ELICITATION_CREATE) => {
+                eprintln!(
+                    "asked: {}",
+                    message["params"]["message"].as_str().unwrap_or_default()
+                );
+                Ok(answer.clone())
+            }
+            _ => Err(RpcError::new(
+                protocol::METHOD_NOT_FOUND,
+                format!("wasmgate plugin call does not answer {method}"),
+            )),
+        };
+        self.context.peer.client_answered(id, answer);
     }
 }
 

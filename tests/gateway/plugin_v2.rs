@@ -474,3 +474,41 @@ fn inspect_shows_what_a_0_2_plugin_serves_and_declares() {
         assert!(text.contains(line), "no {line:?} in:\n{text}");
     }
 }
+
+#[test]
+fn plugin_call_answers_an_elicitation_from_the_command_line() {
+    let dir = TestDir::new("plugin-call-answer");
+    let answer = dir.write(
+        "answer.json",
+        r#"{"action": "accept", "content": {"name": "File"}}"#,
+    );
+    let plugin = crate::harness::fixture_path("v2demo");
+    let run = |extra: &[&str]| {
+        let output = std::process::Command::new(wasmgate())
+            .args(["plugin", "call"])
+            .arg(&plugin)
+            .arg("ask")
+            .args(extra)
+            .env("XDG_DATA_HOME", dir.join("store"))
+            .output()
+            .expect("run plugin call");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), stdout, stderr)
+    };
+    let (code, stdout, stderr) = run(&[
+        "--answer",
+        r#"{"action": "accept", "content": {"name": "Ada"}}"#,
+    ]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Hello, Ada!"), "{stdout}");
+    assert!(stderr.contains("asked: Who are you?"), "{stderr}");
+    let from_file = format!("@{}", answer.display());
+    let (_, stdout, _) = run(&["--answer", &from_file]);
+    assert!(stdout.contains("Hello, File!"), "{stdout}");
+    let (_, stdout, _) = run(&[]);
+    assert!(stdout.contains("unsupported:"), "{stdout}");
+    let (code, _, stderr) = run(&["--answer", r#"{"name": "no action"}"#]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("must be an elicitation result"), "{stderr}");
+}

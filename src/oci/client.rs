@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
+use oci_client::errors::{DigestError, OciDistributionError};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 
@@ -99,11 +99,7 @@ impl Registry {
             .map_err(|e| registry_error(reference, e))?;
         let mut bytes = Vec::new();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| OciError::Registry {
-                reference: reference.to_string(),
-                error: e.to_string(),
-                unreachable: true,
-            })?;
+            let chunk = chunk.map_err(|e| stream_error(reference, e))?;
             if bytes.len() + chunk.len() > MAX_BLOB {
                 return Err(OciError::Layout {
                     reference: reference.to_string(),
@@ -122,6 +118,26 @@ impl Registry {
             });
         }
         Ok(bytes)
+    }
+}
+
+/// An error while a blob streams in: the client's own digest check (the bytes are not the
+/// layer's: refused as tampered, never stood in for by a cached copy), or the registry
+/// failing mid-stream.
+fn stream_error(reference: &OciRef, error: std::io::Error) -> OciError {
+    let digest = (error.get_ref()).and_then(|inner| inner.downcast_ref::<DigestError>());
+    match digest {
+        Some(DigestError::VerificationError { expected, actual }) => OciError::Digest {
+            reference: reference.to_string(),
+            what: "a layer",
+            expected: expected.clone(),
+            actual: actual.clone(),
+        },
+        _ => OciError::Registry {
+            reference: reference.to_string(),
+            error: error.to_string(),
+            unreachable: true,
+        },
     }
 }
 

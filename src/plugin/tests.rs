@@ -159,7 +159,7 @@ async fn loads_lists_and_calls_echo() {
             ..
         } => {
             assert_eq!(name, "echo");
-            assert_eq!(tools, 17);
+            assert_eq!(tools, 18);
             assert!(compile_ms.is_some(), "no cache configured: compiled");
         }
         other => panic!("{other:?}"),
@@ -804,7 +804,7 @@ async fn reconfigure_applies_only_what_changed() {
         events[0],
         PluginEvent::Reloaded {
             name: "echo".into(),
-            tools: 16,
+            tools: 17,
             compile_ms: None,
             total_ms: match &events[0] {
                 PluginEvent::Reloaded { total_ms, .. } => *total_ms,
@@ -950,7 +950,7 @@ async fn calls_during_reloads_never_fail() {
         replace(&plugin, &variant_of(ECHO, round));
         match next_event(&mut rx).await {
             PluginEvent::Reloaded { name, tools, .. } => {
-                assert_eq!((name.as_str(), tools), ("echo", 17))
+                assert_eq!((name.as_str(), tools), ("echo", 18))
             }
             other => panic!("{other:?}"),
         }

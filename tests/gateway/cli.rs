@@ -144,8 +144,11 @@ fn wit_prints_the_plugin_wit() {
     let dir = TestDir::new("cli");
     let out = run_cli(&["wit"], &dir.path, LIMIT);
     assert!(out.status.success(), "{}", out.stderr);
-    let file = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/wit/plugin.wit"))
-        .expect("wit/plugin.wit");
+    let file = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/wit/plugin-0.2/plugin.wit"
+    ))
+    .expect("wit/plugin-0.2/plugin.wit");
     assert_eq!(out.stdout, file);
     assert!(
         out.stdout.contains("package wasmgate:plugin@"),

@@ -215,12 +215,9 @@ fn a_pushed_plugin_serves_by_digest_and_from_the_cache_when_the_registry_is_down
     let result = call_ok(&mut tagged, "p__echo", json!({"text": "offline"}));
     assert_eq!(result["content"][0]["text"], "offline");
     let event = wait_event(&mut tagged, "plugin.pull_failed", "p");
-    assert_eq!(event["fields"]["serving"], digest_of(&pushed), "{event}");
+    assert_eq!(event["serving"], digest_of(&pushed), "{event}");
     assert!(
-        event["fields"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("registry error"),
+        event["error"].as_str().unwrap().contains("registry error"),
         "{event}"
     );
 }
@@ -266,7 +263,7 @@ fn a_tampered_blob_is_refused() {
 
     let mut client = gateway(&registry, &pushed, "", &work.join("cache"));
     let event = wait_event(&mut client, "plugin.load_failed", "p");
-    let error = event["fields"]["error"].as_str().unwrap();
+    let error = event["error"].as_str().unwrap();
     assert!(
         error.contains("refused as tampered") && error.contains(&layer),
         "{error}"
@@ -347,7 +344,7 @@ fn a_signature_must_verify_with_the_configured_key() {
     ] {
         let mut client = gateway(&registry, source, &key(who), &work.join(cache));
         let event = wait_event(&mut client, "plugin.load_failed", "p");
-        let error = event["fields"]["error"].as_str().unwrap();
+        let error = event["error"].as_str().unwrap();
         assert!(
             error.contains("signature refused") && error.contains(reason),
             "{error}"

@@ -90,7 +90,7 @@ fn plugin_tools_are_listed_under_the_plugin_name_and_called() {
     let status = backend(&mut client, "echo");
     assert_eq!(status["kind"], "wasm", "{status}");
     assert_eq!(status["status"], "ready", "{status}");
-    assert_eq!(status["tool_count"].as_u64(), Some(17), "{status}");
+    assert_eq!(status["tool_count"].as_u64(), Some(18), "{status}");
     assert_eq!(status["limits"]["calls_at_once"], 32, "{status}");
 }
 

@@ -285,7 +285,7 @@ fn a_plugins_namespace_and_tool_filter_apply() {
     );
     let error = client.call_error("e__fail", json!({}));
     assert_eq!(error["code"], -32602, "a filtered tool was called: {error}");
-    assert_eq!(backend(&mut client, "echo")["tool_count"], 15);
+    assert_eq!(backend(&mut client, "echo")["tool_count"], 16);
 }
 
 // ---- 7. reloads under load ----

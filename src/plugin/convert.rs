@@ -437,6 +437,11 @@ fn resource_to_mcp(resource: EmbeddedResource) -> Result<Value, String> {
 
 pub use crate::protocol::{Reply, error_result};
 
+/// Binary data as MCP carries it.
+pub fn base64(data: &[u8]) -> String {
+    BASE64.encode(data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,9 +637,4 @@ mod tests {
             assert!(text.contains(words), "{text}");
         }
     }
-}
-
-/// Binary data as MCP carries it.
-pub fn base64(data: &[u8]) -> String {
-    BASE64.encode(data)
 }

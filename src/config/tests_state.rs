@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::*;
+use super::{Config, ConfigError, InstanceMode, StoreScope, from_toml_str, load};
 use crate::test_support::TempDir;
 
 fn with_env(

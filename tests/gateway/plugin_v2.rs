@@ -239,7 +239,13 @@ fn a_cancelled_0_2_call_sees_its_cancellation() {
         "tools/call",
         json!({"name": "v2demo__wait_for_cancel", "arguments": {}}),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Cancelled once the plugin is in its loop, not before it started.
+    crate::harness::eventually(LOAD_TIMEOUT, "the plugin to start waiting", || {
+        client
+            .stderr()
+            .contains("waiting for the cancellation")
+            .then_some(())
+    });
     client.notify(
         "notifications/cancelled",
         json!({"requestId": id, "reason": "enough"}),

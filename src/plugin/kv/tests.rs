@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
-use super::*;
+use super::{KvError, KvStores, MAX_KEY, effective_instance, file, scope_for};
 use crate::config::InstanceMode;
 
 fn stores(dir: &std::path::Path) -> KvStores {

@@ -197,6 +197,7 @@ impl tool::Guest for Demo {
                 text(reply, value.unwrap_or_else(|| "(none)".into()))
             }
             "wait_for_cancel" => {
+                host::log(host::Level::Warning, "waiting for the cancellation");
                 while !host::cancelled() {
                     std::hint::spin_loop();
                 }

@@ -293,9 +293,11 @@ async fn serve(
             // `bind` has checked what serving needs (TLS files included), so this is true.
             eprintln!("wasmgate: listening on {}", listener.url());
             tokio::spawn(warn_empty_profiles(gateway.clone()));
+            tokio::spawn(log_served(gateway.clone(), true));
             listener.serve(signal).await?;
         }
         None => {
+            tokio::spawn(log_served(gateway.clone(), false));
             let (input, output) = crate::transport::stdio::std_streams();
             crate::transport::stdio::serve(gateway.clone(), input, output, signal)
                 .await
@@ -303,7 +305,50 @@ async fn serve(
         }
     }
     gateway.shutdown().await;
+    tracing::info!("shutdown finished: servers stopped, plugins unloaded");
     Ok(())
+}
+
+/// Once the servers and plugins have started: what this gateway serves, in one log line
+/// an operator can check a deployment against (names only, never a token).
+async fn log_served(gateway: Arc<Gateway>, http: bool) {
+    gateway.wait_for_startup().await;
+    gateway.wait_for_plugins().await;
+    let config = gateway.config.load();
+    let names = |names: Vec<String>| {
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let servers = gateway
+        .servers()
+        .iter()
+        .map(|b| format!("{} ({})", b.name(), b.state().as_str()))
+        .collect();
+    let plugins = gateway
+        .plugin_host()
+        .map(|host| host.plugins().into_iter().map(|p| p.name).collect())
+        .unwrap_or_default();
+    let profiles = config.profiles.keys().cloned().collect();
+    if http {
+        let tokens = config.http.tokens.iter().map(|t| t.name.clone()).collect();
+        tracing::info!(
+            servers = %names(servers),
+            plugins = %names(plugins),
+            profiles = %names(profiles),
+            tokens = %names(tokens),
+            "serving"
+        );
+    } else {
+        tracing::info!(
+            servers = %names(servers),
+            plugins = %names(plugins),
+            profiles = %names(profiles),
+            "serving over stdio"
+        );
+    }
 }
 
 /// Once the backends have started, a profile whose globs match nothing served, or that

@@ -139,8 +139,20 @@ impl Router<'_> {
             Ok(reply) => (Status::Failure, reply.first_text()),
             Err(e) => (Status::Failure, Some(e.message.clone())),
         };
-        if let Some(record) = record {
-            record.end(status, error);
+        match record {
+            Some(record) => record.end(status, error),
+            // Not an event (a client polling `get_events` would fill the log with its own
+            // polls), but counted in the metrics like any other tool.
+            None => crate::telemetry::metrics::tool_call(
+                &name,
+                "gateway",
+                if status == Status::Success {
+                    "success"
+                } else {
+                    "error"
+                },
+                started.elapsed().as_secs_f64(),
+            ),
         }
         tracing::debug!(tool = %name, server = %server, elapsed_us = started.elapsed().as_micros() as u64, "tools/call");
         outcome

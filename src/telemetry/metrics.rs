@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
@@ -24,9 +24,59 @@ pub fn install() -> bool {
                 .build_recorder();
             let handle = recorder.handle();
             metrics::set_global_recorder(recorder).ok()?;
+            describe();
             Some(handle)
         })
         .is_some()
+}
+
+/// The `# HELP` line of every metric (a scraper shows it beside the name).
+fn describe() {
+    describe_counter!(
+        "wasmgate_http_requests_total",
+        "HTTP requests to the front, by method, path, status and the name of the token presented"
+    );
+    describe_gauge!(
+        "wasmgate_sessions_open",
+        "MCP sessions open on the HTTP front"
+    );
+    describe_counter!(
+        "wasmgate_mcp_requests_total",
+        "MCP requests from clients over HTTP, by method (\"other\" for any method not in the MCP specification)"
+    );
+    describe_counter!(
+        "wasmgate_tool_calls_total",
+        "Tool calls, by tool, backend (\"gateway\" for the built-in tools) and outcome"
+    );
+    describe_histogram!(
+        "wasmgate_tool_call_seconds",
+        metrics::Unit::Seconds,
+        "Time from a tool call's arrival to its result, by backend"
+    );
+    describe_counter!(
+        "wasmgate_events_total",
+        "Events recorded (see get_events), by kind"
+    );
+    describe_counter!(
+        "wasmgate_events_dropped_total",
+        "Events not written to the event file because its writer fell behind"
+    );
+    describe_counter!(
+        "wasmgate_client_messages_dropped_total",
+        "Messages to a client dropped because it did not read its stream"
+    );
+    describe_gauge!(
+        "wasmgate_backend_state",
+        "1 for the state each server and plugin is in (starting, ready, restarting, failed, stopped), 0 for the others"
+    );
+    describe_gauge!(
+        "wasmgate_backend_restarts",
+        "Restarts of each server since the gateway started"
+    );
+    describe_counter!(
+        "wasmgate_server_notifications_dropped_total",
+        "Notifications to a remote server dropped because its queue was full"
+    );
 }
 
 /// Folds the histograms' recent samples into their buckets: without it, samples pile up
@@ -46,10 +96,16 @@ pub fn render() -> String {
         .unwrap_or_default()
 }
 
-/// Labels are static strings: no allocation per request.
-pub fn http_request(method: &'static str, path: &'static str, status: &'static str) {
-    counter!("wasmgate_http_requests_total", "method" => method, "path" => path, "status" => status)
-        .increment(1);
+/// By the name of the token presented, when one was: a configured name, so the label's
+/// values are as few as the tokens.
+pub fn http_request(method: &'static str, path: &'static str, status: &'static str, token: &str) {
+    if token.is_empty() {
+        counter!("wasmgate_http_requests_total", "method" => method, "path" => path, "status" => status)
+            .increment(1);
+    } else {
+        counter!("wasmgate_http_requests_total", "method" => method, "path" => path, "status" => status, "token" => token.to_string())
+            .increment(1);
+    }
 }
 
 pub fn sessions_open(count: usize) {
@@ -73,6 +129,8 @@ pub fn mcp_request(method: &str) {
         RESOURCES_UNSUBSCRIBE,
         COMPLETION_COMPLETE,
         LOGGING_SET_LEVEL,
+        crate::protocol::modern::DISCOVER,
+        crate::protocol::modern::LISTEN,
     ];
     let label = known.into_iter().find(|m| *m == method).unwrap_or("other");
     counter!("wasmgate_mcp_requests_total", "method" => label).increment(1);
@@ -96,12 +154,16 @@ pub fn messages_dropped() {
     counter!("wasmgate_client_messages_dropped_total").increment(1);
 }
 
-/// A backend's state (1 for the one it is in) and restarts, set when `/metrics` is read.
-pub fn backend(name: &str, state: &'static str, restarts: u32) {
+/// A server's or plugin's state (1 for the one it is in), set when `/metrics` is read.
+pub fn backend(name: &str, state: &'static str) {
     for each in ["starting", "ready", "restarting", "failed", "stopped"] {
         gauge!("wasmgate_backend_state", "backend" => name.to_string(), "state" => each)
             .set(if each == state { 1.0 } else { 0.0 });
     }
+}
+
+/// A server's restarts, set when `/metrics` is read.
+pub fn backend_restarts(name: &str, restarts: u32) {
     gauge!("wasmgate_backend_restarts", "backend" => name.to_string()).set(restarts as f64);
 }
 

@@ -268,11 +268,24 @@ async fn ready(State(front): State<Arc<Front>>) -> (StatusCode, String) {
 
 async fn metrics(State(front): State<Arc<Front>>) -> Response {
     for backend in front.gateway.servers() {
-        crate::telemetry::metrics::backend(
-            backend.name(),
-            backend.state().as_str(),
-            backend.restarts(),
-        );
+        crate::telemetry::metrics::backend(backend.name(), backend.state().as_str());
+        crate::telemetry::metrics::backend_restarts(backend.name(), backend.restarts());
+    }
+    if let Some(host) = front.gateway.plugin_host() {
+        // Bundled plugins and middleware too; a plugin loading again stays "ready".
+        let mut states = std::collections::BTreeMap::new();
+        for (name, _) in host.loading_plugins() {
+            states.insert(name, "starting");
+        }
+        for plugin in host.plugins() {
+            states.insert(plugin.name, "ready");
+        }
+        for failed in host.failed_plugins() {
+            states.insert(failed.name, "failed");
+        }
+        for (name, state) in states {
+            crate::telemetry::metrics::backend(&name, state);
+        }
     }
     crate::telemetry::metrics::sessions_open(front.sessions.len());
     let body = crate::telemetry::metrics::render();

@@ -31,6 +31,7 @@ mod middleware_sdk;
 mod modern_front;
 mod notifications;
 mod oci;
+mod operator_metrics;
 mod param_headers;
 mod plugin_author;
 mod plugin_cli;

@@ -41,14 +41,16 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
         .get::<ConnectInfo<super::connections::Remote>>()
         .map(|c| c.0.0.to_string())
         .unwrap_or_default();
-    let response = match check(&front, &request, path, remote) {
+    let (response, token) = match check(&front, &request, path, remote) {
         Ok(caller) => {
+            let token = caller.token.clone().unwrap_or_default();
             request.extensions_mut().insert(caller);
-            next.run(request).await
+            (next.run(request).await, token)
         }
-        Err(refused) => refused,
+        Err(refused) => (refused, String::new()),
     };
-    crate::telemetry::metrics::http_request(method, path, status_label(response.status()));
+    let status = status_label(response.status());
+    crate::telemetry::metrics::http_request(method, path, status, &token);
     response
 }
 

@@ -67,3 +67,7 @@ if [ "$bench_nice" != 0 ] && nice -n "$bench_nice" true 2>/dev/null; then
   priority=(nice -n "$bench_nice")
 fi
 WASMGATE_BENCH_SPIN=${#spinners[@]} "${priority[@]}" cargo bench --bench "$bench" -- "$@"
+# The README's plot (docs/bench.svg), from the results of the calls and http sections.
+if [ "$bench" = gateway ]; then
+  python3 scripts/plot.py
+fi

@@ -38,6 +38,11 @@ impl Conn {
 
     /// A connection whose requests name protocol `version` in `MCP-Protocol-Version`.
     pub(crate) async fn open_as(addr: SocketAddr, version: &str) -> Result<Conn> {
+        Conn::open_at(addr, version, "/mcp").await
+    }
+
+    /// [`Self::open_as`] for an endpoint at `path` (a peer may serve MCP elsewhere).
+    pub(crate) async fn open_at(addr: SocketAddr, version: &str, path: &str) -> Result<Conn> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
@@ -47,7 +52,7 @@ impl Conn {
             reader: BufReader::new(read),
             writer,
             head: format!(
-                "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: {version}\r\n"
+                "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: {version}\r\n"
             ),
             line: String::new(),
             body: Vec::new(),
@@ -130,8 +135,8 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    async fn open(addr: SocketAddr) -> Result<Session> {
-        let mut conn = Conn::open(addr).await?;
+    async fn open(addr: SocketAddr, path: &str) -> Result<Session> {
+        let mut conn = Conn::open_at(addr, PROTOCOL_VERSION, path).await?;
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
             "clientInfo": {"name": "bench", "version": "1"}}});
@@ -186,6 +191,8 @@ pub(crate) struct HttpTarget {
     pub(crate) name: &'static str,
     tool: &'static str,
     pub(crate) addr: SocketAddr,
+    /// Where it serves MCP: `/mcp`, or a peer's own path.
+    path: &'static str,
     child: tokio::process::Child,
     one: Session,
 }
@@ -231,13 +238,61 @@ impl HttpTarget {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        let mut one = Session::open(addr).await?;
-        // The plugin may still be loading: the first call waits for it.
-        one.calls(tool, 1).await?;
+        HttpTarget::ready(name, tool, addr, "/mcp", child).await
+    }
+
+    /// Starts `program`, which listens on `addr` at `path` (a peer that does not print
+    /// the address it binds), and waits until it answers a call.
+    pub(crate) async fn start_at(
+        name: &'static str,
+        tool: &'static str,
+        program: &Path,
+        args: &[&str],
+        (addr, path): (SocketAddr, &'static str),
+        scratch: &Path,
+    ) -> Result<HttpTarget> {
+        let log = std::fs::File::create(scratch.join(format!("{name}.log")))
+            .map_err(|e| e.to_string())?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", program.display()))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(addr).await.is_err() {
+            if Instant::now() > deadline || child.try_wait().ok().flatten().is_some() {
+                return Err(format!("{name} did not listen on {addr}"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        HttpTarget::ready(name, tool, addr, path, child).await
+    }
+
+    async fn ready(
+        name: &'static str,
+        tool: &'static str,
+        addr: SocketAddr,
+        path: &'static str,
+        child: tokio::process::Child,
+    ) -> Result<HttpTarget> {
+        // The plugin (or a peer's backend) may still be starting: the first call waits.
+        let mut one = Session::open(addr, path).await?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(error) = one.calls(tool, 1).await {
+            if Instant::now() > deadline {
+                return Err(format!("{name}: {error}"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         Ok(HttpTarget {
             name,
             tool,
             addr,
+            path,
             child,
             one,
         })
@@ -267,7 +322,7 @@ impl HttpTarget {
         calls: usize,
     ) -> Result<Run> {
         while sessions.len() < count {
-            sessions.push(Session::open(self.addr).await?);
+            sessions.push(Session::open(self.addr, self.path).await?);
         }
         let before = self.pid().and_then(cpu_ticks);
         let started = Instant::now();
@@ -376,6 +431,10 @@ pub async fn bench(
         )
         .await?,
     );
+    // Peers installed by scripts/peers.sh, measured beside the gateway when present.
+    if let Some(peer) = crate::peers::mcp_proxy(paths, scratch).await? {
+        http.push(peer);
+    }
     // An A/B of the runtime: the same gateway on one thread (`[http] threads = 1`).
     if std::env::var_os("WASMGATE_BENCH_HTTP_1T").is_some() {
         let one = scratch.join("gw-http-1t.toml");

@@ -58,6 +58,7 @@ mod eras;
 mod http;
 mod instances;
 mod middleware;
+mod peers;
 mod pipe;
 mod python;
 mod reload;

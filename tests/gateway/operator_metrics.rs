@@ -95,3 +95,49 @@ use = "redact"
     );
     log_line(&gateway, "shutdown finished");
 }
+
+/// The official Python SDK's client in `auto` mode probes the protocol version first
+/// (`server/discover`): the gateway answers it, so the metrics show no client error for
+/// it, and count it under its own method.
+#[test]
+fn an_sdk_version_probe_is_not_a_client_error() {
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let gateway = HttpGateway::start(&with_example(""), &[]);
+    let script = r#"
+import asyncio, sys
+from mcp.client.client import Client
+async def main():
+    async with Client(sys.argv[1], mode="auto") as client:
+        tools = await client.list_tools()
+        print(len(tools.tools))
+asyncio.run(main())
+"#;
+    let out = std::process::Command::new(python)
+        .args(["-c", script, &gateway.url("/mcp")])
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metrics = runtime().block_on(async {
+        gateway
+            .connect()
+            .await
+            .request("GET", "/metrics", &[], "")
+            .await
+    });
+    let body = &metrics.body;
+    assert!(
+        body.contains(r#"wasmgate_mcp_requests_total{method="server/discover"}"#),
+        "{body}"
+    );
+    let client_errors: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("wasmgate_http_requests_total") && l.contains("status=\"4"))
+        .collect();
+    assert!(client_errors.is_empty(), "{client_errors:?}");
+}

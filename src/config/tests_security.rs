@@ -286,8 +286,14 @@ profiles = ["eng"]
     assert_eq!(oauth.claim, "sub");
     assert_eq!(oauth.rules[0].profiles, ["eng"]);
     let summary = config.summary();
-    assert!(summary.contains("oauth: issuer https://login.example.com"), "{summary}");
-    assert!(summary.contains("groups = \"eng\": profiles eng"), "{summary}");
+    assert!(
+        summary.contains("oauth: issuer https://login.example.com"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("groups = \"eng\": profiles eng"),
+        "{summary}"
+    );
     assert!(!summary.contains("very-secret-value"), "{summary}");
     assert!(!format!("{config:?}").contains("very-secret-value"));
 
@@ -303,5 +309,8 @@ profiles = ["nope"]
     let found = errors(bad, &dir, &[]);
     assert_eq!(found.len(), 2, "{found:#?}");
     assert!(found[0].contains("is not an https URL"), "{found:#?}");
-    assert!(found[1].contains("profile `nope`, which is not defined"), "{found:#?}");
+    assert!(
+        found[1].contains("profile `nope`, which is not defined"),
+        "{found:#?}"
+    );
 }

@@ -133,7 +133,22 @@ fn check(
         ));
     }
     let token = match authenticate(front, headers, profile.as_deref(), oauth)? {
-        Some(Who::Principal(principal)) => return admit(front, principal, profile, path, remote),
+        Some(Who::Principal(principal)) => {
+            let (name, operator) =
+                admit(front, principal, profile.as_deref(), path).map_err(|refusal| {
+                    let oauth = front
+                        .oauth
+                        .as_ref()
+                        .expect("a principal comes from [http.oauth]");
+                    oauth.refuse(&refusal, profile.as_deref())
+                })?;
+            return Ok(Caller {
+                profile,
+                token: Some(name),
+                operator,
+                remote,
+            });
+        }
         Some(Who::Token(name)) => Some(name),
         None => None,
     };
@@ -284,25 +299,18 @@ fn authenticate(
     Err(response)
 }
 
-/// An OAuth principal on `path`: the operator for `/metrics`, its rules' profiles elsewhere.
+/// An OAuth principal on `path`: the operator for `/metrics`, its rules' profiles
+/// elsewhere. Its name and whether it is the operator.
 fn admit(
     front: &Front,
     principal: Principal,
-    profile: Option<String>,
+    profile: Option<&str>,
     path: &str,
-    remote: String,
-) -> Result<Caller, Response> {
-    let refuse = |refusal: Refusal| {
-        let oauth = front
-            .oauth
-            .as_ref()
-            .expect("a principal comes from [http.oauth]");
-        Err(oauth.refuse(&refusal, profile.as_deref()))
-    };
+) -> Result<(String, bool), Refusal> {
     // Sessions, the store and events know a principal by name: a static token's name
     // taken by a token of the issuer would be that token.
     if front.config.tokens.iter().any(|t| t.name == principal.name) {
-        return refuse(Refusal::Invalid(format!(
+        return Err(Refusal::Invalid(format!(
             "its principal `{}` is the name of a static token",
             principal.name
         )));
@@ -310,9 +318,9 @@ fn admit(
     let allowed = match path {
         "/metrics" => principal.operator,
         "/messages" => true,
-        _ => match (&principal.profiles, &profile) {
+        _ => match (&principal.profiles, profile) {
             (None, _) => true,
-            (Some(profiles), Some(p)) => profiles.contains(p),
+            (Some(profiles), Some(p)) => profiles.iter().any(|q| q == p),
             (Some(_), None) => false,
         },
     };
@@ -323,17 +331,12 @@ fn admit(
             Some(list) => format!("only the profiles {}", list.join(", ")),
             None => "every profile".to_string(),
         };
-        return refuse(Refusal::Forbidden(format!(
+        return Err(Refusal::Forbidden(format!(
             "principal `{}` may use {may}",
             principal.name
         )));
     }
-    Ok(Caller {
-        profile,
-        token: Some(principal.name),
-        operator: principal.operator,
-        remote,
-    })
+    Ok((principal.name, principal.operator))
 }
 
 /// The host part of `Host` (without the port).

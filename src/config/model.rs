@@ -90,6 +90,70 @@ pub struct HttpConfig {
     /// Certificate chain and key (PEM) for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
     pub replicas: Option<Replicas>,
+    /// `[http.oauth]`: bearer tokens from an authorization server, beside `tokens`.
+    pub oauth: Option<Arc<OauthFront>>,
+}
+
+/// `[http.oauth]`, validated.
+#[derive(Clone)]
+pub struct OauthFront {
+    /// The authorization server's issuer URL, as its tokens' `iss` says.
+    pub issuer: String,
+    /// The gateway's public base URL, without a trailing `/`.
+    pub resource: String,
+    pub jwks_uri: Option<String>,
+    pub introspection: Option<OauthIntrospection>,
+    /// Scopes every token must carry.
+    pub scopes: Vec<String>,
+    /// A scope that makes the principal the operator.
+    pub operator_scope: Option<String>,
+    pub ca_file: Option<PathBuf>,
+    /// The claim that names the principal.
+    pub claim: String,
+    pub jwks_refresh: Duration,
+    pub rules: Vec<OauthRule>,
+}
+
+impl std::fmt::Debug for OauthFront {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OauthFront")
+            .field("issuer", &self.issuer)
+            .field("resource", &self.resource)
+            .field("jwks_uri", &self.jwks_uri)
+            .field("introspection", &self.introspection)
+            .field("scopes", &self.scopes)
+            .field("operator_scope", &self.operator_scope)
+            .field("claim", &self.claim)
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
+}
+
+/// RFC 7662 introspection: the endpoint and the gateway's client credentials.
+#[derive(Clone)]
+pub struct OauthIntrospection {
+    pub endpoint: String,
+    pub client_id: String,
+    pub client_secret: String,
+}
+
+impl std::fmt::Debug for OauthIntrospection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OauthIntrospection")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A token whose `claim` is (or, for a list, holds) `value` gets `profiles` (empty: all)
+/// and, with `operator`, the operator's access.
+#[derive(Clone, Debug)]
+pub struct OauthRule {
+    pub claim: String,
+    pub value: String,
+    pub profiles: Vec<String>,
+    pub operator: bool,
 }
 
 /// `[http.replicas]`: the other gateways serving the same clients, which a 2026-07-28
@@ -134,6 +198,7 @@ impl Default for HttpConfig {
             threads: None,
             tls: None,
             replicas: None,
+            oauth: None,
         }
     }
 }

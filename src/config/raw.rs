@@ -51,6 +51,46 @@ pub struct Http {
     pub tls_cert: Option<String>,
     pub tls_key: Option<String>,
     pub replicas: Option<Replicas>,
+    pub oauth: Option<HttpOauth>,
+}
+
+/// `[http.oauth]`: the front as an OAuth 2.1 resource server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpOauth {
+    pub issuer: String,
+    pub resource: String,
+    pub jwks_uri: Option<String>,
+    pub introspection: Option<OauthIntrospection>,
+    pub scopes: Option<Vec<String>>,
+    pub operator_scope: Option<String>,
+    pub ca_file: Option<String>,
+    /// The claim that names the principal (default "sub").
+    pub claim: Option<String>,
+    /// Shortest time between two JWKS fetches for an unknown `kid` (default 30 s).
+    pub jwks_refresh: Option<Grace>,
+    #[serde(default)]
+    pub rules: Vec<OauthRule>,
+}
+
+/// `[http.oauth.introspection]`: RFC 7662 for tokens that are not JWTs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OauthIntrospection {
+    pub endpoint: String,
+    pub client_id: String,
+    pub client_secret: String,
+}
+
+/// `[[http.oauth.rules]]`: a claim value that grants profiles or the operator.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OauthRule {
+    pub claim: String,
+    pub value: String,
+    #[serde(default)]
+    pub profiles: Vec<String>,
+    pub operator: Option<bool>,
 }
 
 /// `[http.replicas]`: this gateway is one of several behind a load balancer.

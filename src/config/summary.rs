@@ -19,7 +19,11 @@ impl Config {
     /// `[http]` and `[profiles]`, when set: token names only, never the tokens.
     fn write_http(&self, out: &mut String) -> std::fmt::Result {
         let h = &self.http;
-        if h.listen.is_none() && h.tokens.is_empty() && self.profiles.is_empty() {
+        if h.listen.is_none()
+            && h.tokens.is_empty()
+            && h.oauth.is_none()
+            && self.profiles.is_empty()
+        {
             return Ok(());
         }
         writeln!(out, "http:")?;
@@ -46,6 +50,36 @@ impl Config {
                 "  tokens: none (loopback only, unless allow_unauthenticated)"
             )?,
             false => writeln!(out, "  tokens: {}", tokens.join(", "))?,
+        }
+        if let Some(o) = &h.oauth {
+            // Never the introspection secret: the client id says which one is used.
+            writeln!(
+                out,
+                "  oauth: issuer {}, resource {}/mcp, scopes {}, principal from `{}`",
+                o.issuer,
+                o.resource,
+                o.scopes.join(" "),
+                o.claim
+            )?;
+            if let Some(i) = &o.introspection {
+                writeln!(
+                    out,
+                    "    introspection at {} as client {}",
+                    i.endpoint, i.client_id
+                )?;
+            }
+            for r in &o.rules {
+                let profiles = match r.profiles.is_empty() {
+                    true => "every profile".to_string(),
+                    false => format!("profiles {}", r.profiles.join(", ")),
+                };
+                let operator = if r.operator { ", operator" } else { "" };
+                writeln!(
+                    out,
+                    "    {} = \"{}\": {profiles}{operator}",
+                    r.claim, r.value
+                )?;
+            }
         }
         for profile in self.profiles.values() {
             self.write_profile(out, profile)?;

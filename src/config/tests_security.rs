@@ -262,3 +262,55 @@ fn replicas_need_a_long_shared_key_and_other_replicas_urls() {
     let unnamed = errors(&table("a b", "good.key", ""), &dir, &[]).join("\n");
     assert!(unnamed.contains("not plain"), "{unnamed}");
 }
+
+#[test]
+fn oauth_is_validated_and_its_secret_never_shown() {
+    let dir = TempDir::new("wasmgate-sec-");
+    let text = r#"
+[profiles.eng]
+tools = ["*"]
+[http.oauth]
+issuer = "https://login.example.com"
+resource = "https://mcp.example.com/"
+introspection = { endpoint = "https://login.example.com/introspect", client_id = "gw", client_secret = "${INTRO_SECRET}" }
+operator_scope = "admin"
+[[http.oauth.rules]]
+claim = "groups"
+value = "eng"
+profiles = ["eng"]
+"#;
+    let config = load(text, &dir, &[("INTRO_SECRET", "very-secret-value")]).unwrap();
+    let oauth = config.http.oauth.as_deref().unwrap();
+    assert_eq!(oauth.resource, "https://mcp.example.com");
+    assert_eq!(oauth.scopes, ["mcp"]);
+    assert_eq!(oauth.claim, "sub");
+    assert_eq!(oauth.rules[0].profiles, ["eng"]);
+    let summary = config.summary();
+    assert!(
+        summary.contains("oauth: issuer https://login.example.com"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("groups = \"eng\": profiles eng"),
+        "{summary}"
+    );
+    assert!(!summary.contains("very-secret-value"), "{summary}");
+    assert!(!format!("{config:?}").contains("very-secret-value"));
+
+    let bad = r#"
+[http.oauth]
+issuer = "http://login.example.com"
+resource = "https://mcp.example.com"
+[[http.oauth.rules]]
+claim = "groups"
+value = "x"
+profiles = ["nope"]
+"#;
+    let found = errors(bad, &dir, &[]);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[0].contains("is not an https URL"), "{found:#?}");
+    assert!(
+        found[1].contains("profile `nope`, which is not defined"),
+        "{found:#?}"
+    );
+}

@@ -16,6 +16,7 @@ use crate::names::{namespace_for, valid_namespace};
 mod expand;
 mod http;
 mod middleware;
+mod oauth;
 mod plugins;
 mod profiles;
 mod servers;

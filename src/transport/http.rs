@@ -6,6 +6,7 @@ mod connections;
 mod forward;
 mod guard;
 mod legacy;
+mod oauth;
 mod param_headers;
 mod respond;
 mod sessions;
@@ -38,6 +39,8 @@ pub struct Front {
     pub config: HttpConfig,
     /// The address bound, for the default `Host` allow-list and `gateway_status`.
     pub local: SocketAddr,
+    /// `[http.oauth]`: access tokens from an authorization server.
+    pub oauth: Option<oauth::Oauth>,
 }
 
 /// Who is asking, as the guard found: the profile of the path, the token's name, the address.
@@ -75,7 +78,11 @@ impl Listener {
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let local = listener.local_addr()?;
-        if !local.ip().is_loopback() && config.tokens.is_empty() && !config.allow_unauthenticated {
+        if !local.ip().is_loopback()
+            && config.tokens.is_empty()
+            && config.oauth.is_none()
+            && !config.allow_unauthenticated
+        {
             bail!(
                 "refusing to serve {local} without a token: anyone who reaches it could call every tool. \
                  Set [http] tokens (or WASMGATE_TOKEN), or allow_unauthenticated = true behind a proxy that authenticates"
@@ -87,6 +94,10 @@ impl Listener {
         };
         crate::telemetry::metrics::install();
         let sessions = Sessions::new(&config);
+        let oauth = (config.oauth.clone())
+            .map(oauth::Oauth::new)
+            .transpose()
+            .map_err(anyhow::Error::msg)?;
         Ok(Listener {
             listener,
             tls,
@@ -95,6 +106,7 @@ impl Listener {
                 sessions,
                 config,
                 local,
+                oauth,
             }),
         })
     }
@@ -222,6 +234,14 @@ fn routes(front: Arc<Front>) -> Router {
         ));
     Router::new()
         .merge(mcp)
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(oauth::metadata::root),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*rest}",
+            get(oauth::metadata::at),
+        )
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .layer(DefaultBodyLimit::max(limit))

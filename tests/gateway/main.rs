@@ -30,6 +30,7 @@ mod middleware_pins;
 mod middleware_sdk;
 mod modern_front;
 mod notifications;
+mod oauth_front;
 mod oci;
 mod operator_metrics;
 mod param_headers;

@@ -84,6 +84,10 @@ impl Ctx<'_> {
             ),
         }
         out.replicas = raw.replicas.and_then(|r| self.replicas(r));
+        out.oauth = raw
+            .oauth
+            .and_then(|o| self.oauth(o, profiles))
+            .map(Arc::new);
         out
     }
 

@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use subtle::ConstantTimeEq;
 
+use super::oauth::{Principal, Refusal};
 use super::respond::{self, rpc_error};
 use super::{Caller, Front, profile_of};
 use crate::protocol;
@@ -41,9 +42,27 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
         .get::<ConnectInfo<super::connections::Remote>>()
         .map(|c| c.0.0.to_string())
         .unwrap_or_default();
-    let (response, token) = match check(&front, &request, path, remote) {
+    // Checked before the rest, as it waits (for the issuer's keys, or its introspection);
+    // the request itself cannot be held across the wait.
+    let oauth = match (&front.oauth, bearer(request.headers())) {
+        (Some(oauth), Some(token)) if static_token(&front, token).is_none() => {
+            let token = token.to_string();
+            let resources = match path {
+                "/messages" => oauth.resources(front.gateway.config.load().profiles.keys()),
+                _ => vec![oauth.resource(profile_of(request.uri().path()).as_deref())],
+            };
+            Some(oauth.authenticate(&token, &resources).await)
+        }
+        _ => None,
+    };
+    let (response, token) = match check(&front, &request, path, remote, oauth) {
         Ok(caller) => {
-            let token = caller.token.clone().unwrap_or_default();
+            // A static token by name; OAuth principals are as many as the users, so one label.
+            let token = match &caller.token {
+                Some(name) if front.config.tokens.iter().any(|t| &t.name == name) => name.clone(),
+                Some(_) => "oauth".to_string(),
+                None => String::new(),
+            };
             request.extensions_mut().insert(caller);
             (next.run(request).await, token)
         }
@@ -74,7 +93,13 @@ fn status_label(status: StatusCode) -> &'static str {
     }
 }
 
-fn check(front: &Front, request: &Request, path: &str, remote: String) -> Result<Caller, Response> {
+fn check(
+    front: &Front,
+    request: &Request,
+    path: &str,
+    remote: String,
+    oauth: Option<Result<Principal, Refusal>>,
+) -> Result<Caller, Response> {
     let headers = request.headers();
     let host = respond::header(headers, header::HOST.as_str()).unwrap_or_default();
     if !host_allowed(front, host) {
@@ -114,7 +139,26 @@ fn check(front: &Front, request: &Request, path: &str, remote: String) -> Result
             ),
         ));
     }
-    let token = authenticate(front, headers)?;
+    let token = match authenticate(front, headers, profile.as_deref(), oauth)? {
+        Some(Who::Principal(principal)) => {
+            let (name, operator) =
+                admit(front, principal, profile.as_deref(), path).map_err(|refusal| {
+                    let oauth = front
+                        .oauth
+                        .as_ref()
+                        .expect("a principal comes from [http.oauth]");
+                    oauth.refuse(&refusal, profile.as_deref())
+                })?;
+            return Ok(Caller {
+                profile,
+                token: Some(name),
+                operator,
+                remote,
+            });
+        }
+        Some(Who::Token(name)) => Some(name),
+        None => None,
+    };
     let presented = token
         .as_ref()
         .and_then(|name| front.config.tokens.iter().find(|t| &t.name == name));
@@ -163,7 +207,10 @@ fn check(front: &Front, request: &Request, path: &str, remote: String) -> Result
         profile,
         // Without tokens there are no principals to keep apart: anyone who reaches the
         // front (loopback, or behind a proxy that authenticates) is its operator.
-        operator: presented.map_or(front.config.tokens.is_empty(), |t| t.operator),
+        operator: presented.map_or(
+            front.config.tokens.is_empty() && front.oauth.is_none(),
+            |t| t.operator,
+        ),
         token,
         remote,
     })
@@ -192,48 +239,111 @@ fn stream_requested_by_script(headers: &axum::http::HeaderMap) -> Result<(), Res
     Ok(())
 }
 
-/// The name of the token presented, `None` when no token is configured.
-fn authenticate(
-    front: &Front,
-    headers: &axum::http::HeaderMap,
-) -> Result<Option<String>, Response> {
-    if front.config.tokens.is_empty() {
-        return Ok(None);
-    }
-    let presented = respond::header(headers, header::AUTHORIZATION.as_str())
+/// Who presented the bearer.
+enum Who {
+    /// A static token, by name.
+    Token(String),
+    /// An OAuth access token's principal.
+    Principal(Principal),
+}
+
+/// The bearer token of `Authorization`, if any.
+fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    respond::header(headers, header::AUTHORIZATION.as_str())
         .and_then(|v| {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
         })
-        .map(str::trim);
+        .map(str::trim)
+}
+
+/// The name of the static token `presented` is.
+fn static_token(front: &Front, presented: &str) -> Option<String> {
     // Every token is compared, so the time taken tells nothing of which one nearly matched.
     let mut found = None;
-    if let Some(presented) = presented {
-        for token in &front.config.tokens {
-            if bool::from(token.token.as_bytes().ct_eq(presented.as_bytes())) {
-                found = Some(token.name.clone());
-            }
+    for token in &front.config.tokens {
+        if bool::from(token.token.as_bytes().ct_eq(presented.as_bytes())) {
+            found = Some(token.name.clone());
         }
     }
-    match found {
-        Some(name) => Ok(Some(name)),
-        None => {
-            let mut response = rpc_error(
-                StatusCode::UNAUTHORIZED,
-                protocol::INVALID_REQUEST,
-                if presented.is_some() {
-                    "Unauthorized: the bearer token is not valid"
-                } else {
-                    "Unauthorized: send Authorization: Bearer <token>"
-                },
-            );
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"wasmgate\""),
-            );
-            Err(response)
-        }
+    found
+}
+
+/// Who presented the bearer, `None` when neither tokens nor OAuth are configured.
+fn authenticate(
+    front: &Front,
+    headers: &axum::http::HeaderMap,
+    profile: Option<&str>,
+    oauth: Option<Result<Principal, Refusal>>,
+) -> Result<Option<Who>, Response> {
+    if front.config.tokens.is_empty() && front.oauth.is_none() {
+        return Ok(None);
     }
+    let presented = bearer(headers);
+    if let Some(name) = presented.and_then(|p| static_token(front, p)) {
+        return Ok(Some(Who::Token(name)));
+    }
+    if let Some(resource_server) = &front.oauth {
+        return match oauth {
+            Some(Ok(principal)) => Ok(Some(Who::Principal(principal))),
+            Some(Err(refusal)) => Err(resource_server.refuse(&refusal, profile)),
+            None => Err(resource_server.refuse(&Refusal::Missing, profile)),
+        };
+    }
+    let mut response = rpc_error(
+        StatusCode::UNAUTHORIZED,
+        protocol::INVALID_REQUEST,
+        if presented.is_some() {
+            "Unauthorized: the bearer token is not valid"
+        } else {
+            "Unauthorized: send Authorization: Bearer <token>"
+        },
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"wasmgate\""),
+    );
+    Err(response)
+}
+
+/// An OAuth principal on `path`: the operator for `/metrics`, its rules' profiles
+/// elsewhere. Its name and whether it is the operator.
+fn admit(
+    front: &Front,
+    principal: Principal,
+    profile: Option<&str>,
+    path: &str,
+) -> Result<(String, bool), Refusal> {
+    // Sessions, the store and events know a principal by name: a static token's name
+    // taken by a token of the issuer would be that token.
+    if front.config.tokens.iter().any(|t| t.name == principal.name) {
+        return Err(Refusal::Invalid(format!(
+            "its principal `{}` is the name of a static token",
+            principal.name
+        )));
+    }
+    let allowed = match path {
+        "/metrics" => principal.operator,
+        "/messages" => true,
+        _ => match (&principal.profiles, profile) {
+            (None, _) => true,
+            (Some(profiles), Some(p)) => profiles.iter().any(|q| q == p),
+            (Some(_), None) => false,
+        },
+    };
+    if !allowed {
+        let may = match &principal.profiles {
+            _ if path == "/metrics" => "not /metrics (it is not the operator)".to_string(),
+            Some(list) if list.is_empty() => "no profile".to_string(),
+            Some(list) => format!("only the profiles {}", list.join(", ")),
+            None => "every profile".to_string(),
+        };
+        return Err(Refusal::Forbidden(format!(
+            "principal `{}` may use {may}",
+            principal.name
+        )));
+    }
+    Ok((principal.name, principal.operator))
 }
 
 /// The host part of `Host` (without the port).

@@ -16,6 +16,7 @@ use crate::names::{namespace_for, valid_namespace};
 mod expand;
 mod http;
 mod middleware;
+mod oauth;
 mod plugins;
 mod profiles;
 mod servers;
@@ -82,6 +83,7 @@ pub(crate) fn default_gateway() -> GatewayConfig {
         log_level: "info".into(),
         max_restarts: 5,
         shutdown_grace: Duration::from_secs(2),
+        auth_dir: None,
     }
 }
 
@@ -317,6 +319,9 @@ impl<'a> Ctx<'a> {
         }
         if let Some(g) = raw.shutdown_grace {
             out.shutdown_grace = g.0;
+        }
+        if let Some(dir) = raw.auth_dir {
+            out.auth_dir = self.path(&dir, &[g, "auth_dir"], true);
         }
         out
     }

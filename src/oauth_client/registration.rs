@@ -131,6 +131,8 @@ async fn dynamic(
     };
     let mut body = json!({
         "client_name": "wasmgate",
+        // A client on the user's machine with a loopback redirect (SEP-837, OpenID DCR).
+        "application_type": "native",
         "grant_types": grants,
         "token_endpoint_auth_method": method.as_str(),
     });

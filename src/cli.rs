@@ -64,6 +64,12 @@ enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
     },
+    /// Remote servers' OAuth logins: `status`, `login SERVER`, `logout SERVER`.
+    #[command(subcommand)]
+    Auth(crate::auth_cli::AuthCommand),
+    /// Connect to the MCP server at URL (logging in with OAuth when it asks) and list its
+    /// tools, or call one with --call.
+    Connect(crate::auth_cli::ConnectArgs),
     /// Print the plugin WIT (wasmgate:plugin) that this gateway loads, for a plugin's `wit/`.
     Wit,
     /// A plugin author's commands: `new`, `build`, `inspect`, `call`, and `push`, `pull`,
@@ -156,12 +162,34 @@ pub fn run(cli: Cli) -> ExitCode {
             }
         }
     }
-    let config = match config::load_with_plugin_files(config_path.as_deref(), &plugins) {
+    let loaded = match &command {
+        Command::Connect(args) => connect_config(args).map_err(|e| e.to_string()),
+        _ => config::load_with_plugin_files(config_path.as_deref(), &plugins),
+    };
+    let config = match loaded {
         Ok(config) => config,
         Err(err) => {
             eprintln!("{err}");
             return ExitCode::from(1);
         }
+    };
+    let command = match command {
+        Command::Auth(command) => return crate::auth_cli::run(command, &config),
+        Command::Connect(args) => {
+            crate::oauth_client::set_interaction(args.interaction());
+            match args.call {
+                Some(tool) => Command::Call {
+                    tool: format!(
+                        "{}{}{tool}",
+                        crate::auth_cli::CONNECT_SERVER,
+                        config.gateway.separator
+                    ),
+                    arguments: args.arguments,
+                },
+                None => Command::Tools { json: false },
+            }
+        }
+        command => command,
     };
     if let Some(level) = &cli.log_level
         && let Err(e) = crate::telemetry::check_filter(level)
@@ -242,7 +270,12 @@ pub fn run(cli: Cli) -> ExitCode {
                 .map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
             Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
-            Command::Check | Command::Wit | Command::Plugin(_) | Command::Pins(_) => {
+            Command::Check
+            | Command::Wit
+            | Command::Plugin(_)
+            | Command::Pins(_)
+            | Command::Auth(_)
+            | Command::Connect(_) => {
                 unreachable!("handled before the runtime starts")
             }
         }
@@ -487,6 +520,17 @@ async fn call(config: Config, tool: &str, arguments: &str) -> Result<ExitCode> {
     let outcome = crate::plugin_cli::call_once(&gateway, tool, arguments).await;
     gateway.shutdown().await;
     Ok(crate::plugin_cli::print_outcome(outcome))
+}
+
+/// `wasmgate connect`'s config: the one server, in the working directory.
+fn connect_config(args: &crate::auth_cli::ConnectArgs) -> Result<Config, config::ConfigError> {
+    let here = std::env::current_dir().unwrap_or_default();
+    config::from_toml_str(
+        &args.config_text(),
+        &here.join("connect.toml"),
+        &here,
+        &config::process_env,
+    )
 }
 
 /// Starts the gateway once the config's `oci://` plugin sources are pulled (or found in

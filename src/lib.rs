@@ -5,6 +5,7 @@
 //! - `cli`: the commands (`serve`, `check`, `tools`, `call`, `dev`) and exit codes.
 //! - `plugin_cli`: the plugin authors' commands (`plugin new`, `build`, `inspect`, `call`)
 //!   and `dev`'s rebuilds.
+//! - `auth_cli`: `wasmgate auth status|login|logout` and `wasmgate connect URL`.
 //! - `pins`: `wasmgate pins list|approve`, over the files of the bundled `pin` middleware.
 //! - `transport`: how clients reach the gateway (`stdio`, `http`).
 //! - `session`: one client: lifecycle, requests in flight.
@@ -33,9 +34,12 @@
 //! - `descriptors`: the open-file limit, raised at start and shared with plugins.
 //! - `memory`: memory given back to the system after bursts.
 //! - `nesting`: a gateway refusing to start itself through its own config.
+//! - `oauth_client`: OAuth 2.1 toward remote servers: discovery, registration, PKCE,
+//!   tokens kept in a private file and refreshed.
 //! - `bundled`: the shipped plugins' components, compiled into the binary by `build.rs`.
 //! - `file_events`: what a file watcher's events mean for a watched path.
 
+pub mod auth_cli;
 pub mod backend;
 pub mod builtin;
 pub mod bundled;
@@ -49,6 +53,7 @@ pub mod memory;
 pub mod middleware;
 pub mod names;
 pub mod nesting;
+pub mod oauth_client;
 pub mod oci;
 pub mod oci_sources;
 pub mod peer;

@@ -18,6 +18,7 @@ use super::modern;
 use super::supervisor::{self, RestartPolicy, Supervised};
 use super::{BackendError, BackendState, Discovered, ListKind};
 use crate::config::{GatewayConfig, HttpEndpoint, HttpTransport, ServerTransport};
+use crate::oauth_client::OAuthClient;
 
 pub mod client;
 mod connection;
@@ -35,6 +36,12 @@ pub struct RemoteBackend {
     init_timeout: Duration,
     /// The era the server answered in, for the sessions after the first (`protocol = "auto"`).
     era: std::sync::Mutex<Option<Era>>,
+    /// The OAuth client of the server (with the URL and settings it was made for): its
+    /// tokens outlive sessions, and a config change makes a new one.
+    oauth: std::sync::Mutex<Option<(HttpEndpoint, Arc<OAuthClient>)>>,
+    auth_dir: Option<std::path::PathBuf>,
+    /// Whether `server.auth_required` was said since the server was last ready.
+    auth_reported: std::sync::atomic::AtomicBool,
 }
 
 /// The longest a `server/discover` that finds out a remote server's era waits.
@@ -49,6 +56,9 @@ impl RemoteBackend {
             connection: ArcSwapOption::empty(),
             init_timeout: gateway.init_timeout,
             era: std::sync::Mutex::new(None),
+            oauth: std::sync::Mutex::new(None),
+            auth_dir: crate::oauth_client::auth_dir(gateway.auth_dir.as_deref()),
+            auth_reported: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -146,7 +156,15 @@ impl Supervised for RemoteBackend {
             r = self.open_any(&endpoint) => r.map_err(|e| e.to_string()),
             _ = stop_requested(stopping) => Err("stopped during start-up".to_string()),
         };
-        let (connection, mut discovered) = opened?;
+        let (connection, mut discovered) = match opened {
+            Ok(opened) => opened,
+            Err(reason) => {
+                self.report_auth(&reason);
+                return Err(reason);
+            }
+        };
+        self.auth_reported
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         discovered.protocol_source = match era::configured(&self.config.load()) {
             Some(_) => era::Source::Config.as_str(),
             None => "discovered",
@@ -268,8 +286,60 @@ impl RemoteBackend {
     /// A connection that reports to the gateway, its listen's messages screened.
     fn connect(&self, endpoint: &HttpEndpoint) -> Result<Arc<Connection>, OpenError> {
         let to_gateway = self.to_gateway.clone();
-        Connection::new(&self.name, endpoint, to_gateway, self.listen.clone())
+        let oauth = self.oauth_client(endpoint)?;
+        Connection::new(&self.name, endpoint, to_gateway, self.listen.clone(), oauth)
             .map_err(OpenError::Failed)
+    }
+
+    /// The server's OAuth client, made again when its URL or settings changed.
+    fn oauth_client(&self, endpoint: &HttpEndpoint) -> Result<Option<Arc<OAuthClient>>, OpenError> {
+        let Some(settings) = &endpoint.oauth else {
+            return Ok(None);
+        };
+        let mut kept = self.oauth.lock().unwrap();
+        if let Some((made_for, client)) = &*kept
+            && made_for == endpoint
+        {
+            return Ok(Some(client.clone()));
+        }
+        let interaction = crate::oauth_client::interaction();
+        // A one-off client (`wasmgate connect`) keeps no tokens.
+        let store = match interaction {
+            crate::oauth_client::Interaction::Follow => None,
+            _ => self
+                .auth_dir
+                .clone()
+                .map(crate::oauth_client::store::Store::new),
+        };
+        let client = OAuthClient::new(
+            &self.name,
+            &endpoint.url,
+            settings.clone(),
+            interaction,
+            store,
+            endpoint.ca_file.as_deref(),
+        )
+        .map_err(|e| OpenError::Failed(e.to_string()))?;
+        let client = Arc::new(client);
+        *kept = Some((endpoint.clone(), client.clone()));
+        Ok(Some(client))
+    }
+
+    /// Says once (until the server is ready again) that it waits for a login.
+    fn report_auth(&self, reason: &str) {
+        use std::sync::atomic::Ordering;
+        if !reason.contains(crate::oauth_client::LOGIN_HINT) {
+            return;
+        }
+        if !self.auth_reported.swap(true, Ordering::Relaxed) {
+            let command = format!("wasmgate auth login {}", self.name);
+            self.events.emit(
+                "server.auth_required",
+                &self.name,
+                crate::telemetry::events::Status::Failure,
+                json!({"command": command}),
+            );
+        }
     }
 
     /// A session-era session, over the transport the entry names.

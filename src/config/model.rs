@@ -56,6 +56,9 @@ pub struct GatewayConfig {
     pub max_restarts: u32,
     /// Between closing a server's stdin, SIGTERM and SIGKILL (default 2 s).
     pub shutdown_grace: Duration,
+    /// `[gateway] auth_dir`: where remote servers' OAuth tokens are kept (see
+    /// `oauth_client::auth_dir` for the defaults).
+    pub auth_dir: Option<PathBuf>,
 }
 
 /// `[http]`: the HTTP front (`wasmgate serve --http ADDR` or `listen`).
@@ -325,6 +328,8 @@ pub struct HttpEndpoint {
     pub max_in_flight: usize,
     /// Bytes of the largest message read from the server: a JSON answer, or one event.
     pub max_message: usize,
+    /// The gateway is the server's OAuth client.
+    pub oauth: Option<crate::oauth_client::OAuthSettings>,
 }
 
 /// The default of [`HttpEndpoint::max_message`], as large as a request the HTTP front takes.

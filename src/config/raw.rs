@@ -154,6 +154,8 @@ pub struct Gateway {
     pub log_level: Option<String>,
     pub max_restarts: Option<u32>,
     pub shutdown_grace: Option<Grace>,
+    /// Where remote servers' OAuth tokens are kept.
+    pub auth_dir: Option<String>,
 }
 
 /// `[servers.NAME]`.
@@ -200,6 +202,20 @@ pub struct Server {
     pub max_in_flight: Option<AtLeastOne>,
     /// The largest message (a JSON answer, one event) read from the server.
     pub max_message: Option<Bytes>,
+    /// `[servers.NAME.oauth]`: the server asks for OAuth; the gateway is its client.
+    pub oauth: Option<OAuth>,
+}
+
+/// `[servers.NAME.oauth]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuth {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub scopes: Option<Vec<String>>,
+    /// "client_credentials" or "authorization_code".
+    pub grant: Option<String>,
+    pub client_metadata_url: Option<String>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.

@@ -226,6 +226,22 @@ impl Config {
                     if let Some(file) = &h.bearer_token_file {
                         writeln!(out, "    bearer token from {}", file.display())?;
                     }
+                    if let Some(oauth) = &h.oauth {
+                        let client = match (&oauth.client_id, &oauth.client_metadata_url) {
+                            (Some(id), _) => format!("client {id}"),
+                            (None, Some(url)) => format!("client metadata {url}"),
+                            (None, None) => "dynamic registration".to_string(),
+                        };
+                        writeln!(
+                            out,
+                            "    OAuth {} ({client}{})",
+                            oauth.grant.as_str(),
+                            match oauth.scopes.is_empty() {
+                                true => String::new(),
+                                false => format!(", scopes {}", oauth.scopes.join(" ")),
+                            }
+                        )?;
+                    }
                     if let Some(file) = &h.ca_file {
                         writeln!(out, "    trusts the CA certificates in {}", file.display())?;
                     }

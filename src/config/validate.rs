@@ -17,6 +17,7 @@ mod expand;
 mod http;
 mod middleware;
 mod oauth;
+mod oauth_client;
 mod plugins;
 mod profiles;
 mod servers;
@@ -83,6 +84,7 @@ pub(crate) fn default_gateway() -> GatewayConfig {
         log_level: "info".into(),
         max_restarts: 5,
         shutdown_grace: Duration::from_secs(2),
+        auth_dir: None,
     }
 }
 
@@ -318,6 +320,9 @@ impl<'a> Ctx<'a> {
         }
         if let Some(g) = raw.shutdown_grace {
             out.shutdown_grace = g.0;
+        }
+        if let Some(dir) = raw.auth_dir {
+            out.auth_dir = self.path(&dir, &[g, "auth_dir"], true);
         }
         out
     }

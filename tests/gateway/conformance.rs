@@ -25,6 +25,7 @@ use crate::harness::{
 };
 use crate::http_client::{HttpGateway, runtime};
 
+mod auth_client;
 mod plugins;
 
 /// The whole suite takes a few seconds; this bounds a hung scenario on a loaded machine.

@@ -21,6 +21,8 @@ use crate::backend::mcp_client::{self, Answer, CancelOnDrop, Upstream};
 use crate::backend::modern;
 use crate::backend::supervisor::MAX_BACKOFF;
 use crate::backend::{BackendError, BackendEvent, Responder};
+use crate::oauth_client::OAuthClient;
+use crate::oauth_client::challenge::Challenge;
 use crate::protocol::{self, methods};
 
 mod legacy;
@@ -50,6 +52,8 @@ pub(super) struct Connection {
     /// Set once the legacy transport's stream named its endpoint.
     legacy: Mutex<Option<legacy::Legacy>>,
     token_file: Option<TokenFile>,
+    /// The server asks for OAuth: its tokens, kept across sessions by the backend.
+    oauth: Option<Arc<OAuthClient>>,
     session: Mutex<Option<String>>,
     /// The protocol version the server chose, as the header that carries it.
     version: Mutex<Option<http::HeaderValue>>,
@@ -75,6 +79,7 @@ impl Connection {
         endpoint: &crate::config::HttpEndpoint,
         to_gateway: mpsc::UnboundedSender<BackendEvent>,
         listen: Arc<Listen>,
+        oauth: Option<Arc<OAuthClient>>,
     ) -> Result<Arc<Self>, String> {
         let uri: http::Uri = endpoint.url.parse().map_err(|e| format!("{e}"))?;
         let client = HttpClient::new(&uri, endpoint.ca_file.as_deref(), endpoint.max_connections)?;
@@ -95,6 +100,7 @@ impl Connection {
             headers,
             legacy: Mutex::new(None),
             token_file: endpoint.bearer_token_file.clone().map(TokenFile::new),
+            oauth,
             session: Mutex::new(None),
             version: Mutex::new(None),
             mirrors: ParamMirrors::default(),
@@ -193,6 +199,11 @@ impl Connection {
                 .headers_mut()
                 .insert(http::header::AUTHORIZATION, token);
         }
+        if let Some(token) = self.oauth.as_ref().and_then(|o| o.header()) {
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, token);
+        }
         request
     }
 
@@ -244,12 +255,41 @@ impl Connection {
         if self.legacy.lock().unwrap().is_some() {
             return self.exchange_legacy(id, body).await;
         }
-        let mut request = self.build(http::Method::POST, Some(body));
-        if self.is_modern() {
-            modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
-            request.headers_mut().extend(mirrored);
-        }
-        let (response, lease) = self.send(request, hold(method)).await?;
+        let mut challenges = 0;
+        let (response, lease) = loop {
+            if let Some(oauth) = &self.oauth {
+                oauth.fresh().await;
+            }
+            let mut request = self.build(http::Method::POST, Some(body.clone()));
+            if self.is_modern() {
+                modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
+                request.headers_mut().extend(mirrored.clone());
+            }
+            let sent = request.headers().get(http::header::AUTHORIZATION).cloned();
+            let (response, lease) = self.send(request, hold(method)).await?;
+            let Some(oauth) = &self.oauth else {
+                break (response, lease);
+            };
+            let Some(challenge) = oauth_challenge(&response) else {
+                break (response, lease);
+            };
+            challenges += 1;
+            let status = response.status().as_u16();
+            if challenges > MAX_CHALLENGES {
+                return Err(self.http_error(
+                    0,
+                    format!(
+                        "status {status} again after {MAX_CHALLENGES} authorizations \
+                         (its scopes may never be granted)"
+                    ),
+                ));
+            }
+            drop(response);
+            if let Err(err) = oauth.challenged(challenge.as_deref(), sent.as_ref()).await {
+                // Not a transport the server refuses: 0, so that no other transport is tried.
+                return Err(self.http_error(0, format!("status {status}: {err}")));
+            }
+        };
         if method == methods::INITIALIZE
             && let Some(session) = response.headers().get("mcp-session-id")
             && let Ok(session) = session.to_str()
@@ -631,6 +671,32 @@ impl TokenFile {
         value.set_sensitive(true);
         *read = Some((modified.ok()?, value.clone()));
         Some(value)
+    }
+}
+
+/// Authorizations a request may go through before it fails: a first token, then step-ups
+/// a server keeps refusing stop here.
+const MAX_CHALLENGES: u32 = 3;
+
+/// The `WWW-Authenticate` of a response the OAuth client answers (`Some(None)` for a 401
+/// without one): a 401, or a 403 for `insufficient_scope`.
+fn oauth_challenge(response: &http::Response<Incoming>) -> Option<Option<String>> {
+    let header = response
+        .headers()
+        .get(http::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    match response.status() {
+        http::StatusCode::UNAUTHORIZED => Some(header),
+        http::StatusCode::FORBIDDEN
+            if header
+                .as_deref()
+                .and_then(Challenge::parse)
+                .is_some_and(|c| c.insufficient_scope()) =>
+        {
+            Some(header)
+        }
+        _ => None,
     }
 }
 

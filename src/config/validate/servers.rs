@@ -105,6 +105,7 @@ impl Ctx<'_> {
             max_message: entry.max_message,
             url: entry.url.filter(|_| remote),
             headers: entry.headers.filter(|_| remote),
+            oauth: None,
         })
     }
 
@@ -265,7 +266,12 @@ impl Ctx<'_> {
         let max_message = raw
             .max_message
             .map_or(MAX_MESSAGE, |n| usize::try_from(n.0).unwrap_or(usize::MAX));
+        let oauth = raw
+            .oauth
+            .as_ref()
+            .and_then(|oauth| self.oauth_client(name, oauth, strict));
         Some(HttpEndpoint {
+            oauth,
             url,
             headers,
             bearer_token_file,

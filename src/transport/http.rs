@@ -1,7 +1,9 @@
 //! The HTTP front: Streamable HTTP at `/mcp` (and `/mcp/{profile}`), the legacy HTTP+SSE
-//! transport at `/sse`, and `/healthz`, `/readyz`, `/metrics`. Every client is a
-//! transport-independent `Session`; this module only maps HTTP onto it.
+//! transport at `/sse`, and `/healthz`, `/readyz`, `/metrics`, `/ui`. Every client is a
+//! transport-independent `Session`; this module only maps HTTP onto it. The admin
+//! listener (`serve --admin`) serves `/ui` and `/metrics` alone.
 
+mod admin;
 mod connections;
 mod forward;
 mod guard;
@@ -13,6 +15,7 @@ mod stateless;
 mod streamable;
 mod streams;
 mod tls;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +31,7 @@ use serde_json::json;
 
 use crate::config::HttpConfig;
 use crate::gateway::Gateway;
+pub use admin::token as admin_token;
 use connections::{Bounds, Connections};
 use sessions::Sessions;
 
@@ -38,6 +42,8 @@ pub struct Front {
     pub config: HttpConfig,
     /// The address bound, for the default `Host` allow-list and `gateway_status`.
     pub local: SocketAddr,
+    /// The admin listener: `/ui` and `/metrics` only, beside a gateway served elsewhere.
+    pub admin: bool,
 }
 
 /// Who is asking, as the guard found: the profile of the path, the token's name, the address.
@@ -95,6 +101,7 @@ impl Listener {
                 sessions,
                 config,
                 local,
+                admin: false,
             }),
         })
     }
@@ -220,8 +227,13 @@ fn routes(front: Arc<Front>) -> Router {
             front.clone(),
             guard::guard,
         ));
+    let ui = ui::routes().route_layer(axum::middleware::from_fn_with_state(
+        front.clone(),
+        ui::same_origin,
+    ));
     Router::new()
         .merge(mcp)
+        .merge(ui)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .layer(DefaultBodyLimit::max(limit))

@@ -3,7 +3,7 @@
 # need (the wasm32-wasip2 target, two third-party MCP servers, componentize-py for the
 # Python plugin, componentize-js for the JavaScript template, Node 22 and the MCP
 # conformance suite (0.1.16 for 2025-11-25, 0.2.0-alpha.12 for 2026-07-28), oidc-provider, nginx,
-# docker-registry), then
+# docker-registry, chromium and playwright-core), then
 # runs every test and checks the formatting (`cargo fmt` fixes it).
 # `.ci/run` calls exactly this.
 set -euo pipefail
@@ -88,6 +88,17 @@ if [ ! -x /usr/bin/docker-registry ]; then
   apt_install docker-registry=2.8.2+ds1-1
 fi
 export WASMGATE_REGISTRY=/usr/bin/docker-registry
+
+step "chromium (Debian's package) and playwright-core for the status page test"
+if [ ! -x /usr/bin/chromium ]; then
+  apt_install chromium
+fi
+export WASMGATE_CHROMIUM=/usr/bin/chromium
+# Drives that chromium (it downloads no browser of its own); tests/gateway/ui.rs finds it here.
+playwright_version=1.65.1
+if ! grep -qs "\"version\": \"$playwright_version\"" "$tools/ui/node_modules/playwright-core/package.json"; then
+  npm install --silent --no-audit --no-fund --prefix "$tools/ui" "playwright-core@$playwright_version" >&2
+fi
 
 step "Python plugin (componentize-py)"
 bash plugins/python/text/build.sh >&2

@@ -47,6 +47,13 @@ enum Command {
         /// stdio, e.g. 127.0.0.1:8787.
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
+        /// Also serve the status page (/ui) and /metrics on this loopback address, e.g.
+        /// 127.0.0.1:8788; log in with the token printed on stderr at start.
+        #[arg(long, value_name = "ADDR")]
+        admin: Option<String>,
+        /// The admin listener's login token: this file's contents instead of a printed one.
+        #[arg(long, value_name = "FILE", requires = "admin")]
+        admin_token_file: Option<PathBuf>,
     },
     /// Validate the config, print a summary, exit 1 on errors.
     Check,
@@ -107,7 +114,11 @@ fn config_file(given: Vec<PathBuf>) -> Result<Option<PathBuf>, String> {
 }
 
 pub fn run(cli: Cli) -> ExitCode {
-    let command = cli.command.unwrap_or(Command::Serve { http: None });
+    let command = cli.command.unwrap_or(Command::Serve {
+        http: None,
+        admin: None,
+        admin_token_file: None,
+    });
     crate::descriptors::raise();
     let command = match command {
         // No config file: each works on the files it is given; `plugin call`'s `--config`
@@ -238,7 +249,7 @@ pub fn run(cli: Cli) -> ExitCode {
         tracing::warn!("{warning}");
     }
     let listen = match &command {
-        Command::Serve { http } => http.clone().or_else(|| config.http.listen.clone()),
+        Command::Serve { http, .. } => http.clone().or_else(|| config.http.listen.clone()),
         _ => None,
     };
     // One client over stdio is served fastest on one thread; over HTTP, `[http] threads`.
@@ -262,12 +273,19 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     let outcome = runtime.block_on(async move {
         match command {
-            Command::Dev { .. } => serve(config, plugins, None, dev_sources)
+            Command::Dev { .. } => serve(config, plugins, None, None, dev_sources)
                 .await
                 .map(|_| ExitCode::SUCCESS),
-            Command::Serve { .. } => serve(config, plugins, listen, Vec::new())
-                .await
-                .map(|_| ExitCode::SUCCESS),
+            Command::Serve {
+                admin,
+                admin_token_file,
+                ..
+            } => {
+                let admin = admin.map(|listen| (listen, admin_token_file));
+                serve(config, plugins, listen, admin, Vec::new())
+            }
+            .await
+            .map(|_| ExitCode::SUCCESS),
             Command::Tools { json } => list_tools(config, json).await,
             Command::Call { tool, arguments } => call(config, &tool, &arguments).await,
             Command::Check
@@ -295,10 +313,41 @@ async fn serve(
     config: Config,
     plugin_files: Vec<PathBuf>,
     listen: Option<String>,
+    admin: Option<(String, Option<PathBuf>)>,
     sources: Vec<crate::plugin_cli::dev::DevSource>,
 ) -> Result<()> {
     let watch_path = config.source.clone();
+    // A bad admin token file fails before anything starts.
+    let admin_token = match &admin {
+        Some((_, file)) => Some(crate::transport::http::admin_token(file.as_deref())?),
+        None => None,
+    };
     let gateway = start_gateway(config).await;
+    if let (Some((listen, file)), Some(token)) = (admin, admin_token) {
+        let bound =
+            crate::transport::http::Listener::bind_admin(gateway.clone(), &listen, token.clone())
+                .await;
+        let listener = match bound {
+            Ok(listener) => listener,
+            Err(err) => {
+                gateway.shutdown().await;
+                return Err(err);
+            }
+        };
+        // On stderr, not in the log: the one place the operator reads the token from.
+        match file {
+            Some(file) => eprintln!(
+                "wasmgate: status page at {} (log in with the token in {})",
+                listener.ui_url(),
+                file.display()
+            ),
+            None => eprintln!(
+                "wasmgate: status page at {} (log in with token {token})",
+                listener.ui_url()
+            ),
+        }
+        tokio::spawn(listener.serve_admin());
+    }
     let _watcher =
         watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path, plugin_files));
     let _sources = (!sources.is_empty())

@@ -135,6 +135,9 @@ pub struct EventLog {
     capacity: usize,
     next_seq: AtomicU64,
     file: Mutex<Option<EventFile>>,
+    /// Every event as it is recorded, for live readers (the status page's feed); an event
+    /// is copied for it only while someone listens.
+    bus: tokio::sync::broadcast::Sender<Event>,
 }
 
 /// The JSON-lines file, opened again when it was renamed or deleted (logrotate's
@@ -251,6 +254,7 @@ impl EventLog {
             capacity: capacity.max(1),
             next_seq: AtomicU64::new(0),
             file: Mutex::new(None),
+            bus: tokio::sync::broadcast::channel(512).0,
         }
     }
 
@@ -340,6 +344,9 @@ impl EventLog {
             trace_id,
             "event"
         );
+        if self.bus.receiver_count() > 0 {
+            let _ = self.bus.send(event.clone());
+        }
         if let Some(file) = self.file.lock().unwrap().as_mut() {
             let mut line = event.json(Some(replica())).to_string().into_bytes();
             line.push(b'\n');
@@ -355,6 +362,12 @@ impl EventLog {
             ring.pop_front();
         }
         ring.push_back(event);
+    }
+
+    /// Every event recorded from now on; a reader that falls more than a few hundred
+    /// events behind is told how many it missed (`RecvError::Lagged`).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.bus.subscribe()
     }
 
     /// Newest first, from both rings.

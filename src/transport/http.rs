@@ -1,7 +1,9 @@
 //! The HTTP front: Streamable HTTP at `/mcp` (and `/mcp/{profile}`), the legacy HTTP+SSE
-//! transport at `/sse`, and `/healthz`, `/readyz`, `/metrics`. Every client is a
-//! transport-independent `Session`; this module only maps HTTP onto it.
+//! transport at `/sse`, and `/healthz`, `/readyz`, `/metrics`, `/ui`. Every client is a
+//! transport-independent `Session`; this module only maps HTTP onto it. The admin
+//! listener (`serve --admin`) serves `/ui` and `/metrics` alone.
 
+mod admin;
 mod connections;
 mod forward;
 mod guard;
@@ -14,6 +16,7 @@ mod stateless;
 mod streamable;
 mod streams;
 mod tls;
+mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,6 +32,7 @@ use serde_json::json;
 
 use crate::config::HttpConfig;
 use crate::gateway::Gateway;
+pub use admin::token as admin_token;
 use connections::{Bounds, Connections};
 use sessions::Sessions;
 
@@ -41,6 +45,8 @@ pub struct Front {
     pub local: SocketAddr,
     /// `[http.oauth]`: access tokens from an authorization server.
     pub oauth: Option<oauth::Oauth>,
+    /// The admin listener: `/ui` and `/metrics` only, beside a gateway served elsewhere.
+    pub admin: bool,
 }
 
 /// Who is asking, as the guard found: the profile of the path, the token's name, the address.
@@ -107,6 +113,7 @@ impl Listener {
                 config,
                 local,
                 oauth,
+                admin: false,
             }),
         })
     }
@@ -232,6 +239,10 @@ fn routes(front: Arc<Front>) -> Router {
             front.clone(),
             guard::guard,
         ));
+    let ui = ui::routes().route_layer(axum::middleware::from_fn_with_state(
+        front.clone(),
+        ui::same_origin,
+    ));
     Router::new()
         .merge(mcp)
         .route(
@@ -242,6 +253,7 @@ fn routes(front: Arc<Front>) -> Router {
             "/.well-known/oauth-protected-resource/{*rest}",
             get(oauth::metadata::at),
         )
+        .merge(ui)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .layer(DefaultBodyLimit::max(limit))

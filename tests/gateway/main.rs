@@ -55,4 +55,5 @@ mod sdk_template;
 mod stdio_bound;
 mod tenancy;
 mod third_party;
+mod ui;
 mod upstream_eras;

@@ -354,7 +354,7 @@ fn host_name(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(name, _)| name)
 }
 
-fn host_allowed(front: &Front, host: &str) -> bool {
+pub(super) fn host_allowed(front: &Front, host: &str) -> bool {
     let name = host_name(host);
     match &front.config.allowed_hosts {
         Some(allowed) => allowed

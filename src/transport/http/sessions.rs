@@ -171,6 +171,22 @@ impl Sessions {
         Some(session)
     }
 
+    /// Sessions open by principal: (token name, profile) and how many, for the status page.
+    pub fn by_principal(
+        &self,
+    ) -> std::collections::BTreeMap<(Option<String>, Option<String>), usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        for session in self.map.read().unwrap().values() {
+            let principal = session.principal();
+            let key = (
+                principal.token.as_deref().map(str::to_string),
+                principal.profile.as_deref().map(str::to_string),
+            );
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        counts
+    }
+
     pub fn len(&self) -> usize {
         self.map.read().unwrap().len()
     }

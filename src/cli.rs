@@ -265,6 +265,14 @@ async fn serve(
     sources: Vec<crate::plugin_cli::dev::DevSource>,
 ) -> Result<()> {
     let watch_path = config.source.clone();
+    let telemetry = &config.telemetry;
+    let endpoint = telemetry.otlp_endpoint.as_deref();
+    let service = &telemetry.service_name;
+    match crate::telemetry::traces::start(endpoint, telemetry.sample_ratio, service) {
+        Ok(true) => tracing::info!("tracing: exporting spans to OTLP"),
+        Ok(false) => {}
+        Err(why) => anyhow::bail!("[telemetry]: {why}"),
+    }
     let gateway = start_gateway(config).await;
     let _watcher =
         watch_path.map(|path| crate::reload::watch_config(gateway.clone(), path, plugin_files));
@@ -303,6 +311,8 @@ async fn serve(
         }
     }
     gateway.shutdown().await;
+    // Off the runtime's thread: the last export is sent on this runtime.
+    let _ = tokio::task::spawn_blocking(crate::telemetry::traces::stop).await;
     Ok(())
 }
 

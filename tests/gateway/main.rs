@@ -53,4 +53,5 @@ mod sdk_template;
 mod stdio_bound;
 mod tenancy;
 mod third_party;
+mod tracing;
 mod upstream_eras;

@@ -17,7 +17,9 @@
 //! Each target is `NAME TOOL COMMAND [ARGS...]`, targets separated by `--`; the tool is
 //! called with `{"text": "hello"}`. Flags before the targets: `--runs N` (12), `--rounds N`
 //! (20 measured rounds a run, after 2 of warm-up), `--calls N` (200 calls a round),
-//! `--pause-ms N` (a pause before each call, as an agent's calls come: 0).
+//! `--pause-ms N` (a pause before each call, as an agent's calls come: 0), and first `--otlp` (an
+//! OTLP/HTTP receiver in this process, whose URL replaces `{otlp}` in the targets' commands:
+//! the A/B of tracing, e.g. a target `env OTEL_EXPORTER_OTLP_ENDPOINT={otlp} wasmgate ...`).
 //! Plain blocking pipes, no async runtime: the client adds as little as it can.
 //! Beside the latency it reports each target's CPU per call over the measured rounds
 //! (Linux: /proc's schedstat), of its main thread (the I/O thread, in the gateway and
@@ -29,6 +31,8 @@ use std::time::{Duration, Instant};
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/otlp_sink.rs"]
+mod otlp_sink;
 use common::{median_and_range, percentile};
 
 const WARMUP_ROUNDS: usize = 2;
@@ -70,6 +74,11 @@ fn run() -> Result<(), String> {
     let mut rounds = 20;
     let mut calls = 200;
     let mut pause_ms = 0;
+    let mut otlp = None;
+    if args.first().is_some_and(|a| a == "--otlp") {
+        otlp = Some(otlp_sink::start().map_err(|e| format!("the OTLP receiver: {e}"))?);
+        args.remove(0);
+    }
     while let Some(flag) = args
         .first()
         .filter(|a| a.starts_with("--") && *a != "--")
@@ -95,7 +104,12 @@ fn run() -> Result<(), String> {
             [name, tool, command @ ..] if !command.is_empty() => Ok(Spec {
                 name: name.clone(),
                 tool: tool.clone(),
-                command: command.to_vec(),
+                command: (command.iter())
+                    .map(|a| match &otlp {
+                        Some((url, _)) => a.replace("{otlp}", url),
+                        None => a.clone(),
+                    })
+                    .collect(),
             }),
             _ => Err(format!(
                 "a target is NAME TOOL COMMAND [ARGS...], not {part:?}"
@@ -178,6 +192,11 @@ fn run() -> Result<(), String> {
             "  {:12} p50 median {p50:7.1} (range {p50_low:.1}-{p50_high:.1})   p99 median {p99:7.1} (range {p99_low:.1}-{p99_high:.1})   CPU/call main thread {main:.1} ({main_low:.1}-{main_high:.1}), all threads {all:.1}",
             spec.name
         );
+    }
+    if let Some((_, counts)) = &otlp {
+        let exports = counts.exports.load(std::sync::atomic::Ordering::Relaxed);
+        let bytes = counts.bytes.load(std::sync::atomic::Ordering::Relaxed);
+        println!("OTLP receiver: {exports} exports, {bytes} bytes");
     }
     Ok(())
 }

@@ -322,6 +322,14 @@ async fn serve(
         Some((_, file)) => Some(crate::transport::http::admin_token(file.as_deref())?),
         None => None,
     };
+    let telemetry = &config.telemetry;
+    let endpoint = telemetry.otlp_endpoint.as_deref();
+    let service = &telemetry.service_name;
+    match crate::telemetry::traces::start(endpoint, telemetry.sample_ratio, service) {
+        Ok(true) => tracing::info!("tracing: exporting spans to OTLP"),
+        Ok(false) => {}
+        Err(why) => anyhow::bail!("[telemetry]: {why}"),
+    }
     let gateway = start_gateway(config).await;
     if let (Some((listen, file)), Some(token)) = (admin, admin_token) {
         let bound =
@@ -387,6 +395,8 @@ async fn serve(
         }
     }
     gateway.shutdown().await;
+    // Off the runtime's thread: the last export is sent on this runtime.
+    let _ = tokio::task::spawn_blocking(crate::telemetry::traces::stop).await;
     tracing::info!("shutdown finished: servers stopped, plugins unloaded");
     Ok(())
 }

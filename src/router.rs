@@ -14,6 +14,7 @@ mod tools;
 
 use std::sync::Arc;
 
+use opentelemetry::trace::SpanKind;
 use serde_json::Value;
 
 use crate::catalog::Target;
@@ -23,6 +24,7 @@ use crate::peer::{ClientPeer, Principal};
 use crate::protocol::methods;
 use crate::protocol::{self, Reply, RpcError};
 use crate::telemetry::events::new_trace_id;
+use crate::telemetry::traces;
 
 /// State of one request: what the stateless protocol versions carry in `_meta` instead of the session.
 pub struct RequestContext {
@@ -48,7 +50,7 @@ impl RequestContext {
             profile => View::of(profile, &gateway.config.load()),
         };
         RequestContext {
-            trace_id: new_trace_id(),
+            trace_id: traces::current_trace_id().unwrap_or_else(new_trace_id),
             peer,
             request,
             principal,
@@ -89,11 +91,17 @@ impl Router<'_> {
         method: &str,
         params: Option<Value>,
     ) -> Result<Reply, RpcError> {
-        let chain = self.gateway.chain().await;
-        if chain.is_empty() {
-            return self.route(context, method, params).await;
-        }
-        self.through_chain(&chain, context, method, params).await
+        let traced = traces::child(|| "route".into(), SpanKind::Internal, Vec::new);
+        let routed = traces::within(traced.as_ref(), async {
+            let chain = self.gateway.chain().await;
+            if chain.is_empty() {
+                return self.route(context, method, params).await;
+            }
+            self.through_chain(&chain, context, method, params).await
+        })
+        .await;
+        traces::end(traced, routed.as_ref().err().map(|e| e.message.as_str()));
+        routed
     }
 
     /// The method's handler.

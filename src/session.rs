@@ -25,6 +25,7 @@ use crate::peer::{ClientPeer, ClientSink};
 use crate::protocol::methods;
 use crate::protocol::{self, Incoming, Message, Reply, RpcError};
 use crate::router::{RequestContext, Router};
+use crate::telemetry::traces;
 use bounds::Counted;
 pub use bounds::RequestBounds;
 
@@ -72,6 +73,18 @@ pub struct Running {
     /// and what the messages its work sends say they belong to.
     pub key: Arc<str>,
     answer: RunningAnswer,
+}
+
+impl Running {
+    /// Runs the request inside `context`: a trace the transport continues (an HTTP
+    /// `traceparent` header), which the request's span then has for its parent.
+    pub fn within(mut self, context: Option<opentelemetry::Context>) -> Running {
+        if let Some(context) = context {
+            use opentelemetry::trace::FutureExt;
+            self.answer = Box::pin(self.answer.with_context(context));
+        }
+        self
+    }
 }
 
 impl Future for Running {
@@ -262,11 +275,16 @@ impl Session {
         method: &str,
         params: Option<Value>,
     ) -> Outcome {
+        let traced = traces::request(method, params.as_ref(), &self.peer);
+        let request = traces::within(traced.as_ref(), self.request(method, params, &started.key));
         let outcome = tokio::select! {
-            answer = self.request(method, params, &started.key) => Some(answer),
+            answer = request => Some(answer),
             // A cancelled request gets no answer (the specification says so).
             _ = started.cancelled => None,
         };
+        if let Some(traced) = &traced {
+            traces::end_request(traced, outcome.as_ref());
+        }
         {
             let mut in_flight = self.in_flight.lock().unwrap();
             // A cancel already removed it, and the id may be in use again by now.

@@ -1,9 +1,10 @@
-//! What the gateway tells about itself: `tracing` set-up for logs on stderr, and the
-//! event log behind the `get_events` tool.
+//! What the gateway tells about itself: `tracing` set-up for logs on stderr, the event
+//! log behind the `get_events` tool, and OpenTelemetry traces.
 
 pub mod budget;
 pub mod events;
 pub mod metrics;
+pub mod traces;
 
 use std::sync::{Mutex, OnceLock};
 

@@ -24,11 +24,36 @@ pub struct Config {
     /// `[[middleware]]`: the chain, in order. Each entry's component is loaded as a plugin
     /// of the same name (`plugins.plugins[name]`, with `middleware` set).
     pub middleware: Vec<MiddlewareEntry>,
+    /// `[telemetry]`: where traces go, if anywhere.
+    pub telemetry: TelemetryConfig,
     /// The file this came from; `None` for the embedded default.
     pub source: Option<PathBuf>,
     /// Things that are not errors but that a user should hear about
     /// (e.g. a Claude Desktop entry with a `url`, skipped until remote servers land).
     pub warnings: Vec<String>,
+}
+
+/// `[telemetry]`, with `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_SERVICE_NAME` filling in what
+/// the file leaves out. Tracing is off without an endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector's base URL (`http://host:4318`); spans go to `/v1/traces`.
+    pub otlp_endpoint: Option<String>,
+    /// The share of new traces kept, 0.0 to 1.0 (default 1.0); a continued trace follows
+    /// its parent's decision.
+    pub sample_ratio: f64,
+    /// `service.name` of the spans (default "wasmgate").
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            otlp_endpoint: None,
+            sample_ratio: 1.0,
+            service_name: "wasmgate".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

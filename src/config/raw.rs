@@ -25,6 +25,17 @@ pub struct TomlFile {
     pub profiles: BTreeMap<String, Profile>,
     #[serde(default)]
     pub middleware: Vec<Middleware>,
+    #[serde(default)]
+    pub telemetry: Telemetry,
+}
+
+/// `[telemetry]`: traces exported over OTLP.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    pub otlp_endpoint: Option<String>,
+    pub sample_ratio: Option<f64>,
+    pub service_name: Option<String>,
 }
 
 /// `[http]`: the HTTP front.

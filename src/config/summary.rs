@@ -180,6 +180,16 @@ impl Config {
         )?;
 
         self.write_http(out)?;
+        if let Some(endpoint) = &self.telemetry.otlp_endpoint {
+            let t = &self.telemetry;
+            writeln!(
+                out,
+                "telemetry: traces to {} (OTLP/HTTP), sampling {}, service {}",
+                super::redact_url(endpoint),
+                t.sample_ratio,
+                t.service_name
+            )?;
+        }
         writeln!(out, "servers ({}):", self.servers.len())?;
         for s in self.servers.values() {
             let state = if s.disabled { " [disabled]" } else { "" };

@@ -21,9 +21,11 @@ mod oauth_client;
 mod plugins;
 mod profiles;
 mod servers;
+mod telemetry;
 
 pub use http::{ENV_TOKEN, EnvTokenError, MIN_TOKEN, check_listen, env_token};
 pub(crate) use plugins::plugin_file_warning;
+pub(crate) use telemetry::telemetry_from_env;
 
 /// Looks up a variable of the gateway's environment. Passed in so tests are hermetic.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -137,8 +139,10 @@ pub(crate) fn from_toml(
     let profiles = cx.profiles(raw.profiles);
     cx.profile_backends(&profiles, &servers, &plugins);
     let http = cx.http(raw.http, &profiles);
+    let telemetry = cx.telemetry(raw.telemetry);
     let mut config = cx.finish(gateway, servers, plugins)?;
     config.http = http;
+    config.telemetry = telemetry;
     config.middleware = middleware;
     config.profiles = (profiles.into_iter())
         .map(|(name, profile)| (name, std::sync::Arc::new(profile)))
@@ -171,7 +175,9 @@ pub(crate) fn from_client(
     }
     let plugins = cx.plugins(raw.plugins.unwrap_or_default());
     let env_token = cx.env_token();
+    let telemetry = cx.telemetry(raw::Telemetry::default());
     let mut config = cx.finish(gateway, servers, plugins)?;
+    config.telemetry = telemetry;
     config.http.tokens.extend(env_token);
     Ok(config)
 }
@@ -489,6 +495,7 @@ impl<'a> Ctx<'a> {
             http: HttpConfig::default(),
             profiles: BTreeMap::new(),
             middleware: Vec::new(),
+            telemetry: TelemetryConfig::default(),
             source: self.src.source.clone(),
             warnings: self.warnings,
         })

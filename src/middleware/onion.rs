@@ -15,6 +15,7 @@ use crate::plugin::{
     Denial, Direction, HookCall, HookContext, Outcome, RequestAction, ResultAction,
 };
 use crate::protocol::{self, Reply, RpcError};
+use crate::telemetry::traces;
 
 /// Where a request goes (to-server) or comes from (to-client).
 #[derive(Clone, Copy, Debug)]
@@ -157,12 +158,15 @@ impl Chain {
         for step in steps[..passed].iter().rev().filter(|s| s.result) {
             let seen = outcome_of(&outcome);
             let call = hook_call(step.link, facts);
+            let traced = traces::hook(&step.link.name, "on-result");
             let action = match &step.link.state {
-                Ok(middleware) => (middleware.on_result(&context, &sent, &seen, elapsed_us, call))
-                    .await
-                    .map_err(|e| e.to_string()),
+                Ok(middleware) => {
+                    let hook = middleware.on_result(&context, &sent, &seen, elapsed_us, call);
+                    (traces::within(traced.as_ref(), hook).await).map_err(|e| e.to_string())
+                }
                 Err(why) => Err(why.clone()),
             };
+            traces::end(traced, action.as_ref().err().map(String::as_str));
             match action {
                 Ok(ResultAction::Pass) => {}
                 Ok(ResultAction::Replace(new)) => match object(&new) {
@@ -193,12 +197,16 @@ async fn run_request(
     params: &str,
     facts: &Facts<'_>,
 ) -> Result<RequestAction, String> {
-    match &link.state {
-        Ok(middleware) => (middleware.on_request(context, params, hook_call(link, facts)))
-            .await
-            .map_err(|e| e.to_string()),
+    let traced = traces::hook(&link.name, "on-request");
+    let action = match &link.state {
+        Ok(middleware) => {
+            let hook = middleware.on_request(context, params, hook_call(link, facts));
+            (traces::within(traced.as_ref(), hook).await).map_err(|e| e.to_string())
+        }
         Err(why) => Err(why.clone()),
-    }
+    };
+    traces::end(traced, action.as_ref().err().map(String::as_str));
+    action
 }
 
 fn hook_call(link: &Link, facts: &Facts<'_>) -> HookCall {

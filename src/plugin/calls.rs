@@ -22,6 +22,7 @@ use super::version::{Slot, TimeLimit, Version};
 use super::{
     CallContext, PluginError, convert, engine, host_impl, kept, kv, limits, pool, workers,
 };
+use crate::telemetry::traces;
 
 /// Extra time the async timeout grants over the epoch deadline, which normally
 /// fires first; the async timeout catches guests blocked in host I/O.
@@ -137,7 +138,7 @@ impl Calls {
         // starts first would hold the call up for a whole instantiation. A call on a kept
         // instance took nothing from the ready pool, and left nothing there.
         if !keeps {
-            self.refill(&version);
+            self.refill(&version, ctx.traceparent.clone());
         }
         let elapsed_us = started.elapsed().as_micros() as u64;
         match outcome {
@@ -333,6 +334,7 @@ impl Calls {
         let remaining = timeout.saturating_sub(started.elapsed());
         limits::arm(&mut store, remaining, self.fuel_enabled, limits.fuel)
             .map_err(|e| limits::chain(&e))?;
+        let cause = sinks.traceparent.clone();
         store.data_mut().begin_call(sinks);
         let pre = version.code.pre.clone();
         let busy = self.ticker.busy();
@@ -340,7 +342,12 @@ impl Calls {
         let result = limits::within(remaining + TIMEOUT_GRACE, &paused, async {
             let instance = match instance {
                 Some(instance) => instance,
-                None => pre.instantiate_async(&mut store).await?,
+                None => {
+                    let traced = traces::linked("plugin instantiate", name, cause.as_deref());
+                    let made = pre.instantiate_async(&mut store).await;
+                    traces::end(traced, made.as_ref().err().map(|_| "instantiation failed"));
+                    made?
+                }
             };
             let value = f(&mut store, &instance).await?;
             wasmtime::Result::Ok((value, instance))

@@ -107,6 +107,7 @@ impl Calls {
             ask,
             cancel: v2.then(|| cancel.clone()),
             kv,
+            traceparent: ctx.traceparent,
         }
     }
 
@@ -161,7 +162,7 @@ impl Calls {
             .await;
         drop(turn);
         if !keeps {
-            self.refill(&version);
+            self.refill(&version, None);
         }
         outcome.map_err(|why| {
             slot.stats.failed(&why);

@@ -200,7 +200,7 @@ impl Middleware {
             .await;
         drop(turn);
         if !keeps {
-            self.calls.refill(version);
+            self.calls.refill(version, None);
         }
         outcome.map_err(|reason| self.failed(name, reason))
     }

@@ -51,6 +51,8 @@ pub struct Sinks {
     pub cancel: Option<Arc<Cancel>>,
     /// The store of the call's plugin and principal.
     pub kv: Option<KvHandle>,
+    /// The call's `traceparent`, when the request is traced.
+    pub traceparent: Option<Arc<str>>,
 }
 
 /// The route of a call's requests to its client, and their bounds.

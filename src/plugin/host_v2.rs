@@ -67,6 +67,10 @@ impl host::Host for HostV2<'_> {
     fn cancelled(&mut self) -> bool {
         (self.host.sinks.cancel.as_ref()).is_some_and(|c| c.is_cancelled())
     }
+
+    fn traceparent(&mut self) -> Option<String> {
+        self.host.sinks.traceparent.as_deref().map(str::to_string)
+    }
 }
 
 impl results::Host for HostV2<'_> {}

@@ -648,6 +648,7 @@ async fn measure_hooks() {
         ask: None,
         ask_timeout: Duration::from_secs(30),
         principal: None,
+        traceparent: None,
     };
     let arguments = serde_json::json!({"text": "x"});
     for _ in 0..1000 {

@@ -190,6 +190,9 @@ pub struct CallContext {
     /// The key of the store a 0.2 plugin's call uses (see `kv::scope_for`): one per
     /// principal, so state never crosses tokens.
     pub principal: Option<Arc<str>>,
+    /// The W3C `traceparent` of the call's span, when the request is traced: what a 0.2
+    /// plugin reads through `host.traceparent`, and what its instances' spans link to.
+    pub traceparent: Option<Arc<str>>,
 }
 
 /// Why a call did not run. Failures while it ran are tool results with `isError`.

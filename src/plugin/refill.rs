@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use super::calls::{Calls, TIMEOUT_GRACE};
 use super::version::Version;
 use super::{engine, limits, pool};
+use crate::telemetry::traces;
 
 /// Units the ready pools leave to calls: with many plugins in use, their ready
 /// instances could otherwise hold every slot while a call waits for one.
@@ -24,8 +25,9 @@ impl Calls {
 
     /// Drops `version`'s used stores and tops up its ready instances, in the background
     /// and with instance budget to spare only: calls waiting for a slot come first; and
-    /// after the answer of the call that asks for it is written (see below).
-    pub(super) fn refill(&self, version: &Arc<Version>) {
+    /// after the answer of the call that asks for it is written (see below). `cause` is
+    /// that call's `traceparent`, which the refill's span links to.
+    pub(super) fn refill(&self, version: &Arc<Version>, cause: Option<Arc<str>>) {
         if !self.ready_pool.load(Ordering::Relaxed) {
             // Measuring without the pool: used stores still give their slots back.
             drop(version.pool.take_used());
@@ -51,7 +53,12 @@ impl Calls {
         // the writer of the call's answer among them.
         tokio::spawn(async move {
             tokio::task::yield_now().await;
-            host.workers.spawn(host.clone().fill(version));
+            let traced = traces::linked("plugin refill", &version.name, cause.as_deref());
+            let fill = host.clone().fill(version);
+            host.workers.spawn(async move {
+                traces::within(traced.as_ref(), fill).await;
+                traces::end(traced, None);
+            });
         });
     }
 

@@ -124,6 +124,7 @@ fn ctx() -> CallContext {
         ask: None,
         ask_timeout: Duration::from_secs(30),
         principal: None,
+        traceparent: None,
     }
 }
 

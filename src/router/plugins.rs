@@ -12,6 +12,7 @@ use super::{RequestContext, Router};
 use crate::catalog;
 use crate::plugin::{AskSink, CallContext, PluginError};
 use crate::protocol::{self, Reply, RpcError, methods};
+use crate::telemetry::traces;
 
 impl Router<'_> {
     /// `name` is the tool as the client calls it, `route.name` as the plugin knows it.
@@ -29,14 +30,20 @@ impl Router<'_> {
             .gateway
             .plugin_host()
             .ok_or_else(|| PluginError::NotFound(plugin.into()).to_rpc(name))?;
-        host.call(
-            plugin,
-            tool,
-            arguments,
-            self.plugin_context(context, plugin, timeout, params),
-        )
+        let traced = traces::plugin_call(plugin, tool);
+        let called = traces::within(traced.as_ref(), async {
+            let ctx = self.plugin_context(context, plugin, timeout, params);
+            host.call(plugin, tool, arguments, ctx).await
+        })
         .await
-        .map_err(|err| err.to_rpc(name))
+        .map_err(|err| err.to_rpc(name));
+        let failed = match &called {
+            Ok(reply) if reply.is_error_result() => Some("the tool reported an error"),
+            Ok(_) => None,
+            Err(error) => Some(error.message.as_str()),
+        };
+        traces::end(traced, failed);
+        called
     }
 
     /// What a call of `plugin` for `context` may reach of its client.
@@ -79,6 +86,7 @@ impl Router<'_> {
             ask: Some(self.ask_sink(context, plugin)),
             ask_timeout: self.gateway.config.load().gateway.timeout,
             principal: context.principal.token.as_deref().map(Arc::from),
+            traceparent: traces::current_traceparent().map(Arc::from),
         }
     }
 

@@ -17,6 +17,7 @@ use crate::names;
 use crate::protocol::methods;
 use crate::protocol::{self, Reply, RpcError};
 use crate::telemetry::events::{CallFields, Status};
+use crate::telemetry::traces;
 
 /// A call to a server or plugin, recorded as a `tool.called` event once it ends: by its
 /// outcome, or (dropped unended) as cancelled, so the events agree with the call counts.
@@ -231,6 +232,8 @@ impl Router<'_> {
         let in_flight =
             self.gateway
                 .begin_call(backend.name(), &context.peer, context.request.clone());
+        let mut params = params;
+        let traced = traces::backend_call(method, backend.name(), &mut params);
         let call = async {
             match backend.is_modern() {
                 true => {
@@ -250,7 +253,9 @@ impl Router<'_> {
                     .map_err(|e: BackendError| e.to_rpc()),
             }
         };
+        let call = traces::within(traced.as_ref(), call);
         let result = crate::backend::CALL.scope(in_flight.id(), call).await;
+        traces::end(traced, result.as_ref().err().map(|e| e.message.as_str()));
         if let Some(mapping) = mapping {
             mapping.end().await;
         } else if context.peer.is_stateless() && context.peer.log_level().is_some() {

@@ -55,5 +55,6 @@ mod sdk_template;
 mod stdio_bound;
 mod tenancy;
 mod third_party;
+mod tracing;
 mod ui;
 mod upstream_eras;

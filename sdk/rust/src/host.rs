@@ -1,5 +1,5 @@
 //! What the gateway offers a running tool (the WIT `host` interface): log lines, progress,
-//! the plugin's config, whether the call was cancelled. Off wasm (`cargo test` on the host) they go to [`crate::testing`]
+//! the plugin's config, whether the call was cancelled, the call's trace context. Off wasm (`cargo test` on the host) they go to [`crate::testing`]
 //! instead, so tools that use them can be unit-tested.
 
 pub use crate::wit::Level;
@@ -32,6 +32,11 @@ pub fn cancelled() -> bool {
     imp::cancelled()
 }
 
+/// The W3C `traceparent` of the current call when the gateway traces it, to pass on.
+pub fn traceparent() -> Option<String> {
+    imp::traceparent()
+}
+
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use crate::wit::wasmgate::plugin::host;
@@ -51,9 +56,17 @@ mod imp {
     pub fn cancelled() -> bool {
         host::cancelled()
     }
+
+    pub fn traceparent() -> Option<String> {
+        host::traceparent()
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
     pub(super) use crate::testing::{cancelled, config, log, progress};
+
+    pub fn traceparent() -> Option<String> {
+        None
+    }
 }

@@ -95,7 +95,7 @@ pub mod http;
 pub mod testing;
 
 pub use error::ToolError;
-pub use host::{Level, cancelled, config, config_or, log, progress};
+pub use host::{Level, cancelled, config, config_or, log, progress, traceparent};
 pub use output::{IntoOutput, Structured, ToolOutput};
 pub use plugin::{Instance, Plugin, completions};
 pub use prompt::{IntoPrompt, Prompt};

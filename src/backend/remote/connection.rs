@@ -24,6 +24,7 @@ use crate::backend::{BackendError, BackendEvent, Responder};
 use crate::oauth_client::OAuthClient;
 use crate::oauth_client::challenge::Challenge;
 use crate::protocol::{self, methods};
+use crate::telemetry::traces;
 
 mod legacy;
 mod notes;
@@ -251,6 +252,9 @@ impl Connection {
         if method == methods::TOOLS_CALL && self.is_modern() {
             self.mirrors.write(&mut mirrored, params.as_ref());
         }
+        // A traced request carries its span in `_meta.traceparent`; the header says it
+        // to the HTTP side (proxies, the server's own HTTP tracing).
+        let traceparent = traces::header_of(params.as_ref());
         let body = protocol::request(id.into(), method, params).to_string();
         if self.legacy.lock().unwrap().is_some() {
             return self.exchange_legacy(id, body).await;
@@ -264,6 +268,9 @@ impl Connection {
             if self.is_modern() {
                 modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
                 request.headers_mut().extend(mirrored.clone());
+            }
+            if let Some(traceparent) = &traceparent {
+                request.headers_mut().insert("traceparent", traceparent.clone());
             }
             let sent = request.headers().get(http::header::AUTHORIZATION).cloned();
             let (response, lease) = self.send(request, hold(method)).await?;

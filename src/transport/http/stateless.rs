@@ -121,6 +121,7 @@ pub async fn post(
     let closer = CloseOnDrop(session.clone());
     match session.handle(Message::Request { id, method, params }) {
         Handled::Running(running) => {
+            let running = running.within(super::streamable::trace_parent(headers));
             answer_request(&front, &stream, running, closer, answer_status).await
         }
         Handled::Answer(line) => respond::json(line, None),

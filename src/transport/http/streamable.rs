@@ -14,6 +14,7 @@ use super::streams::{Refused, RequestStreams, parse_event_id};
 use super::{Caller, Front};
 use crate::protocol::{self, Incoming, Message, methods};
 use crate::session::{Handled, Running};
+use crate::telemetry::traces;
 
 /// The version a request without `MCP-Protocol-Version` is taken to speak (the spec says so).
 const VERSION_WITHOUT_HEADER: &str = "2025-03-26";
@@ -90,6 +91,7 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
         Handled::Answer(line) => respond::json(line, opened.then(|| session.id())),
         Handled::Refused(line) => bad_request(line),
         Handled::Running(running) => {
+            let running = running.within(trace_parent(&headers));
             answer_request(&front, &session.streams, running, (), |_| StatusCode::OK).await
         }
         // A batch (versions before 2025-06-18): one JSON array once every request is answered.
@@ -98,6 +100,15 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
             None => respond::accepted(),
         },
     }
+}
+
+/// The trace a request's `traceparent` header continues, when requests are traced.
+pub(super) fn trace_parent(headers: &HeaderMap) -> Option<opentelemetry::Context> {
+    if !traces::enabled() {
+        return None;
+    }
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    traces::remote_parent(value)
 }
 
 /// Whether the message is an `initialize`, which opens a session.

@@ -1,8 +1,8 @@
 //! `v2demo`: a plugin of the 0.2 world, written on the raw bindings, for the host's tests
 //! of what 0.2 adds: results through `reply`, resources and a template, a prompt and its
-//! completion, requests to the client, the store, announcements, cancellation, and a
-//! declared instance mode (`session` unless its config's `declare` says otherwise: its
-//! `count` tool keeps a global).
+//! completion, requests to the client, the store, announcements, cancellation, the
+//! call's trace context, and a declared instance mode (`session` unless its config's
+//! `declare` says otherwise: its `count` tool keeps a global).
 
 use std::cell::Cell;
 
@@ -95,6 +95,11 @@ impl tool::Guest for Demo {
                 any(),
             ),
             tool_info("structured", "Gives a structured result.", any()),
+            tool_info(
+                "traceparent",
+                "Says the call's trace context, or `none`.",
+                any(),
+            ),
         ];
         if std::fs::metadata(ANNOUNCED).is_ok() {
             tools.push(tool_info("announced", "Here after `announce`.", any()));
@@ -228,6 +233,7 @@ impl tool::Guest for Demo {
                 notify::resource_updated("demo://hello");
                 text(reply, "announced")
             }
+            "traceparent" => text(reply, host::traceparent().unwrap_or("none".into())),
             "structured" => {
                 reply
                     .structured(&json!({"answer": 42}).to_string())

@@ -245,7 +245,19 @@ fn a_token_of_the_provider_gets_exactly_its_profiles_tools() {
         // Static tokens keep working beside OAuth.
         assert_eq!(tools(&gw, "/mcp/ops", STATIC_TOKEN).await, names);
 
-        // Sessions and events know the principal by its `sub`; the token is never logged.
+        // Events know the principal by its `sub` (the token's own, so shown to it).
+        let bearer = format!("Bearer {eng}");
+        let mut session = gw.session("/mcp/eng", &[("authorization", &bearer)]).await;
+        let echoed = session.call("a__echo", json!({"text": "hi"})).await;
+        assert_eq!(echoed["result"]["content"][0]["text"], "hi", "{echoed}");
+        let events = session.call("get_events", json!({})).await;
+        let called = events["result"]["structuredContent"]["events"]
+            .as_array()
+            .and_then(|all| all.iter().find(|e| e["event_type"] == "tool.called"))
+            .unwrap_or_else(|| panic!("{events}"));
+        assert_eq!(called["token"], "eng-client", "{called}");
+        // The token itself is never logged nor shown.
+        assert!(!events.to_string().contains(&eng), "{events}");
         let stderr = gw.stderr();
         assert!(!stderr.contains(&eng) && !stderr.contains(&ops), "{stderr}");
     });

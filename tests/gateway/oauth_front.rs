@@ -247,6 +247,22 @@ fn a_token_of_the_provider_gets_exactly_its_profiles_tools() {
         assert!(names.contains(&"b__echo".to_string()), "{names:?}");
         assert!(names.iter().all(|n| !n.starts_with("a__")), "{names:?}");
 
+        // `/mcp` and `/metrics` have the resource `RESOURCE/mcp`: the operator scope opens
+        // `/metrics`; the rules open only `eng`'s path, not the whole gateway's.
+        let whole = format!("{RESOURCE}/mcp");
+        let operator = provider.mint("eng-client", &whole, "mcp operator").await;
+        let plain = provider.mint("eng-client", &whole, "mcp").await;
+        let mut conn = gw.connect().await;
+        let bearer = format!("Bearer {operator}");
+        let reply = (conn.request("GET", "/metrics", &[("authorization", &bearer)], "")).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let mut conn = gw.connect().await;
+        let bearer = format!("Bearer {plain}");
+        let reply = (conn.request("GET", "/metrics", &[("authorization", &bearer)], "")).await;
+        assert_eq!(reply.status, 403, "{}", reply.body);
+        let reply = try_initialize(&gw, "/mcp", &plain).await;
+        assert_eq!(reply.status, 403, "{}", reply.body);
+
         // Static tokens keep working beside OAuth.
         assert_eq!(tools(&gw, "/mcp/ops", STATIC_TOKEN).await, names);
 

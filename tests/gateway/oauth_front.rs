@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -36,6 +36,8 @@ fn node(folder: &Path) -> PathBuf {
 /// A running oidc-provider; it leaves when its stdin closes (on drop).
 struct Provider {
     child: Child,
+    /// Kept open: a write to a closed pipe would end the provider.
+    _stdout: BufReader<ChildStdout>,
     issuer: String,
     http: reqwest::Client,
 }
@@ -55,13 +57,13 @@ impl Provider {
             .spawn()
             .expect("node starts");
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut line).unwrap();
         let issuer = line.trim().to_string();
         assert!(issuer.starts_with("http://127.0.0.1:"), "{issuer:?}");
         Provider {
             child,
+            _stdout: stdout,
             issuer,
             http: reqwest::Client::new(),
         }
@@ -145,6 +147,9 @@ issuer = "{issuer}"
 resource = "{RESOURCE}"
 jwks_refresh = "0s"
 operator_scope = "operator"
+# Client credentials tokens name their client here; introspection answers have no `sub`.
+claim = "client_id"
+introspection = {{ endpoint = "{issuer}/token/introspection", client_id = "gateway", client_secret = "${{INTRO_SECRET}}" }}
 
 [[http.oauth.rules]]
 claim = "groups"
@@ -158,7 +163,7 @@ profiles = ["ops"]
 "#,
         issuer = provider.issuer
     );
-    HttpGateway::start(&text, &[])
+    HttpGateway::start(&text, &[("INTRO_SECRET", "gateway-secret")])
 }
 
 fn initialize() -> Value {
@@ -242,10 +247,38 @@ fn a_token_of_the_provider_gets_exactly_its_profiles_tools() {
         assert!(names.contains(&"b__echo".to_string()), "{names:?}");
         assert!(names.iter().all(|n| !n.starts_with("a__")), "{names:?}");
 
+        // `/mcp` and `/metrics` have the resource `RESOURCE/mcp`: the operator scope opens
+        // `/metrics`; the rules open only `eng`'s path, not the whole gateway's.
+        let whole = format!("{RESOURCE}/mcp");
+        let operator = provider.mint("eng-client", &whole, "mcp operator").await;
+        let plain = provider.mint("eng-client", &whole, "mcp").await;
+        let mut conn = gw.connect().await;
+        let bearer = format!("Bearer {operator}");
+        let reply = (conn.request("GET", "/metrics", &[("authorization", &bearer)], "")).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let mut conn = gw.connect().await;
+        let bearer = format!("Bearer {plain}");
+        let reply = (conn.request("GET", "/metrics", &[("authorization", &bearer)], "")).await;
+        assert_eq!(reply.status, 403, "{}", reply.body);
+        let reply = try_initialize(&gw, "/mcp", &plain).await;
+        assert_eq!(reply.status, 403, "{}", reply.body);
+
         // Static tokens keep working beside OAuth.
         assert_eq!(tools(&gw, "/mcp/ops", STATIC_TOKEN).await, names);
 
-        // Sessions and events know the principal by its `sub`; the token is never logged.
+        // Events know the principal by its `sub` (the token's own, so shown to it).
+        let bearer = format!("Bearer {eng}");
+        let mut session = gw.session("/mcp/eng", &[("authorization", &bearer)]).await;
+        let echoed = session.call("a__echo", json!({"text": "hi"})).await;
+        assert_eq!(echoed["result"]["content"][0]["text"], "hi", "{echoed}");
+        let events = session.call("get_events", json!({})).await;
+        let called = events["result"]["structuredContent"]["events"]
+            .as_array()
+            .and_then(|all| all.iter().find(|e| e["event_type"] == "tool.called"))
+            .unwrap_or_else(|| panic!("{events}"));
+        assert_eq!(called["token"], "eng-client", "{called}");
+        // The token itself is never logged nor shown.
+        assert!(!events.to_string().contains(&eng), "{events}");
         let stderr = gw.stderr();
         assert!(!stderr.contains(&eng) && !stderr.contains(&ops), "{stderr}");
     });
@@ -275,6 +308,7 @@ fn tokens_that_are_not_valid_are_refused_as_the_spec_says() {
         let claims = |changes: Value| {
             let mut claims = json!({
                 "iss": provider.issuer, "aud": format!("{RESOURCE}/mcp/eng"), "sub": "eng-client",
+                "client_id": "eng-client",
                 "groups": ["eng"], "scope": "mcp", "iat": now, "exp": now + 300,
             });
             for (key, value) in changes.as_object().unwrap() {
@@ -386,6 +420,45 @@ fn a_key_rotation_at_the_provider_is_picked_up() {
             challenge(&reply).contains("no key `key-1`"),
             "{}",
             challenge(&reply)
+        );
+    });
+}
+
+#[test]
+fn an_opaque_token_is_introspected() {
+    let Some(folder) = provider_folder() else {
+        return;
+    };
+    runtime().block_on(async {
+        let provider = Provider::start(&folder);
+        let gw = gateway(&provider);
+        let opaque = provider
+            .mint("opaque-client", &format!("{RESOURCE}/mcp/eng"), "mcp")
+            .await;
+        assert!(!opaque.contains('.'), "not opaque: {opaque}");
+        let names = tools(&gw, "/mcp/eng", &opaque).await;
+        assert!(names.contains(&"a__echo".to_string()), "{names:?}");
+        assert!(names.iter().all(|n| !n.starts_with("b__")), "{names:?}");
+
+        let reply = try_initialize(&gw, "/mcp/ops", &opaque).await;
+        assert_eq!(reply.status, 401, "{}", reply.body);
+        assert!(
+            challenge(&reply).contains("not for this resource"),
+            "{}",
+            challenge(&reply)
+        );
+
+        let reply = try_initialize(&gw, "/mcp/eng", "made-up-opaque-token-0123456789").await;
+        assert_eq!(reply.status, 401, "{}", reply.body);
+        assert!(
+            challenge(&reply).contains("not active"),
+            "{}",
+            challenge(&reply)
+        );
+        let stderr = gw.stderr();
+        assert!(
+            !stderr.contains("gateway-secret") && !stderr.contains(&opaque),
+            "{stderr}"
         );
     });
 }

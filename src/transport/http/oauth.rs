@@ -47,7 +47,10 @@ impl Oauth {
         let mut builder = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(10))
             // The issuer's endpoints answer directly; a redirect would be someone else's.
-            .redirect(reqwest::redirect::Policy::none());
+            .redirect(reqwest::redirect::Policy::none())
+            // Rare requests (keys, uncached introspection): a kept connection the issuer
+            // has closed meanwhile would fail a POST, which is not retried.
+            .pool_max_idle_per_host(0);
         if let Some(file) = &config.ca_file {
             let pem = std::fs::read(file)
                 .map_err(|e| format!("[http.oauth] ca_file {}: {e}", file.display()))?;

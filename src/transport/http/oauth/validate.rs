@@ -112,7 +112,7 @@ async fn introspect(
                 .body(body)
                 .send()
                 .await
-                .map_err(|e| Refusal::Invalid(format!("introspection failed: {e}")))?;
+                .map_err(|e| Refusal::Invalid(format!("introspection failed: {}", causes(&e))))?;
             if !answer.status().is_success() {
                 return Err(Refusal::Invalid(format!(
                     "introspection answered {}",
@@ -173,6 +173,18 @@ async fn introspect(
         )));
     }
     Ok(claims)
+}
+
+/// An error with its causes: reqwest's own message rarely says what went wrong.
+pub fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 fn now() -> u64 {

@@ -152,6 +152,12 @@ fn conformance_auth_client_scenarios_of_2026_07_28_pass() {
         &["--requirements", "2026-07-28"],
     );
     assert_all_pass(&outcomes, SCORED_AUTH_2026, "2026-07-28", &output);
+    // Not scored (an extension), but the client credentials grant of a pre-registered
+    // client with a secret: machine to machine, no user.
+    assert!(
+        output.contains("✓ auth/client-credentials-basic"),
+        "the client credentials grant failed:\n{output}"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Command line: `serve` (the default), `check`, `tools`, `call`, `wit`, `plugin …`,
-//! `pins …`. Parses flags, loads the config, runs, and maps the outcome to an exit code.
+//! `pins …`, `auth …`, `connect URL`. Parses flags, loads the config, runs, and maps the
+//! outcome to an exit code.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

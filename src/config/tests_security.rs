@@ -314,3 +314,50 @@ profiles = ["nope"]
         "{found:#?}"
     );
 }
+
+#[test]
+fn oauth_settings_are_checked_and_the_secret_never_shown() {
+    let dir = TempDir::new("wasmgate-sec-");
+    let text = "[gateway]\nauth_dir = \"tokens\"\n\
+                [servers.billing]\nurl = \"https://billing.example.com/mcp\"\n\
+                [servers.billing.oauth]\nclient_id = \"gw\"\nclient_secret = \"${SECRET}\"\n\
+                scopes = [\"read\"]\n";
+    let config = load(text, &dir, &[("SECRET", "s3cret-value-123")]).unwrap();
+    assert_eq!(config.gateway.auth_dir, Some(dir.join("tokens")));
+    let super::ServerTransport::Http(endpoint) = &config.servers["billing"].transport else {
+        panic!("a remote server");
+    };
+    let oauth = endpoint.oauth.as_ref().unwrap();
+    // A secret means client credentials unless the grant says otherwise.
+    assert_eq!(oauth.grant, crate::oauth_client::Grant::ClientCredentials);
+    assert_eq!(
+        oauth.client_secret.as_ref().unwrap().expose(),
+        "s3cret-value-123"
+    );
+    let summary = config.summary();
+    assert!(
+        summary.contains("OAuth client_credentials (client gw, scopes read)"),
+        "{summary}"
+    );
+    assert!(!summary.contains("s3cret-value-123"), "{summary}");
+    assert!(!format!("{config:?}").contains("s3cret-value-123"));
+
+    let bad = "[servers.b]\nurl = \"https://b.example.com/mcp\"\n\
+               [servers.b.oauth]\ngrant = \"password\"\n";
+    let found = errors(bad, &dir, &[]);
+    assert!(
+        found[0].contains("unknown OAuth grant \"password\""),
+        "{found:#?}"
+    );
+    let no_secret = "[servers.b]\nurl = \"https://b.example.com/mcp\"\n\
+                     [servers.b.oauth]\ngrant = \"client_credentials\"\nclient_id = \"x\"\n";
+    let found = errors(no_secret, &dir, &[]);
+    assert!(
+        found[0].contains("needs a client_id and a client_secret"),
+        "{found:#?}"
+    );
+    let plain = "[servers.b]\nurl = \"https://b.example.com/mcp\"\n\
+                 [servers.b.oauth]\nclient_metadata_url = \"http://x.example.com/c.json\"\n";
+    let found = errors(plain, &dir, &[]);
+    assert!(found[0].contains("is not an https:// URL"), "{found:#?}");
+}

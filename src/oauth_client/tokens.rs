@@ -180,3 +180,26 @@ fn error_of(text: &str) -> String {
         _ => "no OAuth error in the answer".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{EARLY, Tokens, now};
+    use crate::oauth_client::Secret;
+
+    fn expiring_at(at: Option<u64>) -> Tokens {
+        Tokens {
+            access_token: Secret("t".into()),
+            refresh_token: None,
+            expires_at: at,
+            scopes: vec![],
+        }
+    }
+
+    #[test]
+    fn a_token_is_refreshed_a_minute_before_it_expires() {
+        assert!(!expiring_at(None).stale());
+        assert!(!expiring_at(Some(now() + EARLY.as_secs() + 30)).stale());
+        assert!(expiring_at(Some(now() + EARLY.as_secs() - 1)).stale());
+        assert!(expiring_at(Some(now().saturating_sub(5))).stale());
+    }
+}

@@ -3,7 +3,8 @@
 //! fixture (examples/conformance_server/) as a stdio backend; then again with the
 //! fixture's tools that a 0.1 plugin can serve moved into one (tests/plugins/conformance;
 //! the rest stay with the fixture: 0.1 has tools only, and cannot ask the client); and
-//! with the whole fixture as one 0.2 plugin and no stdio server (plugins.rs).
+//! with the whole fixture as one 0.2 plugin and no stdio server (plugins.rs). Client side:
+//! the suite's `auth/*` scenarios against `wasmgate connect` (auth_client.rs).
 //!
 //! Two releases of the suite: 0.1.16 for 2025-11-25 (every scenario must pass), and
 //! 0.2.0-alpha.12 for `--requirements 2026-07-28`, whose scored passes must not fall

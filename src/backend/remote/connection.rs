@@ -260,14 +260,19 @@ impl Connection {
             return self.exchange_legacy(id, body).await;
         }
         let mut challenges = 0;
+        // Kept for a second try only where OAuth may ask for one: no copy otherwise.
+        let (mut body, mut mirrored) = (Some(body), Some(mirrored));
+        let retry = self.oauth.is_some();
         let (response, lease) = loop {
             if let Some(oauth) = &self.oauth {
                 oauth.fresh().await;
             }
-            let mut request = self.build(http::Method::POST, Some(body.clone()));
+            let mut request = self.build(http::Method::POST, once_more(&mut body, retry));
             if self.is_modern() {
                 modern::mirror_headers(request.headers_mut(), method, params_name.as_deref());
-                request.headers_mut().extend(mirrored.clone());
+                request
+                    .headers_mut()
+                    .extend(once_more(&mut mirrored, retry).unwrap_or_default());
             }
             if let Some(traceparent) = &traceparent {
                 request.headers_mut().insert("traceparent", traceparent.clone());
@@ -678,6 +683,14 @@ impl TokenFile {
         value.set_sensitive(true);
         *read = Some((modified.ok()?, value.clone()));
         Some(value)
+    }
+}
+
+/// What a request is built of: a copy when it may go again (`retry`), else the thing itself.
+fn once_more<T: Clone>(kept: &mut Option<T>, retry: bool) -> Option<T> {
+    match retry {
+        true => kept.clone(),
+        false => kept.take(),
     }
 }
 

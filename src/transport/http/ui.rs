@@ -276,17 +276,26 @@ async fn events(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response
     if operator(&front, &headers).is_err() {
         return unauthorized();
     }
-    let receiver = front.gateway.events.subscribe();
-    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        let event = match receiver.recv().await {
-            Ok(event) => SseEvent::default().data(feed_entry(event.to_json()).to_string()),
-            Err(RecvError::Lagged(missed)) => {
-                SseEvent::default().event("lagged").data(missed.to_string())
-            }
-            Err(RecvError::Closed) => return None,
-        };
-        Some((Ok::<_, Infallible>(event), receiver))
-    });
+    let subscription = front.gateway.events.subscribe();
+    // The gateway stopping ends the stream, which would hold its connection open.
+    let ending = front.gateway.listens_ending();
+    let stream = futures_util::stream::unfold(
+        (subscription, ending),
+        |(mut subscription, mut ending)| async move {
+            let next = tokio::select! {
+                next = subscription.recv() => next,
+                _ = ending.wait_for(|ended| *ended) => return None,
+            };
+            let event = match next {
+                Ok(event) => SseEvent::default().data(feed_entry(event.to_json()).to_string()),
+                Err(RecvError::Lagged(missed)) => {
+                    SseEvent::default().event("lagged").data(missed.to_string())
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            Some((Ok::<_, Infallible>(event), (subscription, ending)))
+        },
+    );
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(front.config.keep_alive))
         .into_response()

@@ -235,6 +235,14 @@ fn the_admin_listener_serves_the_page_and_metrics_for_a_stdio_gateway() {
     assert_eq!(status, 403, "cross-origin: {head}");
     let cookie = login(addr, &token);
     assert!(!cookie.contains(&token), "{cookie}");
+    // A page of another site cannot read it with the cookie, were the browser to send it.
+    let (status, _, _) = exchange(
+        addr,
+        &format!(
+            "GET /ui/status.json HTTP/1.1\r\n{host}Cookie: {cookie}\r\nSec-Fetch-Site: cross-site\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 403, "cross-site");
     let (status, head, body) = exchange(
         addr,
         &format!("GET /ui/status.json HTTP/1.1\r\n{host}Cookie: {cookie}\r\n\r\n"),

@@ -61,7 +61,12 @@ pub async fn same_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    let mut response = match check_origin(&front, request.method(), request.headers()) {
+    let page_load = request.method() == Method::GET
+        && matches!(
+            request.uri().path(),
+            "/ui" | "/ui/" | "/ui/app.js" | "/ui/ui.css" | "/ui/favicon.svg"
+        );
+    let mut response = match check_origin(&front, request.method(), request.headers(), page_load) {
         Ok(()) => next.run(request).await,
         Err(why) => (StatusCode::FORBIDDEN, format!("Forbidden: {why}\n")).into_response(),
     };
@@ -83,7 +88,14 @@ pub async fn same_origin(
     response
 }
 
-fn check_origin(front: &Front, method: &Method, headers: &HeaderMap) -> Result<(), String> {
+/// `page_load`: the page and its files, which a link from another site may open (its
+/// `SameSite=Strict` cookie is not sent then: the login form shows).
+fn check_origin(
+    front: &Front,
+    method: &Method,
+    headers: &HeaderMap,
+    page_load: bool,
+) -> Result<(), String> {
     let host = respond::header(headers, header::HOST.as_str()).unwrap_or_default();
     if !super::guard::host_allowed(front, host) {
         return Err(format!(
@@ -102,7 +114,8 @@ fn check_origin(front: &Front, method: &Method, headers: &HeaderMap) -> Result<(
     }
     // A browser says where a request comes from even when it sends no `Origin` (a `GET`).
     let site = respond::header(headers, "sec-fetch-site").unwrap_or("same-origin");
-    if !(site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none")) {
+    if !(page_load || site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none"))
+    {
         return Err(format!("a {site} request may not use /ui"));
     }
     Ok(())

@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -138,6 +138,27 @@ pub struct EventLog {
     /// Every event as it is recorded, for live readers (the status page's feed); an event
     /// is copied for it only while someone listens.
     bus: tokio::sync::broadcast::Sender<Event>,
+    /// Live readers of `bus`: what the hot path reads (`receiver_count` takes a lock).
+    listeners: Arc<AtomicUsize>,
+}
+
+/// A live reader of the event log, from [`EventLog::subscribe`].
+pub struct Subscription {
+    receiver: tokio::sync::broadcast::Receiver<Event>,
+    listeners: Arc<AtomicUsize>,
+}
+
+impl Subscription {
+    /// The next event; `Lagged(n)` when the reader fell behind and `n` were dropped.
+    pub async fn recv(&mut self) -> Result<Event, tokio::sync::broadcast::error::RecvError> {
+        self.receiver.recv().await
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.listeners.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The JSON-lines file, opened again when it was renamed or deleted (logrotate's
@@ -255,6 +276,7 @@ impl EventLog {
             next_seq: AtomicU64::new(0),
             file: Mutex::new(None),
             bus: tokio::sync::broadcast::channel(512).0,
+            listeners: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -344,7 +366,7 @@ impl EventLog {
             trace_id,
             "event"
         );
-        if self.bus.receiver_count() > 0 {
+        if self.listeners.load(Ordering::Relaxed) > 0 {
             let _ = self.bus.send(event.clone());
         }
         if let Some(file) = self.file.lock().unwrap().as_mut() {
@@ -366,8 +388,12 @@ impl EventLog {
 
     /// Every event recorded from now on; a reader that falls more than a few hundred
     /// events behind is told how many it missed (`RecvError::Lagged`).
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Event> {
-        self.bus.subscribe()
+    pub fn subscribe(&self) -> Subscription {
+        self.listeners.fetch_add(1, Ordering::Relaxed);
+        Subscription {
+            receiver: self.bus.subscribe(),
+            listeners: self.listeners.clone(),
+        }
     }
 
     /// Newest first, from both rings.
@@ -471,6 +497,25 @@ mod tests {
             all[0]["error"].as_str().unwrap().len() < 2100,
             "cut like other texts"
         );
+    }
+
+    #[tokio::test]
+    async fn live_readers_get_each_event_and_leave() {
+        let log = EventLog::new(8);
+        let mut reader = log.subscribe();
+        log.emit(
+            "plugin.loaded",
+            "echo",
+            Status::Success,
+            json!({"tools": 1}),
+        );
+        let event = reader.recv().await.unwrap();
+        assert_eq!(
+            (event.event_type, event.source.as_str()),
+            ("plugin.loaded", "echo")
+        );
+        drop(reader);
+        assert_eq!(log.listeners.load(Ordering::Relaxed), 0);
     }
 
     #[test]

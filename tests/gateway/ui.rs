@@ -146,6 +146,67 @@ fn exchange(addr: SocketAddr, request: &str) -> (u16, String, String) {
     (status, head.to_string(), body.to_string())
 }
 
+/// `POST /ui/login` with `token`, from `origin`.
+fn post_login(addr: SocketAddr, origin: &str, token: &str) -> (u16, String, String) {
+    let form = format!("token={token}");
+    exchange(
+        addr,
+        &format!(
+            "POST /ui/login HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nOrigin: {origin}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            form.len()
+        ),
+    )
+}
+
+/// Logs in with `token` from the page's own origin; the `NAME=VALUE` of the cookie set.
+fn login(addr: SocketAddr, token: &str) -> String {
+    let (status, head, _) = post_login(addr, &format!("http://{addr}"), token);
+    assert_eq!(status, 303, "{head}");
+    head.lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .expect("a cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// An open live feed does not hold the gateway past its stop: the stream ends with it
+/// (else the front would wait `shutdown_grace` for the connection).
+#[test]
+fn an_open_feed_ends_when_the_gateway_stops() {
+    let text = format!(
+        "{}\n[http]\ntokens = [{{ name = \"ops\", token = \"{OPERATOR_TOKEN}\", scopes = [\"operator\"] }}]\n",
+        crate::harness::Config::default()
+            .gateway("shutdown_grace = \"30s\"")
+            .example("ex", &[])
+            .render(Path::new("{dir}"))
+    );
+    let mut gateway = HttpGateway::start(&text, &[]);
+    let cookie = login(gateway.addr, OPERATOR_TOKEN);
+    let mut feed = TcpStream::connect(gateway.addr).unwrap();
+    feed.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let addr = gateway.addr;
+    feed.write_all(
+        format!("GET /ui/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nCookie: {cookie}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    feed.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "the feed opens");
+    let stopped = Instant::now();
+    let status = gateway.terminate(Duration::from_secs(15));
+    assert!(
+        status.is_some(),
+        "the gateway still runs {:?} after SIGTERM with a feed open:\n{}",
+        stopped.elapsed(),
+        gateway.stderr()
+    );
+}
+
 #[test]
 fn the_admin_listener_serves_the_page_and_metrics_for_a_stdio_gateway() {
     let dir = TestDir::new("admin");
@@ -170,29 +231,18 @@ fn the_admin_listener_serves_the_page_and_metrics_for_a_stdio_gateway() {
     let host = format!("Host: {addr}\r\nConnection: close\r\n");
     let (status, _, _) = exchange(addr, &format!("GET /ui/status.json HTTP/1.1\r\n{host}\r\n"));
     assert_eq!(status, 401, "no login");
-    let form = format!("token={token}");
-    let login = |origin: &str| {
-        exchange(
-            addr,
-            &format!(
-                "POST /ui/login HTTP/1.1\r\n{host}Origin: {origin}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
-                form.len()
-            ),
-        )
-    };
-    let (status, head, _) = login("http://evil.example");
+    let (status, head, _) = post_login(addr, "http://evil.example", &token);
     assert_eq!(status, 403, "cross-origin: {head}");
-    let (status, head, _) = login(&format!("http://{addr}"));
-    assert_eq!(status, 303, "{head}");
-    let cookie = head
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .expect("a cookie")
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
+    let cookie = login(addr, &token);
     assert!(!cookie.contains(&token), "{cookie}");
+    // A page of another site cannot read it with the cookie, were the browser to send it.
+    let (status, _, _) = exchange(
+        addr,
+        &format!(
+            "GET /ui/status.json HTTP/1.1\r\n{host}Cookie: {cookie}\r\nSec-Fetch-Site: cross-site\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 403, "cross-site");
     let (status, head, body) = exchange(
         addr,
         &format!("GET /ui/status.json HTTP/1.1\r\n{host}Cookie: {cookie}\r\n\r\n"),

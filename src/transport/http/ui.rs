@@ -61,7 +61,12 @@ pub async fn same_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    let mut response = match check_origin(&front, request.method(), request.headers()) {
+    let page_load = request.method() == Method::GET
+        && matches!(
+            request.uri().path(),
+            "/ui" | "/ui/" | "/ui/app.js" | "/ui/ui.css" | "/ui/favicon.svg"
+        );
+    let mut response = match check_origin(&front, request.method(), request.headers(), page_load) {
         Ok(()) => next.run(request).await,
         Err(why) => (StatusCode::FORBIDDEN, format!("Forbidden: {why}\n")).into_response(),
     };
@@ -83,7 +88,14 @@ pub async fn same_origin(
     response
 }
 
-fn check_origin(front: &Front, method: &Method, headers: &HeaderMap) -> Result<(), String> {
+/// `page_load`: the page and its files, which a link from another site may open (its
+/// `SameSite=Strict` cookie is not sent then: the login form shows).
+fn check_origin(
+    front: &Front,
+    method: &Method,
+    headers: &HeaderMap,
+    page_load: bool,
+) -> Result<(), String> {
     let host = respond::header(headers, header::HOST.as_str()).unwrap_or_default();
     if !super::guard::host_allowed(front, host) {
         return Err(format!(
@@ -102,7 +114,8 @@ fn check_origin(front: &Front, method: &Method, headers: &HeaderMap) -> Result<(
     }
     // A browser says where a request comes from even when it sends no `Origin` (a `GET`).
     let site = respond::header(headers, "sec-fetch-site").unwrap_or("same-origin");
-    if !(site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none")) {
+    if !(page_load || site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none"))
+    {
         return Err(format!("a {site} request may not use /ui"));
     }
     Ok(())
@@ -276,17 +289,26 @@ async fn events(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response
     if operator(&front, &headers).is_err() {
         return unauthorized();
     }
-    let receiver = front.gateway.events.subscribe();
-    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        let event = match receiver.recv().await {
-            Ok(event) => SseEvent::default().data(feed_entry(event.to_json()).to_string()),
-            Err(RecvError::Lagged(missed)) => {
-                SseEvent::default().event("lagged").data(missed.to_string())
-            }
-            Err(RecvError::Closed) => return None,
-        };
-        Some((Ok::<_, Infallible>(event), receiver))
-    });
+    let subscription = front.gateway.events.subscribe();
+    // The gateway stopping ends the stream, which would hold its connection open.
+    let ending = front.gateway.listens_ending();
+    let stream = futures_util::stream::unfold(
+        (subscription, ending),
+        |(mut subscription, mut ending)| async move {
+            let next = tokio::select! {
+                next = subscription.recv() => next,
+                _ = ending.wait_for(|ended| *ended) => return None,
+            };
+            let event = match next {
+                Ok(event) => SseEvent::default().data(feed_entry(event.to_json()).to_string()),
+                Err(RecvError::Lagged(missed)) => {
+                    SseEvent::default().event("lagged").data(missed.to_string())
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            Some((Ok::<_, Infallible>(event), (subscription, ending)))
+        },
+    );
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(front.config.keep_alive))
         .into_response()

@@ -132,6 +132,7 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
         http: HttpConfig::default(),
         profiles: Default::default(),
         middleware: Vec::new(),
+        limits: Default::default(),
         source: None,
         warnings: Vec::new(),
     }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use globset::GlobSet;
 
+use super::limits::{BreakerConfig, LimitsConfig};
+
 /// The whole gateway configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -24,6 +26,8 @@ pub struct Config {
     /// `[[middleware]]`: the chain, in order. Each entry's component is loaded as a plugin
     /// of the same name (`plugins.plugins[name]`, with `middleware` set).
     pub middleware: Vec<MiddlewareEntry>,
+    /// `[limits]`: rate limits.
+    pub limits: LimitsConfig,
     /// The file this came from; `None` for the embedded default.
     pub source: Option<PathBuf>,
     /// Things that are not errors but that a user should hear about
@@ -210,6 +214,10 @@ pub struct ServerConfig {
     pub exclusive: bool,
     /// The MCP era the gateway speaks to it in (`protocol`).
     pub protocol: UpstreamProtocol,
+    /// `max_concurrent`: calls to it at once; `None` for no bound.
+    pub max_concurrent: Option<usize>,
+    /// `breaker`: when failures in a row stop calls to it for a while.
+    pub breaker: BreakerConfig,
 }
 
 /// `protocol` of a server: which MCP era the gateway speaks to it in.

@@ -25,6 +25,9 @@ pub struct TomlFile {
     pub profiles: BTreeMap<String, Profile>,
     #[serde(default)]
     pub middleware: Vec<Middleware>,
+    /// `[[limits.rate]]`: rate limits per principal, profile and tool.
+    #[serde(default)]
+    pub limits: super::limits::RawLimits,
 }
 
 /// `[http]`: the HTTP front.
@@ -160,6 +163,10 @@ pub struct Server {
     pub max_in_flight: Option<AtLeastOne>,
     /// The largest message (a JSON answer, one event) read from the server.
     pub max_message: Option<Bytes>,
+    /// Calls to the server at once; more wait (up to their timeout).
+    pub max_concurrent: Option<AtLeastOne>,
+    /// The circuit breaker: `{ failures = 5, open_for = "30s" }`.
+    pub breaker: Option<super::limits::RawBreaker>,
 }
 
 /// One `mcpServers` entry: our server keys plus the keys other clients write there.

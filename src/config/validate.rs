@@ -15,6 +15,7 @@ use crate::names::{namespace_for, valid_namespace};
 
 mod expand;
 mod http;
+mod limits;
 mod middleware;
 mod plugins;
 mod profiles;
@@ -134,9 +135,11 @@ pub(crate) fn from_toml(
     let profiles = cx.profiles(raw.profiles);
     cx.profile_backends(&profiles, &servers, &plugins);
     let http = cx.http(raw.http, &profiles);
+    let limits = cx.limits(raw.limits);
     let mut config = cx.finish(gateway, servers, plugins)?;
     config.http = http;
     config.middleware = middleware;
+    config.limits = limits;
     config.profiles = (profiles.into_iter())
         .map(|(name, profile)| (name, std::sync::Arc::new(profile)))
         .collect();
@@ -483,6 +486,7 @@ impl<'a> Ctx<'a> {
             http: HttpConfig::default(),
             profiles: BTreeMap::new(),
             middleware: Vec::new(),
+            limits: Default::default(),
             source: self.src.source.clone(),
             warnings: self.warnings,
         })

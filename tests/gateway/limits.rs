@@ -457,3 +457,46 @@ async fn wait_for_tool(session: &mut McpSession, tool: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A server the gateway runs gets a breaker when its `breaker` is written: calls that time
+/// out open it, a call is then refused at once over stdio, and after `open_for` a probe
+/// that succeeds closes it.
+#[test]
+fn a_process_servers_written_breaker_opens_on_timeouts_and_closes_after_a_probe() {
+    let extra = [
+        "timeout = \"300ms\"",
+        "breaker = { failures = 2, open_for = \"1s\" }",
+    ];
+    let mut client = config().example_with("ex", &[], &extra).start_initialized();
+    for _ in 0..2 {
+        let answer = client.request("tools/call", json!({"name": "ex__hang", "arguments": {}}));
+        assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    }
+    let started = Instant::now();
+    let answer = client.request(
+        "tools/call",
+        json!({"name": "ex__echo", "arguments": {"text": "x"}}),
+    );
+    let error = &answer["error"];
+    assert_eq!(error["data"]["kind"], "breaker", "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "refused at once"
+    );
+    let wait = error["data"]["retryAfterMs"]
+        .as_u64()
+        .expect("retryAfterMs");
+    assert_eq!(
+        client.status()["backends"]["ex"]["breaker"]["state"],
+        "open"
+    );
+    std::thread::sleep(Duration::from_millis(wait));
+    let answer = client.call("ex__echo", json!({"text": "probe"}));
+    assert_eq!(answer["content"][0]["text"], "probe", "{answer}");
+    let closed = client.events(json!({"event_type": "breaker.closed"}));
+    assert_eq!(closed[0]["source"], "ex", "{closed:?}");
+    assert_eq!(
+        client.status()["backends"]["ex"]["breaker"]["state"],
+        "closed"
+    );
+}

@@ -77,6 +77,16 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// The request may not have reached the server, or it failed on its way (a 5xx): a
+    /// retry of an idempotent request may succeed.
+    pub fn is_transport_failure(&self) -> bool {
+        match self {
+            BackendError::Unreachable { .. } => true,
+            BackendError::Http { status, .. } => *status == 0 || *status >= 500,
+            _ => false,
+        }
+    }
+
     /// The one place where backend failures become JSON-RPC errors.
     pub fn to_rpc(&self) -> RpcError {
         match self {

@@ -118,6 +118,8 @@ pub fn status(gateway: &Gateway) -> Value {
                 "protocol_version": discovered.protocol_version,
                 "server_info": discovered.server_info,
                 "timeout_ms": server.timeout.as_millis() as u64,
+                "breaker": gateway.limits.server_status(&server),
+                "max_concurrent": server.max_concurrent,
             }),
         );
     }
@@ -234,6 +236,8 @@ pub fn status(gateway: &Gateway) -> Value {
         "middleware": gateway.middleware_status(),
         // Over all principals: the operator's.
         "relay": {"calls_waiting_for_input": gateway.relay.parked.len()},
+        // The rules name principals, profiles and tools: the operator's.
+        "limits": gateway.limits.status(&config),
     });
     if let Some(http) = gateway.front_status() {
         status["http"] = http;
@@ -269,6 +273,7 @@ fn status_for(gateway: &Gateway, viewer: &ClientPeer) -> Value {
         object.remove("http");
         object.remove("relay");
         object.remove("middleware");
+        object.remove("limits");
     }
     if let Some(config) = status["gateway"]["config"].as_object_mut() {
         config.remove("file");

@@ -5,6 +5,7 @@
 mod commands;
 mod error;
 mod exposure;
+mod limits;
 mod load;
 mod model;
 mod plugin_files;
@@ -17,6 +18,7 @@ mod validate;
 pub use crate::names::namespace_for;
 pub use commands::check_commands;
 pub use error::{ConfigError, Diagnostic};
+pub use limits::{BreakerConfig, LimitsConfig, RatePer, RateRule, parse_rate};
 pub use load::{embedded_default, from_json_str, from_toml_str, load, load_with_env, process_env};
 pub use model::*;
 pub use plugin_files::load_with_plugin_files;

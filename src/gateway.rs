@@ -52,6 +52,8 @@ pub struct Gateway {
     rebuild: Mutex<rebuild::Built>,
     /// Who holds each `exclusive = true` server.
     exclusive: exclusive::ExclusiveTurns,
+    /// Rate limits, caps, the retry budget and the servers' circuit breakers.
+    pub limits: crate::limits::Limits,
     /// What a front other than stdio reports in `gateway_status` (the HTTP listener).
     front_status: Mutex<Option<FrontStatus>>,
     /// What is kept of the clients beyond one message: who hears what servers send, the
@@ -77,6 +79,7 @@ impl Gateway {
             open_events_file(&events, path);
         }
         let (to_gateway, from_backends) = mpsc::unbounded_channel();
+        let limits = crate::limits::Limits::new(events.clone(), &config);
         let gateway = Arc::new(Gateway {
             config: ArcSwap::from_pointee(config.clone()),
             events,
@@ -91,6 +94,7 @@ impl Gateway {
             front_status: Mutex::new(None),
             relay: Relay::new(&config),
             exclusive: Default::default(),
+            limits,
             started: Instant::now(),
             started_at: Utc::now(),
             plugin_news: tokio::sync::broadcast::channel(64).0,
@@ -297,6 +301,7 @@ impl Gateway {
     pub async fn reconfigure(self: &Arc<Self>, next: Config) {
         let previous = self.config.load_full();
         self.config.store(Arc::new(next.clone()));
+        self.limits.reconfigure(&next.limits);
         if next.gateway.events_file != previous.gateway.events_file {
             match &next.gateway.events_file {
                 Some(path) => open_events_file(&self.events, path),

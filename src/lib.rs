@@ -13,6 +13,7 @@
 //! - `builtin`: the gateway's own tools, `gateway_status` and `get_events`.
 //! - `reload`: config file watching.
 //! - `gateway`: shared state, backend events, catalog swaps, shutdown.
+//! - `limits`: rate limits, caps on calls at once, the retry budget, circuit breakers.
 //! - `middleware`: the `[[middleware]]` chain: which links apply to a request, their
 //!   request and result hooks around it, and the lists they edit.
 //! - `relay`: what is kept of the clients beyond one message, for what servers send:
@@ -49,6 +50,7 @@ pub mod config;
 pub mod descriptors;
 pub mod file_events;
 pub mod gateway;
+pub mod limits;
 pub mod memory;
 pub mod middleware;
 pub mod names;

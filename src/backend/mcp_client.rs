@@ -372,6 +372,26 @@ fn usable_tools(server: &str, tools: Vec<Value>) -> Vec<Value> {
 }
 
 /// Fetches every page of a list, following `nextCursor`.
+/// One page of a list, retried once after a transport failure if the retry budget allows:
+/// lists are idempotent, and a budget keeps retries from multiplying an outage.
+async fn list_page(
+    upstream: &impl Upstream,
+    server: &str,
+    method: &str,
+    params: Option<Value>,
+    timeout: Duration,
+) -> Result<Value, BackendError> {
+    let budget = crate::limits::list_retries();
+    budget.called();
+    match upstream.request(method, params.clone(), timeout).await {
+        Err(e) if e.is_transport_failure() && budget.try_retry() => {
+            tracing::info!(server = %server, "{method} failed ({e}); retried once");
+            upstream.request(method, params, timeout).await
+        }
+        page => page,
+    }
+}
+
 async fn list_all(
     upstream: &impl Upstream,
     server: &str,
@@ -385,7 +405,7 @@ async fn list_all(
     // Bounded, so that a server that always answers with a cursor cannot hold start-up forever.
     for _ in 0..1000 {
         let params = cursor.take().map(|c| json!({"cursor": c}));
-        let page = upstream.request(method, params, timeout).await?;
+        let page = list_page(upstream, server, method, params, timeout).await?;
         match page.get(key) {
             Some(Value::Array(list)) => items.extend(list.iter().cloned()),
             None => {}

@@ -133,6 +133,7 @@ pub(crate) fn embedded_default_with_env(env: EnvLookup<'_>) -> Config {
         profiles: Default::default(),
         middleware: Vec::new(),
         telemetry: validate::telemetry_from_env(env),
+        limits: Default::default(),
         source: None,
         warnings: Vec::new(),
     }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use globset::GlobSet;
 
+use super::limits::{BreakerConfig, LimitsConfig};
+
 /// The whole gateway configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -26,6 +28,8 @@ pub struct Config {
     pub middleware: Vec<MiddlewareEntry>,
     /// `[telemetry]`: where traces go, if anywhere.
     pub telemetry: TelemetryConfig,
+    /// `[limits]`: rate limits.
+    pub limits: LimitsConfig,
     /// The file this came from; `None` for the embedded default.
     pub source: Option<PathBuf>,
     /// Things that are not errors but that a user should hear about
@@ -303,6 +307,10 @@ pub struct ServerConfig {
     pub exclusive: bool,
     /// The MCP era the gateway speaks to it in (`protocol`).
     pub protocol: UpstreamProtocol,
+    /// `max_concurrent`: calls to it at once; `None` for no bound.
+    pub max_concurrent: Option<usize>,
+    /// `breaker`: when failures in a row stop calls to it for a while.
+    pub breaker: BreakerConfig,
 }
 
 /// `protocol` of a server: which MCP era the gateway speaks to it in.

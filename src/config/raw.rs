@@ -27,6 +27,9 @@ pub struct TomlFile {
     pub middleware: Vec<Middleware>,
     #[serde(default)]
     pub telemetry: Telemetry,
+    /// `[[limits.rate]]`: rate limits per principal, profile and tool.
+    #[serde(default)]
+    pub limits: super::limits::RawLimits,
 }
 
 /// `[telemetry]`: traces exported over OTLP.
@@ -214,7 +217,10 @@ pub struct Server {
     /// The largest message (a JSON answer, one event) read from the server.
     pub max_message: Option<Bytes>,
     /// `[servers.NAME.oauth]`: the server asks for OAuth; the gateway is its client.
-    pub oauth: Option<OAuth>,
+    pub oauth: Option<OAuth>,    /// Calls to the server at once; more wait (up to their timeout).
+    pub max_concurrent: Option<AtLeastOne>,
+    /// The circuit breaker: `{ failures = 5, open_for = "30s" }`.
+    pub breaker: Option<super::limits::RawBreaker>,
 }
 
 /// `[servers.NAME.oauth]`.

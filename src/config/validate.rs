@@ -15,6 +15,7 @@ use crate::names::{namespace_for, valid_namespace};
 
 mod expand;
 mod http;
+mod limits;
 mod middleware;
 mod oauth;
 mod oauth_client;
@@ -140,10 +141,12 @@ pub(crate) fn from_toml(
     cx.profile_backends(&profiles, &servers, &plugins);
     let http = cx.http(raw.http, &profiles);
     let telemetry = cx.telemetry(raw.telemetry);
+    let limits = cx.limits(raw.limits);
     let mut config = cx.finish(gateway, servers, plugins)?;
     config.http = http;
     config.telemetry = telemetry;
     config.middleware = middleware;
+    config.limits = limits;
     config.profiles = (profiles.into_iter())
         .map(|(name, profile)| (name, std::sync::Arc::new(profile)))
         .collect();
@@ -496,6 +499,7 @@ impl<'a> Ctx<'a> {
             profiles: BTreeMap::new(),
             middleware: Vec::new(),
             telemetry: TelemetryConfig::default(),
+            limits: Default::default(),
             source: self.src.source.clone(),
             warnings: self.warnings,
         })

@@ -12,6 +12,7 @@ use crate::backend::{Backend, BackendError, BackendState};
 use crate::catalog::Target;
 use crate::catalog::view::Kind;
 use crate::gateway::{Gateway, ProgressMapping};
+use crate::limits::Outcome;
 use crate::names;
 
 use crate::protocol::methods;
@@ -90,6 +91,12 @@ impl Router<'_> {
         if self.hides(context, Kind::Tools, &name, Some(&route.target)) {
             return Err(RpcError::unknown_tool(&name, ""));
         }
+        // Counted once per call: the rounds of a 2026-07-28 `input_required` exchange carry
+        // on the parked call without coming back here.
+        self.gateway
+            .limits
+            .admit_tool(&name)
+            .map_err(|r| r.to_rpc())?;
         // The same `data` as the errors a server or plugin gives for its own checks.
         let refused = |why: &dyn std::fmt::Display| {
             let error = RpcError::invalid_arguments(&name, why)
@@ -208,6 +215,15 @@ impl Router<'_> {
         params: Value,
         timeout: Duration,
     ) -> Result<Reply, RpcError> {
+        // An open breaker refuses at once; a full server (`max_concurrent`) is waited for
+        // as long as the call may take.
+        let server = backend.config();
+        let limits = &self.gateway.limits;
+        limits.admit_server(&server).map_err(|r| r.to_rpc())?;
+        let _place = limits
+            .take_turn(&server, timeout)
+            .await
+            .map_err(|r| r.to_rpc())?;
         let (params, mapping) = self.map_progress(context, backend.name(), params);
         // A server that asks clients things over stdio cannot say for which call: with
         // `exclusive`, one client's calls run at a time, so the asker is always known. The
@@ -255,6 +271,7 @@ impl Router<'_> {
         };
         let call = traces::within(traced.as_ref(), call);
         let result = crate::backend::CALL.scope(in_flight.id(), call).await;
+        limits.record(&server, Outcome::of(&result));
         traces::end(traced, result.as_ref().err().map(|e| e.message.as_str()));
         if let Some(mapping) = mapping {
             mapping.end().await;

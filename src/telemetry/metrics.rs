@@ -25,6 +25,7 @@ pub fn install() -> bool {
             let handle = recorder.handle();
             metrics::set_global_recorder(recorder).ok()?;
             describe();
+            describe_limits();
             Some(handle)
         })
         .is_some()
@@ -171,4 +172,36 @@ pub fn backend_restarts(name: &str, restarts: u32) {
 pub fn server_notifications_dropped(backend: &str) {
     counter!("wasmgate_server_notifications_dropped_total", "backend" => backend.to_string())
         .increment(1);
+}
+
+/// A request or call refused by a limit: `limit` names it (`tool:time__*`, `server:NAME`),
+/// `kind` is "rate", "concurrency" or "breaker".
+pub fn limited(limit: &str, kind: &'static str) {
+    counter!("wasmgate_limited_total", "limit" => limit.to_string(), "kind" => kind).increment(1);
+}
+
+/// A server's circuit breaker: 0 closed, 1 half-open, 2 open.
+pub fn breaker_state(server: &str, state: f64) {
+    gauge!("wasmgate_breaker_state", "server" => server.to_string()).set(state);
+}
+
+/// A list call to a server retried within the retry budget.
+pub fn retried() {
+    counter!("wasmgate_retries_total").increment(1);
+}
+
+/// HELP text of the limits' series.
+pub fn describe_limits() {
+    describe_counter!(
+        "wasmgate_limited_total",
+        "Requests and calls refused by a limit (kind: rate, concurrency, breaker)"
+    );
+    describe_gauge!(
+        "wasmgate_breaker_state",
+        "Circuit breaker of each server: 0 closed, 1 half-open, 2 open"
+    );
+    describe_counter!(
+        "wasmgate_retries_total",
+        "List calls to servers retried after a transport failure, within the retry budget"
+    );
 }

@@ -320,6 +320,7 @@ async fn metrics(State(front): State<Arc<Front>>) -> Response {
         }
     }
     crate::telemetry::metrics::sessions_open(front.sessions.len());
+    (front.gateway.limits).publish(front.gateway.servers().iter().map(|b| b.name().to_string()));
     let body = crate::telemetry::metrics::render();
     (
         StatusCode::OK,

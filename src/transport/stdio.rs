@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 
+use crate::config::RatePer;
 use crate::gateway::Gateway;
+use crate::limits::LOCAL_PRINCIPAL;
 use crate::peer::Principal;
 use crate::pipe::lines::{Line, MAX_MESSAGE, read_line, reuse};
 use crate::pipe::outbox::{Outbox, outbox, write_lines};
@@ -94,7 +96,7 @@ where
                             () = session.fewer_in_flight_than(MAX_IN_FLIGHT) => {}
                         }
                     }
-                    if !beside.handle(&session, text) {
+                    if !over_rate(&session, text) && !beside.handle(&session, text) {
                         handle_line(&session, text)
                     }
                 }
@@ -227,6 +229,25 @@ impl Beside {
         };
         own.close();
         true
+    }
+}
+
+/// Answers a request over the local user's rate limit (`[[limits.rate]] per = "principal"`)
+/// with -32000 and `data.retryAfterMs`; `false` for any other line.
+fn over_rate(session: &Arc<Session>, line: &str) -> bool {
+    let limits = &session.gateway.limits;
+    if !limits.counts(RatePer::Principal) {
+        return false;
+    }
+    let Ok(Incoming::Single(Ok(Message::Request { id, .. }))) = protocol::parse_line(line) else {
+        return false;
+    };
+    match limits.admit_request(LOCAL_PRINCIPAL, None) {
+        Ok(()) => false,
+        Err(refusal) => {
+            session.send_line(protocol::response_line(&id, Err(refusal.to_rpc())));
+            true
+        }
     }
 }
 

@@ -24,6 +24,7 @@ mod http_front;
 mod input_required;
 mod instances;
 mod lifecycle;
+mod limits;
 mod listen;
 mod middleware;
 mod middleware_pins;

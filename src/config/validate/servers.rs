@@ -103,6 +103,8 @@ impl Ctx<'_> {
             max_connections: entry.max_connections,
             max_in_flight: entry.max_in_flight,
             max_message: entry.max_message,
+            max_concurrent: None,
+            breaker: None,
             url: entry.url.filter(|_| remote),
             headers: entry.headers.filter(|_| remote),
             oauth: None,
@@ -128,6 +130,7 @@ impl Ctx<'_> {
         }
         let tool_filter = self.filter(raw.tools.as_deref(), &raw.disabled_tools, &[s, name]);
         let protocol = self.upstream_protocol(name, raw.protocol.as_deref());
+        let remote = matches!(transport, ServerTransport::Http(_));
         Some(ServerConfig {
             name: name.to_owned(),
             transport,
@@ -138,6 +141,8 @@ impl Ctx<'_> {
             disabled: raw.disabled,
             exclusive: raw.exclusive,
             protocol,
+            max_concurrent: raw.max_concurrent.map(|n| n.0),
+            breaker: crate::config::BreakerConfig::from_raw(raw.breaker, remote),
         })
     }
 

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use super::oauth::{Principal, Refusal};
 use super::respond::{self, rpc_error};
 use super::{Caller, Front, profile_of};
+use crate::config::RatePer;
 use crate::protocol;
 
 const LOCAL_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1", "[::1]"];
@@ -63,8 +64,13 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
                 Some(_) => "oauth".to_string(),
                 None => String::new(),
             };
-            request.extensions_mut().insert(caller);
-            (next.run(request).await, token)
+            match over_rate(&front, &caller, method, path) {
+                Some(refused) => (refused, token),
+                None => {
+                    request.extensions_mut().insert(caller);
+                    (next.run(request).await, token)
+                }
+            }
         }
         Err(refused) => (refused, String::new()),
     };
@@ -72,6 +78,34 @@ pub async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: 
     crate::telemetry::metrics::http_request(method, path, status, &token);
     response
 }
+
+/// 429 with `Retry-After` for a message over its principal's or profile's rate limit,
+/// before it reaches a session. Each `POST` counts (each round of an `input_required`
+/// exchange too); streams (`GET`) and `DELETE` do not.
+fn over_rate(front: &Front, caller: &Caller, method: &str, path: &str) -> Option<Response> {
+    let limits = &front.gateway.limits;
+    let counted = method == "POST" && path != "/metrics";
+    if !counted || !(limits.counts(RatePer::Principal) || limits.counts(RatePer::Profile)) {
+        return None;
+    }
+    let principal = caller.token.as_deref().unwrap_or(ANONYMOUS);
+    let refusal = limits
+        .admit_request(principal, caller.profile.as_deref())
+        .err()?;
+    let body = protocol::error_response(serde_json::Value::Null, &refusal.to_rpc()).to_string();
+    let retry_after = HeaderValue::from(refusal.retry_after_secs());
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ),
+        (header::RETRY_AFTER, retry_after),
+    ];
+    Some((StatusCode::TOO_MANY_REQUESTS, headers, body).into_response())
+}
+
+/// The principal of a request without a token (a front without `tokens`).
+const ANONYMOUS: &str = "anonymous";
 
 /// The statuses the front answers with, as static labels.
 fn status_label(status: StatusCode) -> &'static str {

@@ -217,7 +217,8 @@ pub struct Server {
     /// The largest message (a JSON answer, one event) read from the server.
     pub max_message: Option<Bytes>,
     /// `[servers.NAME.oauth]`: the server asks for OAuth; the gateway is its client.
-    pub oauth: Option<OAuth>,    /// Calls to the server at once; more wait (up to their timeout).
+    pub oauth: Option<OAuth>,
+    /// Calls to the server at once; more wait (up to their timeout).
     pub max_concurrent: Option<AtLeastOne>,
     /// The circuit breaker: `{ failures = 5, open_for = "30s" }`.
     pub breaker: Option<super::limits::RawBreaker>,

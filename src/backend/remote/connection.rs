@@ -275,7 +275,9 @@ impl Connection {
                     .extend(once_more(&mut mirrored, retry).unwrap_or_default());
             }
             if let Some(traceparent) = &traceparent {
-                request.headers_mut().insert("traceparent", traceparent.clone());
+                request
+                    .headers_mut()
+                    .insert("traceparent", traceparent.clone());
             }
             let sent = request.headers().get(http::header::AUTHORIZATION).cloned();
             let (response, lease) = self.send(request, hold(method)).await?;

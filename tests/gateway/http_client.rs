@@ -29,11 +29,16 @@ impl HttpGateway {
 
     /// [`Self::start`] in `dir`, which may hold files the config names.
     pub fn start_in(dir: TestDir, config: &str, env: &[(&str, &str)]) -> HttpGateway {
+        HttpGateway::start_on(dir, config, "127.0.0.1:0", env)
+    }
+
+    /// [`Self::start_in`] on `listen` (a port known before the config is written).
+    pub fn start_on(dir: TestDir, config: &str, listen: &str, env: &[(&str, &str)]) -> HttpGateway {
         let path = dir.write(
             "gateway.toml",
             &config.replace("{dir}", dir.path.to_str().unwrap()),
         );
-        let (child, addr) = spawn(&path, &dir, "127.0.0.1:0", env);
+        let (child, addr) = spawn(&path, &dir, listen, env);
         HttpGateway {
             child,
             addr: addr.expect("the gateway listens"),

@@ -119,7 +119,7 @@ burst = 3
         has_metric(&body, "# HELP wasmgate_limited_total");
         has_metric(
             &body,
-            r#"wasmgate_http_requests_total{method="POST",path="/mcp",status="429"} 1"#,
+            r#"wasmgate_http_requests_total{method="POST",path="/mcp",status="429",token="alice"} 1"#,
         );
 
         tokio::time::sleep(wait).await;

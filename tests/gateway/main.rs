@@ -32,6 +32,7 @@ mod middleware_sdk;
 mod modern_front;
 mod notifications;
 mod oauth_front;
+mod oauth_remote;
 mod oci;
 mod operator_metrics;
 mod param_headers;

@@ -17,7 +17,7 @@ const RESOURCE: &str = "https://mcp.test";
 const STATIC_TOKEN: &str = "static-token-of-ci-0123456789";
 
 /// The folder oidc-provider (and Node 22) is installed in, or `None` (skipped) without it.
-fn provider_folder() -> Option<PathBuf> {
+pub(crate) fn provider_folder() -> Option<PathBuf> {
     let found = std::env::var_os("WASMGATE_OIDC_PROVIDER")
         .map(PathBuf::from)
         .filter(|p| node(p).is_file() && p.join("node_modules/oidc-provider").is_dir());
@@ -34,16 +34,21 @@ fn node(folder: &Path) -> PathBuf {
 }
 
 /// A running oidc-provider; it leaves when its stdin closes (on drop).
-struct Provider {
+pub(crate) struct Provider {
     child: Child,
     /// Kept open: a write to a closed pipe would end the provider.
     _stdout: BufReader<ChildStdout>,
-    issuer: String,
+    pub(crate) issuer: String,
     http: reqwest::Client,
 }
 
 impl Provider {
     fn start(folder: &Path) -> Provider {
+        Provider::start_with(folder, &[])
+    }
+
+    /// [`Self::start`] with `env` (`OIDC_ACCESS_TOKEN_TTL`: the access tokens' life, s).
+    pub(crate) fn start_with(folder: &Path, env: &[(&str, &str)]) -> Provider {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/gateway/fixtures/oidc_provider.mjs"
@@ -51,6 +56,7 @@ impl Provider {
         let mut child = Command::new(node(folder))
             .arg(script)
             .arg(folder)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

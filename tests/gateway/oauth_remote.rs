@@ -1,0 +1,93 @@
+//! The gateway as the OAuth client of a remote server that a real authorization server
+//! protects: a second gateway is the resource server (`[http.oauth]`, tokens from npm's
+//! oidc-provider), the first reaches it with `[servers.NAME.oauth]` and the client
+//! credentials grant, discovers the issuer from the 401, gets a token for the resource,
+//! refreshes it before it expires mid-run, and its calls keep working.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::{Client, TestDir, config};
+use crate::http_client::HttpGateway;
+use crate::oauth_front::{Provider, provider_folder};
+
+/// A loopback port free a moment ago: the resource server's URL is its resource, written
+/// in its config before it starts.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn the_gateway_logs_in_to_a_protected_remote_server_and_refreshes_its_token() {
+    let Some(folder) = provider_folder() else {
+        return;
+    };
+    // 62 s: fresh when minted, due for a refresh (a minute early) a few seconds later.
+    let provider = Provider::start_with(&folder, &[("OIDC_ACCESS_TOKEN_TTL", "62")]);
+    let port = free_port();
+    let resource = format!("http://127.0.0.1:{port}");
+    let servers = config()
+        .example("ex", &[])
+        .render(std::path::Path::new("{dir}"));
+    let protected = HttpGateway::start_on(
+        TestDir::new("oauth-remote-rs"),
+        &format!(
+            "{servers}\n[http.oauth]\nissuer = \"{}\"\nresource = \"{resource}\"\nclaim = \"client_id\"\n",
+            provider.issuer
+        ),
+        &format!("127.0.0.1:{port}"),
+        &[],
+    );
+
+    let dir = TestDir::new("oauth-remote-client");
+    let auth_dir = dir.join("auth");
+    let path = dir.write(
+        "gateway.toml",
+        &format!(
+            "[gateway]\nauth_dir = \"{}\"\n\n[servers.far]\nurl = \"{resource}/mcp\"\n\n\
+             [servers.far.oauth]\nclient_id = \"gateway\"\nclient_secret = \"${{FAR_SECRET}}\"\n\
+             grant = \"client_credentials\"\nscopes = [\"mcp\"]\n",
+            auth_dir.display()
+        ),
+    );
+    let mut client = Client::spawn_with_env(
+        &["serve", "--config", path.to_str().unwrap()],
+        dir,
+        &[("FAR_SECRET", "gateway-secret")],
+    );
+    client.initialize();
+    client.wait_ready();
+    let echo = client.call("far__ex__echo", json!({"text": "through OAuth"}));
+    assert_eq!(echo["content"][0]["text"], "through OAuth", "{echo}");
+
+    // The token is due for a refresh once fewer than 60 s are left: a few seconds on.
+    std::thread::sleep(Duration::from_secs(3));
+    let echo = client.call("far__ex__echo", json!({"text": "after the refresh"}));
+    assert_eq!(echo["content"][0]["text"], "after the refresh", "{echo}");
+    let stderr = client.stderr();
+    assert!(stderr.contains("refreshed the access token"), "{stderr}");
+
+    // The resource server knew the caller by its client id; the secret and the tokens
+    // appear in no log, and the tokens' file is the user's alone.
+    let status = client.status();
+    assert_eq!(status["backends"]["far"]["status"], "ready", "{status}");
+    assert!(!stderr.contains("gateway-secret"), "{stderr}");
+    assert!(!protected.stderr().contains("gateway-secret"));
+    let stored: Vec<_> = std::fs::read_dir(&auth_dir).unwrap().flatten().collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = stored[0].metadata().unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let saved = std::fs::read_to_string(stored[0].path()).unwrap();
+    let token = serde_json::from_str::<serde_json::Value>(&saved).unwrap();
+    let access = token
+        .pointer("/tokens/access_token")
+        .and_then(|t| t.as_str());
+    let access = access.unwrap_or_else(|| panic!("no access token in {saved}"));
+    assert!(!stderr.contains(access), "the access token is logged");
+    // The token was asked for this resource (RFC 8707), found from the server's 401.
+    let asked = token["resource"].as_str().unwrap_or_default();
+    assert!(asked.starts_with(&resource), "{saved}");
+}

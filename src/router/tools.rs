@@ -245,6 +245,10 @@ impl Router<'_> {
             ),
             false => None,
         };
+        // A server away (reconnecting, restarting) is refused by the backend at once: no
+        // call reached it, and its reconnection is what brings it back, so its breaker
+        // counts nothing (counted, it would stay shut for `open_for` after the return).
+        let reaches = backend.state() == BackendState::Ready;
         let in_flight =
             self.gateway
                 .begin_call(backend.name(), &context.peer, context.request.clone());
@@ -271,7 +275,11 @@ impl Router<'_> {
         };
         let call = traces::within(traced.as_ref(), call);
         let result = crate::backend::CALL.scope(in_flight.id(), call).await;
-        limits.record(&server, Outcome::of(&result));
+        let outcome = match reaches {
+            true => Outcome::of(&result),
+            false => Outcome::Neither,
+        };
+        limits.record(&server, outcome);
         traces::end(traced, result.as_ref().err().map(|e| e.message.as_str()));
         if let Some(mapping) = mapping {
             mapping.end().await;

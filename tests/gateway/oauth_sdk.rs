@@ -2,7 +2,8 @@
 //! against the HTTP front (`[http.oauth]`) and a real authorization server (npm's
 //! oidc-provider): protected-resource and issuer metadata discovery, dynamic registration,
 //! a user's login by the authorization code grant with PKCE, the token; the user is then
-//! given exactly the tools of the profile the claim rules map them to.
+//! given exactly the tools of the profile the claim rules map them to. Known instead by a
+//! client ID metadata document, served over HTTPS with a private CA the provider trusts.
 
 use std::path::Path;
 
@@ -12,6 +13,7 @@ use crate::harness::TestDir;
 use crate::http_client::HttpGateway;
 use crate::oauth_front::{Provider, provider_folder, two_profiles};
 use crate::oauth_remote::free_port;
+use crate::remote::make_ca_and_certificate;
 
 /// Servers `a` (profile `eng`) and `b` (profile `ops`); the user `alice` may use `eng`,
 /// `bob` `ops`, by their `sub`. The resource is the gateway's real URL: the SDK asks for a
@@ -45,14 +47,18 @@ profiles = ["ops"]
     )
 }
 
-/// What the SDK client saw, logged in as `login`, on `path`, calling `tool`.
-fn sdk_session(python: &Path, gw: &HttpGateway, path: &str, login: &str, tool: &str) -> Value {
-    crate::third_party::run_fixture_script(
-        python,
-        "sdk_oauth_client.py",
-        &[&gw.url(path), login, tool],
-        &[],
-    )
+/// What the SDK client saw, logged in as `login`, on `path`, calling `tool`; with `certs`,
+/// known by its metadata document served with the certificate there.
+fn sdk_session(
+    python: &Path,
+    gw: &HttpGateway,
+    (path, login, tool): (&str, &str, &str),
+    certs: Option<&Path>,
+) -> Value {
+    let url = gw.url(path);
+    let mut args = vec![url.as_str(), login, tool];
+    args.extend(certs.map(|dir| dir.to_str().unwrap()));
+    crate::third_party::run_fixture_script(python, "sdk_oauth_client.py", &args, &[])
 }
 
 /// The servers' tools among `seen`'s (the gateway's own are on every path).
@@ -73,13 +79,19 @@ fn the_python_sdk_logs_a_user_in_and_gets_exactly_its_profiles_tools() {
     let provider = Provider::start_with(&folder, &[]);
     let gw = gateway(&provider);
 
-    let alice = sdk_session(&python, &gw, "/mcp/eng", "alice", "a__echo");
+    let alice = sdk_session(&python, &gw, ("/mcp/eng", "alice", "a__echo"), None);
     let tools = server_tools(&alice);
     assert!(tools.contains(&"a__echo"), "{alice}");
     assert!(tools.iter().all(|n| n.starts_with("a__")), "{alice}");
     assert_eq!(alice["called"][0], "through OAuth", "{alice}");
     // It registered itself, and went through the login and the consent pages.
-    assert_eq!(alice["registered"], true, "{alice}");
+    let client_id = alice["client_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{alice}"));
+    assert!(
+        !client_id.is_empty() && !client_id.starts_with("https:"),
+        "{alice}"
+    );
     assert_eq!(
         alice["pages"],
         serde_json::json!(["login", "consent"]),
@@ -87,7 +99,7 @@ fn the_python_sdk_logs_a_user_in_and_gets_exactly_its_profiles_tools() {
     );
     assert_eq!(alice["scope"], "mcp", "{alice}");
 
-    let bob = sdk_session(&python, &gw, "/mcp/ops", "bob", "b__echo");
+    let bob = sdk_session(&python, &gw, ("/mcp/ops", "bob", "b__echo"), None);
     let tools = server_tools(&bob);
     assert!(tools.contains(&"b__echo"), "{bob}");
     assert!(tools.iter().all(|n| n.starts_with("b__")), "{bob}");
@@ -99,4 +111,46 @@ fn the_python_sdk_logs_a_user_in_and_gets_exactly_its_profiles_tools() {
         let token = seen["access_token"].as_str().unwrap();
         assert!(!stderr.contains(token), "a token is logged: {stderr}");
     }
+}
+
+#[test]
+fn the_python_sdk_is_known_by_its_client_id_metadata_document() {
+    let Some(folder) = provider_folder() else {
+        return;
+    };
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let certs = TestDir::new("oauth-sdk-ca");
+    make_ca_and_certificate(&certs);
+    let ca = certs.join("ca.pem");
+    let env = [
+        ("OIDC_CIMD", "1"),
+        ("NODE_EXTRA_CA_CERTS", ca.to_str().unwrap()),
+    ];
+    let provider = Provider::start_with(&folder, &env);
+    let gw = gateway(&provider);
+
+    let seen = sdk_session(
+        &python,
+        &gw,
+        ("/mcp/eng", "alice", "a__echo"),
+        Some(&certs.path),
+    );
+    let tools = server_tools(&seen);
+    assert!(tools.contains(&"a__echo"), "{seen}");
+    assert!(tools.iter().all(|n| n.starts_with("a__")), "{seen}");
+    assert_eq!(seen["called"][0], "through OAuth", "{seen}");
+    // No registration: the document's URL is the client's id, and the provider read it.
+    let document = seen["document"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert!(document.starts_with("https://127.0.0.1:"), "{seen}");
+    assert_eq!(seen["client_id"], document, "{seen}");
+    assert!(!seen["fetched"].as_array().unwrap().is_empty(), "{seen}");
+    assert_eq!(
+        seen["pages"],
+        serde_json::json!(["login", "consent"]),
+        "{seen}"
+    );
 }

@@ -1,13 +1,14 @@
 //! The official Python SDK's client, with its own OAuth support, through the whole flow
 //! against the HTTP front (`[http.oauth]`) and a real authorization server (npm's
 //! oidc-provider): protected-resource and issuer metadata discovery, dynamic registration,
-//! a user's login by the authorization code grant with PKCE, the token; the user is then
-//! given exactly the tools of the profile the claim rules map them to. Known instead by a
-//! client ID metadata document, served over HTTPS with a private CA the provider trusts.
+//! a user's login by the authorization code grant with PKCE, the token and its refresh;
+//! the user is then given exactly the tools of the profile the claim rules map them to.
+//! Known instead by a client ID metadata document, served over HTTPS with a private CA the
+//! provider trusts.
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::harness::TestDir;
 use crate::http_client::HttpGateway;
@@ -48,17 +49,18 @@ profiles = ["ops"]
 }
 
 /// What the SDK client saw, logged in as `login`, on `path`, calling `tool`; with `certs`,
-/// known by its metadata document served with the certificate there.
+/// known by its metadata document served with the certificate there; `env` for the script.
 fn sdk_session(
     python: &Path,
     gw: &HttpGateway,
     (path, login, tool): (&str, &str, &str),
     certs: Option<&Path>,
+    env: &[(&str, &str)],
 ) -> Value {
     let url = gw.url(path);
     let mut args = vec![url.as_str(), login, tool];
     args.extend(certs.map(|dir| dir.to_str().unwrap()));
-    crate::third_party::run_fixture_script(python, "sdk_oauth_client.py", &args, &[])
+    crate::third_party::run_fixture_script(python, "sdk_oauth_client.py", &args, env)
 }
 
 /// The servers' tools among `seen`'s (the gateway's own are on every path).
@@ -76,15 +78,26 @@ fn the_python_sdk_logs_a_user_in_and_gets_exactly_its_profiles_tools() {
     let Some(python) = crate::third_party::sdk_python() else {
         return;
     };
-    let provider = Provider::start_with(&folder, &[]);
+    // Access tokens live 3 s: the SDK refreshes alice's before its second call.
+    let provider = Provider::start_with(&folder, &[("OIDC_ACCESS_TOKEN_TTL", "3")]);
     let gw = gateway(&provider);
 
-    let alice = sdk_session(&python, &gw, ("/mcp/eng", "alice", "a__echo"), None);
+    let after_expiry = [("SDK_AFTER_EXPIRY", "1")];
+    let alice = sdk_session(
+        &python,
+        &gw,
+        ("/mcp/eng", "alice", "a__echo"),
+        None,
+        &after_expiry,
+    );
     let tools = server_tools(&alice);
     assert!(tools.contains(&"a__echo"), "{alice}");
     assert!(tools.iter().all(|n| n.starts_with("a__")), "{alice}");
-    assert_eq!(alice["called"][0], "through OAuth", "{alice}");
-    // It registered itself, and went through the login and the consent pages.
+    let called = json!(["through OAuth", "after the refresh"]);
+    assert_eq!(alice["called"], called, "{alice}");
+    assert_eq!(alice["refreshed"], true, "{alice}");
+    // It registered itself, and went through the login and the consent pages once: the
+    // refresh needed no second login.
     let client_id = alice["client_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{alice}"));
@@ -92,14 +105,10 @@ fn the_python_sdk_logs_a_user_in_and_gets_exactly_its_profiles_tools() {
         !client_id.is_empty() && !client_id.starts_with("https:"),
         "{alice}"
     );
-    assert_eq!(
-        alice["pages"],
-        serde_json::json!(["login", "consent"]),
-        "{alice}"
-    );
+    assert_eq!(alice["pages"], json!(["login", "consent"]), "{alice}");
     assert_eq!(alice["scope"], "mcp", "{alice}");
 
-    let bob = sdk_session(&python, &gw, ("/mcp/ops", "bob", "b__echo"), None);
+    let bob = sdk_session(&python, &gw, ("/mcp/ops", "bob", "b__echo"), None, &[]);
     let tools = server_tools(&bob);
     assert!(tools.contains(&"b__echo"), "{bob}");
     assert!(tools.iter().all(|n| n.starts_with("b__")), "{bob}");
@@ -136,6 +145,7 @@ fn the_python_sdk_is_known_by_its_client_id_metadata_document() {
         &gw,
         ("/mcp/eng", "alice", "a__echo"),
         Some(&certs.path),
+        &[],
     );
     let tools = server_tools(&seen);
     assert!(tools.contains(&"a__echo"), "{seen}");
@@ -148,9 +158,5 @@ fn the_python_sdk_is_known_by_its_client_id_metadata_document() {
     assert!(document.starts_with("https://127.0.0.1:"), "{seen}");
     assert_eq!(seen["client_id"], document, "{seen}");
     assert!(!seen["fetched"].as_array().unwrap().is_empty(), "{seen}");
-    assert_eq!(
-        seen["pages"],
-        serde_json::json!(["login", "consent"]),
-        "{seen}"
-    );
+    assert_eq!(seen["pages"], json!(["login", "consent"]), "{seen}");
 }

@@ -33,6 +33,7 @@ mod modern_front;
 mod notifications;
 mod oauth_front;
 mod oauth_remote;
+mod oauth_sdk;
 mod oci;
 mod operator_metrics;
 mod param_headers;

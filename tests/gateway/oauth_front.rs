@@ -130,21 +130,20 @@ impl Drop for Provider {
     }
 }
 
-/// Servers `a` (profile `eng`) and `b` (profile `ops`), the issuer's tokens mapped by their
-/// `groups` claim, and a static token for `ops`.
-fn gateway(provider: &Provider) -> HttpGateway {
+/// Servers `a` (profile `eng`) and `b` (profile `ops`), as config text.
+pub(crate) fn two_profiles() -> String {
     let servers = config()
         .example("a", &["--name", "a"])
         .example("b", &["--name", "b"])
         .render(Path::new("{dir}"));
+    format!("{servers}\n[profiles.eng]\nservers = [\"a\"]\n\n[profiles.ops]\nservers = [\"b\"]\n")
+}
+
+/// The servers of [`two_profiles`], the issuer's tokens mapped by their
+/// `groups` claim, and a static token for `ops`.
+fn gateway(provider: &Provider) -> HttpGateway {
     let text = format!(
-        r#"{servers}
-[profiles.eng]
-servers = ["a"]
-
-[profiles.ops]
-servers = ["b"]
-
+        r#"{profiles}
 [http]
 tokens = [{{ name = "ci", token = "{STATIC_TOKEN}", profiles = ["ops"] }}]
 
@@ -167,7 +166,8 @@ claim = "groups"
 value = "ops"
 profiles = ["ops"]
 "#,
-        issuer = provider.issuer
+        issuer = provider.issuer,
+        profiles = two_profiles(),
     );
     HttpGateway::start(&text, &[("INTRO_SECRET", "gateway-secret")])
 }

@@ -14,7 +14,7 @@ use crate::oauth_front::{Provider, provider_folder};
 
 /// A loopback port free a moment ago: the resource server's URL is its resource, written
 /// in its config before it starts.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }

@@ -43,7 +43,7 @@ pub(crate) struct Provider {
 }
 
 impl Provider {
-    fn start(folder: &Path) -> Provider {
+    pub(crate) fn start(folder: &Path) -> Provider {
         Provider::start_with(folder, &[])
     }
 

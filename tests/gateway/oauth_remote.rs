@@ -2,13 +2,15 @@
 //! protects: a second gateway is the resource server (`[http.oauth]`, tokens from npm's
 //! oidc-provider), the first reaches it with `[servers.NAME.oauth]` and the client
 //! credentials grant, discovers the issuer from the 401, gets a token for the resource,
-//! refreshes it before it expires mid-run, and its calls keep working.
+//! refreshes it before it expires mid-run, and its calls keep working; and a user's
+//! `wasmgate auth login` (authorization code with PKCE, dynamic registration, a loopback
+//! redirect) whose tokens the gateway then uses.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{Client, TestDir, config};
+use crate::harness::{Client, TestDir, config, wasmgate};
 use crate::http_client::HttpGateway;
 use crate::oauth_front::{Provider, provider_folder};
 
@@ -28,18 +30,8 @@ fn the_gateway_logs_in_to_a_protected_remote_server_and_refreshes_its_token() {
     let provider = Provider::start_with(&folder, &[("OIDC_ACCESS_TOKEN_TTL", "62")]);
     let port = free_port();
     let resource = format!("http://127.0.0.1:{port}");
-    let servers = config()
-        .example("ex", &[])
-        .render(std::path::Path::new("{dir}"));
-    let protected = HttpGateway::start_on(
-        TestDir::new("oauth-remote-rs"),
-        &format!(
-            "{servers}\n[http.oauth]\nissuer = \"{}\"\nresource = \"{resource}\"\nclaim = \"client_id\"\n",
-            provider.issuer
-        ),
-        &format!("127.0.0.1:{port}"),
-        &[],
-    );
+    // Client credentials tokens name their client, not a user.
+    let protected = protected_gateway(&provider, port, "claim = \"client_id\"\n");
 
     let dir = TestDir::new("oauth-remote-client");
     let auth_dir = dir.join("auth");
@@ -90,4 +82,112 @@ fn the_gateway_logs_in_to_a_protected_remote_server_and_refreshes_its_token() {
     // The token was asked for this resource (RFC 8707), found from the server's 401.
     let asked = token["resource"].as_str().unwrap_or_default();
     assert!(asked.starts_with(&resource), "{saved}");
+}
+
+/// A gateway that protects its example server with the provider's tokens, on `port`;
+/// `extra` goes into its `[http.oauth]`.
+fn protected_gateway(provider: &Provider, port: u16, extra: &str) -> HttpGateway {
+    let resource = format!("http://127.0.0.1:{port}");
+    let servers = config()
+        .example("ex", &[])
+        .render(std::path::Path::new("{dir}"));
+    HttpGateway::start_on(
+        TestDir::new("oauth-remote-rs"),
+        &format!(
+            "{servers}\n[http.oauth]\nissuer = \"{}\"\nresource = \"{resource}\"\n{extra}",
+            provider.issuer
+        ),
+        &format!("127.0.0.1:{port}"),
+        &[],
+    )
+}
+
+#[test]
+fn a_users_login_through_the_browser_is_kept_and_used_by_the_gateway() {
+    let Some(folder) = provider_folder() else {
+        return;
+    };
+    let Some(python) = crate::third_party::sdk_python() else {
+        return;
+    };
+    let provider = Provider::start(&folder);
+    let port = free_port();
+    let _protected = protected_gateway(&provider, port, "");
+
+    // No client id or secret: the gateway registers itself, and a user logs in.
+    let dir = TestDir::new("oauth-login");
+    let auth_dir = dir.join("auth");
+    let path = dir.write(
+        "gateway.toml",
+        &format!(
+            "[gateway]\nauth_dir = \"{}\"\n\n[servers.far]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n\
+             [servers.far.oauth]\nscopes = [\"mcp\"]\n",
+            auth_dir.display()
+        ),
+    );
+    // The user's browser, as `auth login` opens it: it logs in and consents on the
+    // provider's pages and follows the redirect to the loopback listener.
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/gateway/fixtures/browser_login.py"
+    );
+    let pages = dir.join("pages.json");
+    let opener = bin.join("xdg-open");
+    std::fs::write(
+        &opener,
+        format!(
+            "#!/bin/sh\nexec {} {script} \"$1\" alice > {} 2>&1\n",
+            python.display(),
+            pages.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let search = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let login = std::process::Command::new(wasmgate())
+        .args(["auth", "login", "far", "--config", path.to_str().unwrap()])
+        .env("PATH", &search)
+        .env_remove("WASMGATE_CONFIG")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&login.stderr).to_string();
+    let browsed = std::fs::read_to_string(&pages).unwrap_or_default();
+    assert!(login.status.success(), "{said}\n{stderr}\n{browsed}");
+    assert!(said.contains("logged in to `far`"), "{said}");
+    assert_eq!(browsed.trim(), r#"["login", "consent"]"#, "{browsed}");
+
+    let status = std::process::Command::new(wasmgate())
+        .args(["auth", "status", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(status.contains("logged in"), "{status}");
+
+    // The gateway takes the stored tokens up: its calls reach the protected server.
+    let mut client = Client::spawn(&["serve", "--config", path.to_str().unwrap()], dir);
+    client.initialize();
+    client.wait_ready();
+    let echo = client.call("far__ex__echo", json!({"text": "as alice"}));
+    assert_eq!(echo["content"][0]["text"], "as alice", "{echo}");
+    let saved = std::fs::read_dir(&auth_dir)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap();
+    let saved = std::fs::read_to_string(saved.path()).unwrap();
+    let saved: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    let access = saved
+        .pointer("/tokens/access_token")
+        .and_then(|t| t.as_str())
+        .unwrap();
+    assert!(!stderr.contains(access) && !said.contains(access) && !status.contains(access));
+    assert!(!client.stderr().contains(access));
 }

@@ -116,3 +116,20 @@ fn a_link_needs_one_component_and_a_name_of_its_own() {
     );
     assert!(bad_glob[0].contains("is not a glob"), "{bad_glob:?}");
 }
+
+#[test]
+fn check_names_a_bundled_middleware_as_bundled_even_with_a_plugin_dir() {
+    let dir = TempDir::new("wasmgate-mw-config-");
+    std::fs::create_dir(dir.join("plugins")).unwrap();
+    let config = toml(
+        "[plugins]\ndir = \"plugins\"\n\n[[middleware]]\nuse = \"redact\"\n",
+        &dir,
+    )
+    .unwrap();
+    let summary = config.summary();
+    assert!(
+        summary.contains("redact: the bundled middleware `redact`"),
+        "{summary}"
+    );
+    assert!(!summary.contains("redact.wasm"), "{summary}");
+}

@@ -34,12 +34,14 @@ pub(crate) async fn mcp_proxy(paths: &Paths, scratch: &Path) -> Result<Option<Ht
         ),
     )?;
     let config = config.to_str().ok_or("scratch is not UTF-8")?;
-    // Its MCP endpoint is `/`, its tools `BACKEND/TOOL`.
+    let program = program.to_str().ok_or("its path is not UTF-8")?;
+    // Its MCP endpoint is `/`, its tools `BACKEND/TOOL`. Its log at `info`, as the
+    // gateway's is (unset, it logs every request at `debug`).
     let target = HttpTarget::start_at(
         "mcp-proxy",
         "ex/echo",
-        &program,
-        &["--config", config],
+        Path::new("/usr/bin/env"),
+        &["RUST_LOG=info", program, "--config", config],
         (addr, "/"),
         scratch,
     )

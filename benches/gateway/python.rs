@@ -5,8 +5,9 @@
 //!   the next call, so instantiation stays off the critical path;
 //! - back to back: the next call is written as soon as the answer is read; the
 //!   refill (about 4 ms of CPU per Python instance, made and reset) then competes
-//!   with the calls;
-//! and both again with `instance = "shared"`, where a call reuses a warm instance.
+//!   with the calls.
+//!
+//! And both again with `instance = "shared"`, where a call reuses a warm instance.
 
 use std::path::Path;
 use std::time::Duration;

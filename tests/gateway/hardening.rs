@@ -346,7 +346,10 @@ fn outbound_http_reaches_only_what_the_grant_lists() {
         ("wild", format!("http://127.0.0.1:{port}/?token=SECRET2")),
         ("wild", format!("http://0177.0.0.1:{port}/")),
         ("wild", format!("http://localhost:{port}/")),
-        ("wild", format!("http://169.254.169.254/latest/meta-data/")),
+        (
+            "wild",
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+        ),
     ];
     for (plugin, url) in &refused {
         let result = get(&mut client, plugin, url.clone());

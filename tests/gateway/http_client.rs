@@ -164,6 +164,8 @@ pub fn spawn(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the gateway did not listen within 30 s");
 }
 

@@ -8,12 +8,12 @@ use super::{Ctx, EnvLookup};
 /// `[telemetry]` as set by the environment alone (the file has none, or is the default).
 pub fn telemetry_from_env(env: EnvLookup<'_>) -> TelemetryConfig {
     let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-    let mut out = TelemetryConfig::default();
-    out.otlp_endpoint = set("OTEL_EXPORTER_OTLP_ENDPOINT");
-    if let Some(name) = set("OTEL_SERVICE_NAME") {
-        out.service_name = name;
+    let defaults = TelemetryConfig::default();
+    TelemetryConfig {
+        otlp_endpoint: set("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        service_name: set("OTEL_SERVICE_NAME").unwrap_or(defaults.service_name.clone()),
+        ..defaults
     }
-    out
 }
 
 impl Ctx<'_> {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::*;
+use super::{Config, ConfigError, InstanceMode, OnError, from_toml_str};
 use crate::test_support::TempDir;
 
 fn toml(text: &str, base: &Path) -> Result<Config, ConfigError> {

@@ -207,7 +207,12 @@ impl Session {
     fn take(self: &Arc<Self>, message: Message) -> Handled {
         match message {
             Message::Request { id, method, params } if method == methods::INITIALIZE => {
-                Handled::Answer(protocol::response_line(&id, self.initialize(params)))
+                let traced = traces::request(&method, params.as_ref(), &self.peer);
+                let answer = self.initialize(params);
+                if let Some(traced) = &traced {
+                    traces::end_request(traced, Some(&answer));
+                }
+                Handled::Answer(protocol::response_line(&id, answer))
             }
             Message::Request { id, method, params } => match self.begin(&id) {
                 Err(error) => Handled::Answer(protocol::response_line(&id, Err(error))),

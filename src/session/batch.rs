@@ -8,6 +8,7 @@ use tokio::task::JoinHandle;
 
 use super::{Handled, Session};
 use crate::protocol::{self, Message, RpcError, methods};
+use crate::telemetry::traces;
 
 /// A member of a batch: answered at once, or running (its id answers a task that died).
 enum Member {
@@ -74,7 +75,9 @@ impl Session {
                             members.push(Member::Answered(line))
                         }
                         // Each member its own task: they run in parallel, and a panic ends one.
+                        // The task takes the trace the batch came in (an HTTP header's).
                         Handled::Running(running) => {
+                            let running = running.within(traces::current());
                             members.push(Member::Running(id, tokio::spawn(running)))
                         }
                         Handled::Nothing | Handled::Batch(_) => {}

@@ -167,6 +167,13 @@ pub fn end_request(context: &Context, answer: Option<&Result<Reply, RpcError>>) 
     span.end();
 }
 
+/// The context work runs in now, for work started elsewhere (a batch member's own task),
+/// when requests are traced.
+pub fn current() -> Option<Context> {
+    TRACING.get()?;
+    Some(Context::current())
+}
+
 /// The current trace's id, as the events write trace ids (32 hex digits), when a request
 /// is traced: an event and its trace then share it.
 pub fn current_trace_id() -> Option<String> {

@@ -29,6 +29,9 @@ const HEADER_PARENT: &str = "00f067aa0ba902b7";
 /// The client's trace, continued from `params._meta.traceparent` (SEP-414).
 const META_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const META_PARENT: &str = "b7ad6b7169203331";
+/// The trace of a batch's `traceparent` header (a 2025-03-26 session).
+const BATCH_TRACE: &str = "5c0bd5a4a1e04d2f9a4c1f3e2d7b6a90";
+const BATCH_PARENT: &str = "3a1b2c3d4e5f6071";
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -251,6 +254,10 @@ fn a_call_is_traced_through_middleware_to_a_server_and_a_plugin() {
         assert_eq!(request.name, "tools/call up__echo");
         assert_eq!(request.kind, SpanKind::Server as i32);
         assert_eq!(hex(&request.parent_span_id), HEADER_PARENT);
+        // The session's `initialize` came with the header too.
+        let initialize = named(&spans, "initialize");
+        assert_eq!(hex(&initialize.parent_span_id), HEADER_PARENT);
+        assert_eq!(attribute(initialize, "outcome").as_deref(), Some("success"));
         assert_eq!(
             attribute(request, "mcp.method.name").as_deref(),
             Some("tools/call")
@@ -298,7 +305,52 @@ fn a_call_is_traced_through_middleware_to_a_server_and_a_plugin() {
                 .cloned()
         });
         assert_ne!(hex(&made.trace_id), META_TRACE);
+
+        // Each member of a batch continues the batch's header, on its own task.
+        let members = batch_of_two_echoes(&gateway, &seen).await;
+        assert_eq!(members.len(), 2, "{members:?}");
+        for member in &members {
+            assert_eq!(hex(&member.parent_span_id), BATCH_PARENT);
+        }
     });
+}
+
+/// Sends a batch of two `up__echo` calls in a 2025-03-26 session, the batch's POST
+/// carrying a `traceparent` header; the calls' spans once both have ended.
+async fn batch_of_two_echoes(gateway: &HttpGateway, seen: &Seen) -> Vec<Span> {
+    let traceparent = format!("00-{BATCH_TRACE}-{BATCH_PARENT}-01");
+    let mut conn = gateway.connect().await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "batching", "version": "1"}}});
+    let reply = conn.post("/mcp", &[], &init).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let id = reply.headers["mcp-session-id"].clone();
+    let headers = [
+        ("mcp-session-id", id.as_str()),
+        ("mcp-protocol-version", "2025-03-26"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(conn.post("/mcp", &headers, &initialized).await.status, 202);
+    let call =
+        |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": echo()});
+    let traced = [
+        headers[0],
+        headers[1],
+        ("traceparent", traceparent.as_str()),
+    ];
+    let reply = conn.post("/mcp", &traced, &json!([call(1), call(2)])).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let answers = reply.json();
+    assert_eq!(answers.as_array().map(Vec::len), Some(2), "{answers}");
+    eventually(WAIT, "both members' spans in the batch's trace", || {
+        let spans = seen.spans.lock().unwrap();
+        let members: Vec<Span> = (spans.iter())
+            .filter(|s| hex(&s.trace_id) == BATCH_TRACE && s.name == "tools/call up__echo")
+            .cloned()
+            .collect();
+        (members.len() == 2).then_some(members)
+    })
 }
 
 /// Without `[telemetry]`, nothing is added to what a server gets.

@@ -251,6 +251,13 @@ fn the_admin_listener_serves_the_page_and_metrics_for_a_stdio_gateway() {
     let status_json: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(status_json["backends"]["ex"]["kind"], "process", "{body}");
     assert_eq!(status_json["ui"]["principal"], "admin", "{body}");
+    // The stdio client, by the name it gave: the one client of this gateway.
+    let sessions = &status_json["ui"]["sessions"];
+    assert_eq!(
+        *sessions,
+        serde_json::json!([{"token": null, "profile": null, "client": "wasmgate-tests", "count": 1}]),
+        "{body}"
+    );
     let (status, _, body) = exchange(
         addr,
         &format!("GET /metrics HTTP/1.1\r\n{host}Authorization: Bearer {token}\r\n\r\n"),

@@ -257,7 +257,7 @@ impl Connection {
         let traceparent = traces::header_of(params.as_ref());
         let body = protocol::request(id.into(), method, params).to_string();
         if self.legacy.lock().unwrap().is_some() {
-            return self.exchange_legacy(id, body).await;
+            return self.exchange_legacy(id, body, traceparent).await;
         }
         let mut challenges = 0;
         // Kept for a second try only where OAuth may ask for one: no copy otherwise.

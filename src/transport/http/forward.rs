@@ -22,13 +22,16 @@ use crate::relay::handle::PREFIX;
 pub const FORWARDED_HEADER: &str = "wasmgate-forwarded";
 
 /// The headers of a retry that go with it to the replica holding its call.
-const PASSED: [&str; 6] = [
+const PASSED: [&str; 8] = [
     "authorization",
     "accept",
     "content-type",
     "mcp-protocol-version",
     "mcp-method",
     "mcp-name",
+    // The holder's span continues the client's trace.
+    "traceparent",
+    "tracestate",
 ];
 
 /// How long reaching another replica may take.

@@ -84,7 +84,12 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
             session
         }
     };
-    let handled = session.session.handle(incoming);
+    // A batch's members and an `initialize` are traced inside the header's trace too.
+    let parent = trace_parent(&headers);
+    let handled = {
+        let _entered = parent.clone().map(opentelemetry::Context::attach);
+        session.session.handle(incoming)
+    };
     let opened = existing.is_none() && session.session.peer.is_initialized();
     if opened {
         front.sessions.insert(&session);
@@ -94,7 +99,7 @@ pub async fn post(front: Arc<Front>, caller: Caller, headers: HeaderMap, body: B
         Handled::Answer(line) => respond::json(line, opened.then(|| session.id())),
         Handled::Refused(line) => bad_request(line),
         Handled::Running(running) => {
-            let running = running.within(trace_parent(&headers));
+            let running = running.within(parent);
             answer_request(&front, &session.streams, running, (), |_| StatusCode::OK).await
         }
         // A batch (versions before 2025-06-18): one JSON array once every request is answered.

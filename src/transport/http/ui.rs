@@ -5,6 +5,7 @@
 mod cookie;
 mod latency;
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -242,14 +243,15 @@ async fn status(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response
     };
     let gateway = &front.gateway;
     let mut status = crate::builtin::status(gateway);
-    let sessions: Vec<Value> = front
-        .sessions
-        .by_principal()
-        .into_iter()
-        .map(
-            |((token, profile), count)| json!({"token": token, "profile": profile, "count": count}),
-        )
-        .collect();
+    let sessions: Vec<Value> = if front.admin {
+        clients_of(gateway)
+    } else {
+        (front.sessions.by_principal().into_iter())
+            .map(|((token, profile), count)| {
+                json!({"token": token, "profile": profile, "count": count})
+            })
+            .collect()
+    };
     let recent: Vec<Value> = gateway
         .events
         .query(&crate::telemetry::events::Query {
@@ -272,6 +274,30 @@ async fn status(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response
         status.to_string(),
     )
         .into_response()
+}
+
+/// The clients of the gateway by principal and the name they gave (`clientInfo.name`):
+/// what the admin listener of a stdio gateway shows, where no HTTP session is open.
+fn clients_of(gateway: &crate::gateway::Gateway) -> Vec<Value> {
+    let mut counts = BTreeMap::new();
+    for peer in gateway.live_sessions() {
+        if !peer.is_initialized() || peer.is_stateless() {
+            continue;
+        }
+        let principal = peer.principal();
+        let info = peer.client_info();
+        let key = (
+            principal.token.as_deref().map(str::to_string),
+            principal.profile.as_deref().map(str::to_string),
+            info["name"].as_str().map(str::to_string),
+        );
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    (counts.into_iter())
+        .map(|((token, profile, client), count)| {
+            json!({"token": token, "profile": profile, "client": client, "count": count})
+        })
+        .collect()
 }
 
 /// An event as the feed shows it: without the session it names (a session's label is

@@ -126,14 +126,17 @@ impl Connection {
         &self,
         id: u64,
         body: String,
+        traceparent: Option<http::HeaderValue>,
     ) -> Result<Box<RawValue>, BackendError> {
         let (tx, rx) = oneshot::channel();
         if let Some(legacy) = self.legacy.lock().unwrap().as_mut() {
             legacy.waiting.insert(id, tx);
         }
-        let (response, lease) = self
-            .send(self.build(http::Method::POST, Some(body)), Hold::Request)
-            .await?;
+        let mut request = self.build(http::Method::POST, Some(body));
+        if let Some(traceparent) = traceparent {
+            request.headers_mut().insert("traceparent", traceparent);
+        }
+        let (response, lease) = self.send(request, Hold::Request).await?;
         let status = response.status();
         let text = read_text(response.into_body()).await;
         lease.done();

@@ -49,8 +49,10 @@ function drawBackends(backends) {
 function drawSessions(sessions) {
   const body = $("#sessions tbody");
   body.replaceChildren();
-  if (!sessions.length) body.append(row([el("td", "no HTTP sessions", "muted"), "", ""]));
-  for (const s of sessions) body.append(row([s.token || "(no token)", s.profile || "(all)", num(s.count)]));
+  if (!sessions.length) body.append(row([el("td", "no sessions", "muted"), "", ""]));
+  // A client of a stdio gateway has no token: it is named by the name it gave.
+  const who = (s) => s.token || (s.client ? `${s.client} (local)` : "(no token)");
+  for (const s of sessions) body.append(row([who(s), s.profile || "(all)", num(s.count)]));
 }
 
 function drawMiddleware(chain) {

@@ -11,8 +11,11 @@ use std::pin::Pin;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{Link, SpanKind, Status, TraceContextExt, Tracer, TracerProvider};
+use opentelemetry::trace::{
+    FutureExt, Link, SpanKind, Status, TraceContextExt, Tracer, TracerProvider, WithContext,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
@@ -260,12 +263,13 @@ pub fn end(context: Option<Context>, error: Option<&str>) {
     span.end();
 }
 
-/// Runs `future` inside `context` when there is one.
-pub async fn within<F: Future>(context: Option<&Context>, future: F) -> F::Output {
-    use opentelemetry::trace::FutureExt;
+/// Runs `future` inside `context` when there is one. Not an `async fn`: that would hold
+/// `future` twice (its argument, and what it awaits), doubling the size of every request
+/// future it wraps, traced or not.
+pub fn within<F: Future>(context: Option<&Context>, future: F) -> Either<WithContext<F>, F> {
     match context {
-        Some(context) => future.with_context(context.clone()).await,
-        None => future.await,
+        Some(context) => Either::Left(future.with_context(context.clone())),
+        None => Either::Right(future),
     }
 }
 

@@ -41,11 +41,11 @@ pub struct Refusal {
 impl Refusal {
     /// `Retry-After`: whole seconds, rounded up, at least 1.
     pub fn retry_after_secs(&self) -> u64 {
-        self.retry_after.as_millis().div_ceil(1000).max(1) as u64
+        self.retry_after.as_nanos().div_ceil(1_000_000_000).max(1) as u64
     }
 
     pub fn retry_after_ms(&self) -> u64 {
-        (self.retry_after.as_millis() as u64).max(1)
+        ceil_ms(self.retry_after)
     }
 
     /// -32000 with `data.retryAfterMs` and `data.limit`.
@@ -57,6 +57,13 @@ impl Refusal {
             "retryAfterMs": self.retry_after_ms(),
         }))
     }
+}
+
+/// `wait` in whole milliseconds, rounded up and at least 1: a client that waits what it
+/// is told is then served (rounded down, 1.6 ms would read 1, and a retry after 1 ms be
+/// refused again).
+pub fn ceil_ms(wait: Duration) -> u64 {
+    wait.as_nanos().div_ceil(1_000_000).max(1) as u64
 }
 
 /// The gateway's limiters; rebuilt in part when the config changes.

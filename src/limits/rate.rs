@@ -73,7 +73,7 @@ impl RateLimits {
                         "Rate limit exceeded: {} `{key}` is limited to {} ([[limits.rate]] {label}); retry in {} ms",
                         per.as_str(),
                         rule.rule.rate,
-                        retry_after.as_millis().max(1)
+                        super::ceil_ms(retry_after)
                     ),
                     limit: label,
                     kind: "rate",
@@ -126,5 +126,12 @@ mod tests {
         }
         // A rule counts only what it is per.
         assert!(rate.check(RatePer::Principal, "time__now").is_ok());
+    }
+
+    #[test]
+    fn waits_are_told_rounded_up() {
+        assert_eq!(crate::limits::ceil_ms(Duration::from_micros(1600)), 2);
+        assert_eq!(crate::limits::ceil_ms(Duration::from_millis(3)), 3);
+        assert_eq!(crate::limits::ceil_ms(Duration::ZERO), 1);
     }
 }

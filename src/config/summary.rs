@@ -308,19 +308,16 @@ impl Config {
                 .dir
                 .as_ref()
                 .map(|d| d.join(format!("{}.wasm", plugin.name)));
-            let path = match (&plugin.path, file) {
-                (Some(path), _) => path.display().to_string(),
+            let path = match (&plugin.path, plugin.uses_bundled.as_deref(), file) {
+                (Some(path), _, _) => path.display().to_string(),
                 // A `[[middleware]] use = "NAME"` is the bundled one, whatever `dir` holds.
-                (None, _) if plugin.uses_bundled.is_some() => {
-                    let uses = plugin.uses_bundled.as_deref().unwrap_or_default();
-                    format!("the bundled middleware `{uses}`")
-                }
-                (None, Some(file)) if file.is_file() => file.display().to_string(),
+                (None, Some(uses), _) => format!("the bundled middleware `{uses}`"),
+                (None, None, Some(file)) if file.is_file() => file.display().to_string(),
                 _ if p.bundled && super::validate::is_bundled(&plugin.name) => {
                     "bundled into the binary".to_string()
                 }
-                (None, Some(file)) => file.display().to_string(),
-                (None, None) => format!("{}.wasm", plugin.name),
+                (None, None, Some(file)) => file.display().to_string(),
+                (None, None, None) => format!("{}.wasm", plugin.name),
             };
             writeln!(out, "  {}{state}: {path}", plugin.name)?;
             writeln!(

@@ -275,9 +275,10 @@ impl Router<'_> {
         };
         let call = traces::within(traced.as_ref(), call);
         let result = crate::backend::CALL.scope(in_flight.id(), call).await;
-        let outcome = match reaches {
-            true => Outcome::of(&result),
-            false => Outcome::Neither,
+        let outcome = if reaches {
+            Outcome::of(&result)
+        } else {
+            Outcome::Neither
         };
         limits.record(&server, outcome);
         traces::end(traced, result.as_ref().err().map(|e| e.message.as_str()));

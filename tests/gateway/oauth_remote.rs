@@ -6,6 +6,7 @@
 //! `wasmgate auth login` (authorization code with PKCE, dynamic registration, a loopback
 //! redirect) whose tokens the gateway then uses.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,6 +14,18 @@ use serde_json::json;
 use crate::harness::{Client, TestDir, config, wasmgate};
 use crate::http_client::HttpGateway;
 use crate::oauth_front::{Provider, provider_folder};
+
+/// A gateway's config in `dir` with the protected gateway on `port` as server `far`, whose
+/// `[servers.far.oauth]` table holds `oauth`: the config's path and the tokens' folder.
+fn client_config(dir: &TestDir, port: u16, oauth: &str) -> (PathBuf, PathBuf) {
+    let auth_dir = dir.join("auth");
+    let text = format!(
+        "[gateway]\nauth_dir = \"{}\"\n\n[servers.far]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n\
+         [servers.far.oauth]\n{oauth}",
+        auth_dir.display()
+    );
+    (dir.write("gateway.toml", &text), auth_dir)
+}
 
 /// A loopback port free a moment ago: the resource server's URL is its resource, written
 /// in its config before it starts.
@@ -34,15 +47,11 @@ fn the_gateway_logs_in_to_a_protected_remote_server_and_refreshes_its_token() {
     let protected = protected_gateway(&provider, port, "claim = \"client_id\"\n");
 
     let dir = TestDir::new("oauth-remote-client");
-    let auth_dir = dir.join("auth");
-    let path = dir.write(
-        "gateway.toml",
-        &format!(
-            "[gateway]\nauth_dir = \"{}\"\n\n[servers.far]\nurl = \"{resource}/mcp\"\n\n\
-             [servers.far.oauth]\nclient_id = \"gateway\"\nclient_secret = \"${{FAR_SECRET}}\"\n\
-             grant = \"client_credentials\"\nscopes = [\"mcp\"]\n",
-            auth_dir.display()
-        ),
+    let (path, auth_dir) = client_config(
+        &dir,
+        port,
+        "client_id = \"gateway\"\nclient_secret = \"${FAR_SECRET}\"\n\
+         grant = \"client_credentials\"\nscopes = [\"mcp\"]\n",
     );
     let mut client = Client::spawn_with_env(
         &["serve", "--config", path.to_str().unwrap()],
@@ -116,15 +125,7 @@ fn a_users_login_through_the_browser_is_kept_and_used_by_the_gateway() {
 
     // No client id or secret: the gateway registers itself, and a user logs in.
     let dir = TestDir::new("oauth-login");
-    let auth_dir = dir.join("auth");
-    let path = dir.write(
-        "gateway.toml",
-        &format!(
-            "[gateway]\nauth_dir = \"{}\"\n\n[servers.far]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n\
-             [servers.far.oauth]\nscopes = [\"mcp\"]\n",
-            auth_dir.display()
-        ),
-    );
+    let (path, auth_dir) = client_config(&dir, port, "scopes = [\"mcp\"]\n");
     // The user's browser, as `auth login` opens it: it logs in and consents on the
     // provider's pages and follows the redirect to the loopback listener.
     let bin = dir.join("bin");

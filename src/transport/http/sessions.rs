@@ -12,7 +12,7 @@ use serde_json::json;
 use super::streams::Streams;
 use crate::config::HttpConfig;
 use crate::gateway::Gateway;
-use crate::peer::Principal;
+use crate::peer::{ClientPeer, Principal};
 use crate::session::{RequestBounds, Session};
 use crate::telemetry::events::Status;
 
@@ -171,20 +171,11 @@ impl Sessions {
         Some(session)
     }
 
-    /// Sessions open by principal: (token name, profile) and how many, for the status page.
-    pub fn by_principal(
-        &self,
-    ) -> std::collections::BTreeMap<(Option<String>, Option<String>), usize> {
-        let mut counts = std::collections::BTreeMap::new();
-        for session in self.map.read().unwrap().values() {
-            let principal = session.principal();
-            let key = (
-                principal.token.as_deref().map(str::to_string),
-                principal.profile.as_deref().map(str::to_string),
-            );
-            *counts.entry(key).or_insert(0) += 1;
-        }
-        counts
+    /// The clients of the sessions open, for the status page.
+    pub fn peers(&self) -> Vec<Arc<ClientPeer>> {
+        (self.map.read().unwrap().values())
+            .map(|session| session.session.peer.clone())
+            .collect()
     }
 
     pub fn len(&self) -> usize {

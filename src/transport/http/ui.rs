@@ -23,6 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::Front;
 use super::respond;
 use crate::config::HttpToken;
+use crate::peer::ClientPeer;
 
 const INDEX: &str = include_str!("ui/assets/index.html");
 const LOGIN: &str = include_str!("ui/assets/login.html");
@@ -243,14 +244,16 @@ async fn status(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response
     };
     let gateway = &front.gateway;
     let mut status = crate::builtin::status(gateway);
-    let sessions: Vec<Value> = if front.admin {
-        clients_of(gateway)
+    // The admin listener of a stdio gateway has no HTTP session: it shows the gateway's
+    // own clients, named by the name they gave.
+    let sessions = if front.admin {
+        let clients = gateway.live_sessions().into_iter();
+        sessions_by_principal(
+            clients.filter(|p| p.is_initialized() && !p.is_stateless()),
+            true,
+        )
     } else {
-        (front.sessions.by_principal().into_iter())
-            .map(|((token, profile), count)| {
-                json!({"token": token, "profile": profile, "count": count})
-            })
-            .collect()
+        sessions_by_principal(front.sessions.peers().into_iter(), false)
     };
     let recent: Vec<Value> = gateway
         .events
@@ -276,26 +279,32 @@ async fn status(State(front): State<Arc<Front>>, headers: HeaderMap) -> Response
         .into_response()
 }
 
-/// The clients of the gateway by principal and the name they gave (`clientInfo.name`):
-/// what the admin listener of a stdio gateway shows, where no HTTP session is open.
-fn clients_of(gateway: &crate::gateway::Gateway) -> Vec<Value> {
+/// How many of `peers` each principal (token name, profile) has, and with `by_client`
+/// each client name (`clientInfo.name`) too; the page shows no session ids.
+fn sessions_by_principal(
+    peers: impl Iterator<Item = Arc<ClientPeer>>,
+    by_client: bool,
+) -> Vec<Value> {
     let mut counts = BTreeMap::new();
-    for peer in gateway.live_sessions() {
-        if !peer.is_initialized() || peer.is_stateless() {
-            continue;
-        }
+    for peer in peers {
         let principal = peer.principal();
-        let info = peer.client_info();
+        let client = by_client
+            .then(|| peer.client_info()["name"].as_str().map(str::to_string))
+            .flatten();
         let key = (
             principal.token.as_deref().map(str::to_string),
             principal.profile.as_deref().map(str::to_string),
-            info["name"].as_str().map(str::to_string),
+            client,
         );
         *counts.entry(key).or_insert(0) += 1;
     }
     (counts.into_iter())
         .map(|((token, profile, client), count)| {
-            json!({"token": token, "profile": profile, "client": client, "count": count})
+            let mut row = json!({"token": token, "profile": profile, "count": count});
+            if by_client {
+                row["client"] = json!(client);
+            }
+            row
         })
         .collect()
 }
